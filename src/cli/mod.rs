@@ -1,0 +1,61 @@
+//! The `ipc` command line: argument definitions and dispatch. Each command
+//! is a small module that writes its report and returns an exit code
+//! (0 success, 1 a finding or a failure, 2 a usage error).
+
+mod check;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ipc",
+    version,
+    about = "intentplane: compile and lint packs, evaluate agent proposals against them"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check pack specs: parse, resolve every name, type-check, lint.
+    Check(CheckArgs),
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Default)]
+pub enum Format {
+    /// Readable diagnostics with source excerpts.
+    #[default]
+    Human,
+    /// One JSON document on stdout.
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// Pack folders (holding `pack.ipc`) or pack files.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+    /// Treat warnings as errors.
+    #[arg(long)]
+    pub deny_warnings: bool,
+}
+
+/// Runs a parsed command line; the return value is the process exit code.
+pub fn run(cli: Cli) -> u8 {
+    let mut out = std::io::stdout().lock();
+    match cli.command {
+        Command::Check(args) => check::run(&args, &mut out),
+    }
+}
+
+/// Whether to colour output written to stdout.
+pub(crate) fn use_color() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
+}

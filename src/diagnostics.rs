@@ -1,0 +1,560 @@
+//! Every diagnostic `ipc check` can report, one variant each.
+//!
+//! Each variant's doc comment says what it catches and why it matters for a
+//! security gateway. Variants carry spans only; the source text is attached
+//! when the diagnostic is rendered ([`render_human`], [`render_json`]), so
+//! the same value renders for a terminal, for a snapshot and as JSON.
+
+use miette::{Diagnostic, SourceSpan};
+use serde::Serialize;
+use thiserror::Error;
+
+/// The list of things a `ipc check` run can say about one pack file.
+#[derive(Debug, Error, Diagnostic, Clone, PartialEq)]
+pub enum PackDiagnostic {
+    /// The file could not be read: missing, a folder without `pack.ipc`,
+    /// not UTF-8, or too large to be a pack.
+    #[error("cannot read `{path}`: {reason}")]
+    #[diagnostic(code(ipc::io))]
+    Io { path: String, reason: String },
+
+    /// The text is not valid UTF-8; pack files are text.
+    #[error("the file is not valid UTF-8")]
+    #[diagnostic(
+        code(ipc::not_utf8),
+        help("pack files must be UTF-8 text; the first invalid byte is marked")
+    )]
+    NotUtf8 {
+        #[label("invalid byte here")]
+        span: SourceSpan,
+    },
+
+    /// The file does not follow the grammar (grammar/pack.pest).
+    #[error("syntax error: expected {expected}")]
+    #[diagnostic(code(ipc::syntax))]
+    Syntax {
+        expected: String,
+        #[label("{found}")]
+        span: SourceSpan,
+        found: String,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// Brackets nested so deep that the file cannot be a pack; refused
+    /// before parsing so that no input can exhaust the stack.
+    #[error("nesting deeper than {limit} levels")]
+    #[diagnostic(
+        code(ipc::too_deep),
+        help("a pack condition never needs this much nesting; split it into facts")
+    )]
+    TooDeep {
+        limit: usize,
+        #[label("too deep here")]
+        span: SourceSpan,
+    },
+
+    /// A number literal that does not fit, or money with more than two
+    /// decimals: amounts are integer minor units, never rounded silently.
+    #[error("invalid literal `{text}`: {reason}")]
+    #[diagnostic(code(ipc::invalid_literal))]
+    InvalidLiteral {
+        text: String,
+        reason: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// Two things of the same kind share a name; the second one would
+    /// silently shadow the first.
+    #[error("duplicate {kind} `{name}`")]
+    #[diagnostic(code(ipc::duplicate), help("rename or remove one of them"))]
+    Duplicate {
+        kind: &'static str,
+        name: String,
+        #[label("defined again here")]
+        span: SourceSpan,
+        #[label("first defined here")]
+        first: SourceSpan,
+    },
+
+    /// A type name the language does not know.
+    #[error("unknown type `{name}`")]
+    #[diagnostic(
+        code(ipc::unknown_type),
+        help("known types: {known}; generics: set<T>, list<T>; enums: enum(a, b)")
+    )]
+    UnknownType {
+        name: String,
+        known: String,
+        #[label("not a type")]
+        span: SourceSpan,
+    },
+
+    /// A critical parameter with no trusted source would accept any value
+    /// the agent proposes: exactly the hole intentplane exists to close.
+    #[error("critical parameter `{param}` has no trusted source")]
+    #[diagnostic(
+        code(ipc::critical_without_source),
+        help(
+            "name where its legitimate values live: `critical from mandate.CLAIM | registry.NAME`"
+        )
+    )]
+    CriticalWithoutSource {
+        param: String,
+        #[label("critical, but from nowhere")]
+        span: SourceSpan,
+    },
+
+    /// A path that starts with `mandate.` names a claim the mandate block
+    /// does not declare.
+    #[error("unknown mandate claim `{name}`")]
+    #[diagnostic(code(ipc::unknown_claim))]
+    UnknownClaim {
+        name: String,
+        #[label("not declared in `mandate {{ ... }}`")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A path that starts with `registry.` names an undeclared registry.
+    #[error("unknown registry `{name}`")]
+    #[diagnostic(code(ipc::unknown_registry))]
+    UnknownRegistry {
+        name: String,
+        #[label("no `registry {name}` in this pack")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A registry lookup reads a field its records do not have.
+    #[error("registry `{registry}` has no field `{field}`")]
+    #[diagnostic(code(ipc::unknown_field))]
+    UnknownField {
+        registry: String,
+        field: String,
+        #[label("unknown field")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A name in a source, a budget clause or a rule is neither a parameter
+    /// nor a fact of the action.
+    #[error("unknown name `{name}` in action `{action}`")]
+    #[diagnostic(code(ipc::unknown_name))]
+    UnknownName {
+        name: String,
+        action: String,
+        #[label("not a parameter or fact of this action")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A registry lookup keyed by a parameter the agent controls freely
+    /// lets the agent pick the record, and so the "trusted" value.
+    #[error("lookup keyed by `{param}`, which is not trusted")]
+    #[diagnostic(
+        code(ipc::untrusted_key),
+        help(
+            "make `{param}` critical with its own trusted source, so that the key itself is vouched for"
+        )
+    )]
+    UntrustedKey {
+        param: String,
+        #[label("the agent chooses this key")]
+        span: SourceSpan,
+    },
+
+    /// Parameters whose sources are lookups keyed by each other never
+    /// resolve from anything trusted.
+    #[error("lookup cycle: {cycle}")]
+    #[diagnostic(
+        code(ipc::lookup_cycle),
+        help(
+            "at least one parameter in a cycle must come from the mandate or a registry directly"
+        )
+    )]
+    LookupCycle {
+        cycle: String,
+        #[label("this key depends on itself")]
+        span: SourceSpan,
+    },
+
+    /// A source whose values have another type than the parameter can
+    /// never match, or matches by accident after a conversion.
+    #[error("type mismatch: `{param}` is {expected}, but this source gives {found}")]
+    #[diagnostic(code(ipc::source_type_mismatch))]
+    SourceTypeMismatch {
+        param: String,
+        expected: String,
+        found: String,
+        #[label("gives {found}")]
+        span: SourceSpan,
+    },
+
+    /// A source path of a form that cannot vouch for a value.
+    #[error("`{text}` is not a trusted source")]
+    #[diagnostic(
+        code(ipc::invalid_source),
+        help(
+            "a source is `mandate.CLAIM`, `registry.NAME` (membership) or `registry.NAME[KEY].FIELD` (lookup)"
+        )
+    )]
+    InvalidSource {
+        text: String,
+        #[label("not a source")]
+        span: SourceSpan,
+    },
+
+    /// A normaliser the gateway does not implement.
+    #[error("unknown normaliser `{name}`")]
+    #[diagnostic(code(ipc::unknown_normalizer), help("known normalisers: {known}"))]
+    UnknownNormalizer {
+        name: String,
+        known: String,
+        #[label("not a normaliser")]
+        span: SourceSpan,
+    },
+
+    /// A normaliser applied to a type it does not handle.
+    #[error("normaliser `{name}` does not apply to {ty}")]
+    #[diagnostic(code(ipc::normalizer_type), help("`{name}` applies to {applies}"))]
+    NormalizerType {
+        name: String,
+        ty: String,
+        applies: String,
+        #[label("wrong type for this normaliser")]
+        span: SourceSpan,
+    },
+
+    /// A validator the gateway does not implement.
+    #[error("unknown validator `{name}`")]
+    #[diagnostic(code(ipc::unknown_validator), help("known validators: {known}"))]
+    UnknownValidator {
+        name: String,
+        known: String,
+        #[label("not a validator")]
+        span: SourceSpan,
+    },
+
+    /// A validator on a type it cannot check (`max_len` on Money, ...).
+    #[error("validator `{name}` does not apply to {ty}")]
+    #[diagnostic(code(ipc::validator_type), help("`{name}` applies to {applies}"))]
+    ValidatorType {
+        name: String,
+        ty: String,
+        applies: String,
+        #[label("wrong type for this validator")]
+        span: SourceSpan,
+    },
+
+    /// A validator with arguments it cannot use: a reversed range, a bad
+    /// regular expression, a missing bound.
+    #[error("invalid arguments for validator `{name}`: {reason}")]
+    #[diagnostic(code(ipc::validator_args))]
+    ValidatorArgs {
+        name: String,
+        reason: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// An executor name the gateway does not provide.
+    #[error("unknown executor `{name}`")]
+    #[diagnostic(code(ipc::unknown_executor), help("known executors: {known}"))]
+    UnknownExecutor {
+        name: String,
+        known: String,
+        #[label("no such executor")]
+        span: SourceSpan,
+    },
+
+    /// An expression whose operand types do not fit its operator.
+    #[error("type mismatch: {message}")]
+    #[diagnostic(code(ipc::type_mismatch))]
+    TypeMismatch {
+        message: String,
+        #[label("{label}")]
+        span: SourceSpan,
+        label: String,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A rule condition that is not a boolean.
+    #[error("a condition must be Bool, this is {found}")]
+    #[diagnostic(code(ipc::condition_not_bool))]
+    ConditionNotBool {
+        found: String,
+        #[label("{found}")]
+        span: SourceSpan,
+    },
+
+    /// A string compared with an enum that has no such variant: the rule
+    /// could never match.
+    #[error("`{value}` is not a variant of {ty}")]
+    #[diagnostic(code(ipc::unknown_variant))]
+    UnknownVariant {
+        value: String,
+        ty: String,
+        #[label("never equal")]
+        span: SourceSpan,
+    },
+
+    /// Rules are compiled to Cedar and see only parameters and facts;
+    /// registries and claims are read by the gateway into facts.
+    #[error("a rule cannot read `{root}` directly")]
+    #[diagnostic(
+        code(ipc::rule_reads_store),
+        help("declare a fact in the action (`fact NAME = ...`) and use its name in the rule")
+    )]
+    RuleReadsStore {
+        root: String,
+        #[label("declare a fact for this")]
+        span: SourceSpan,
+    },
+
+    /// The budget parameter is what the gateway adds up per mandate; only
+    /// money can be added up.
+    #[error("budget parameter `{param}` is {ty}, not Money")]
+    #[diagnostic(code(ipc::budget_not_money))]
+    BudgetNotMoney {
+        param: String,
+        ty: String,
+        #[label("not Money")]
+        span: SourceSpan,
+    },
+
+    /// Every action needs a scope: delegation checks that the mandate
+    /// grants it, so an action without one could never be delegated safely.
+    #[error("action `{action}` has no {clause}")]
+    #[diagnostic(code(ipc::missing_clause))]
+    MissingClause {
+        action: String,
+        clause: &'static str,
+        #[label("add `{clause} ...` to this action")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A clause given twice in one action (two scopes, two executors...).
+    #[error("action `{action}` has more than one `{clause}`")]
+    #[diagnostic(code(ipc::repeated_clause), help("keep one"))]
+    RepeatedClause {
+        action: String,
+        clause: &'static str,
+        #[label("again here")]
+        span: SourceSpan,
+        #[label("first here")]
+        first: SourceSpan,
+    },
+
+    /// A default value of another type than its parameter.
+    #[error("default for `{param}` is {found}, expected {expected}")]
+    #[diagnostic(code(ipc::default_type))]
+    DefaultType {
+        param: String,
+        expected: String,
+        found: String,
+        #[label("wrong type")]
+        span: SourceSpan,
+    },
+
+    /// A critical parameter with a default would let the gateway fill in a
+    /// value nobody vouched for.
+    #[error("critical parameter `{param}` cannot have a default")]
+    #[diagnostic(
+        code(ipc::critical_default),
+        help("a critical value must come from the proposal and match a trusted source")
+    )]
+    CriticalDefault {
+        param: String,
+        #[label("remove this default")]
+        span: SourceSpan,
+    },
+
+    /// A parameter option given twice (`normalize` twice, two `critical`).
+    #[error("`{option}` given twice for `{param}`")]
+    #[diagnostic(code(ipc::repeated_option), help("keep one"))]
+    RepeatedOption {
+        param: String,
+        option: &'static str,
+        #[label("again here")]
+        span: SourceSpan,
+    },
+
+    /// A claim nothing reads: likely a typo in a source, or dead weight in
+    /// every mandate.
+    #[error("mandate claim `{name}` is never used")]
+    #[diagnostic(
+        code(ipc::unused_claim),
+        severity(Warning),
+        help("use it as a source, in a fact, or remove it")
+    )]
+    UnusedClaim {
+        name: String,
+        #[label("unused")]
+        span: SourceSpan,
+    },
+
+    /// A registry nothing reads.
+    #[error("registry `{name}` is never used")]
+    #[diagnostic(
+        code(ipc::unused_registry),
+        severity(Warning),
+        help("use it as a source, in a fact, or remove it")
+    )]
+    UnusedRegistry {
+        name: String,
+        #[label("unused")]
+        span: SourceSpan,
+    },
+
+    /// A fact no rule reads: the gateway would compute it for nothing, and a
+    /// rule may have been meant to use it.
+    #[error("fact `{name}` is never used")]
+    #[diagnostic(
+        code(ipc::unused_fact),
+        severity(Warning),
+        help("use it in a rule, or remove it")
+    )]
+    UnusedFact {
+        name: String,
+        #[label("unused")]
+        span: SourceSpan,
+    },
+}
+
+impl PackDiagnostic {
+    pub fn is_error(&self) -> bool {
+        !matches!(self.severity(), Some(miette::Severity::Warning))
+    }
+
+    /// The diagnostic's code, as printed (`ipc::syntax`).
+    pub fn code_str(&self) -> String {
+        self.code().map(|c| c.to_string()).unwrap_or_default()
+    }
+}
+
+/// A did-you-mean line from a list of candidate names.
+pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let best = candidates
+        .into_iter()
+        .map(|c| (strsim_distance(name, c), c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .min_by_key(|(d, _)| *d)?;
+    Some(format!("did you mean `{}`?", best.1))
+}
+
+/// Levenshtein distance; small inputs only (names).
+fn strsim_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Renders one diagnostic for a person, without colour (stable for
+/// snapshots and logs).
+pub fn render_human(diag: &PackDiagnostic, file: &str, source: &str) -> String {
+    render_human_report(diag, file, source, false)
+}
+
+/// Renders with or without ANSI colour.
+pub fn render_human_report(diag: &PackDiagnostic, file: &str, source: &str, color: bool) -> String {
+    let report = miette::Report::new(diag.clone())
+        .with_source_code(miette::NamedSource::new(file, source.to_string()));
+    let theme = if color {
+        miette::GraphicalTheme::unicode()
+    } else {
+        miette::GraphicalTheme::unicode_nocolor()
+    };
+    let handler = miette::GraphicalReportHandler::new_themed(theme).with_width(100);
+    let mut out = String::new();
+    if handler
+        .render_report(&mut out, report.as_ref() as &dyn Diagnostic)
+        .is_err()
+    {
+        return format!("{diag}\n");
+    }
+    out
+}
+
+/// One diagnostic as data: what `--format json` prints.
+#[derive(Debug, Serialize, Clone, PartialEq)]
+pub struct JsonDiagnostic {
+    pub file: String,
+    pub code: String,
+    pub severity: &'static str,
+    pub message: String,
+    pub help: Option<String>,
+    pub labels: Vec<JsonLabel>,
+}
+
+#[derive(Debug, Serialize, Clone, PartialEq)]
+pub struct JsonLabel {
+    pub label: Option<String>,
+    pub offset: usize,
+    pub length: usize,
+    /// 1-based.
+    pub line: usize,
+    /// 1-based, in characters.
+    pub column: usize,
+}
+
+/// 1-based line and character column of a byte offset (clamped to the text).
+pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(source.len());
+    while !source.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &source[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let column = source[line_start..offset].chars().count() + 1;
+    (line, column)
+}
+
+pub fn to_json(diag: &PackDiagnostic, file: &str, source: &str) -> JsonDiagnostic {
+    let labels = diag
+        .labels()
+        .map(|it| {
+            it.map(|l| {
+                let (line, column) = line_col(source, l.offset());
+                JsonLabel {
+                    label: l.label().map(str::to_string),
+                    offset: l.offset(),
+                    length: l.len(),
+                    line,
+                    column,
+                }
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    JsonDiagnostic {
+        file: file.to_string(),
+        code: diag.code_str(),
+        severity: if diag.is_error() { "error" } else { "warning" },
+        message: diag.to_string(),
+        help: diag.help().map(|h| h.to_string()),
+        labels,
+    }
+}

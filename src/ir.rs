@@ -1,0 +1,449 @@
+//! The checked IR: what a pack means, independent of how it was written.
+//!
+//! Everything here has been checked by `crate::check`: every name resolves,
+//! every critical parameter has a trusted source, every expression is typed.
+//! Code generation (Cedar) and the runtime table are built from this alone,
+//! so a second front-end (the MCP proxy's TOML) only has to produce it.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+pub use crate::syntax::ast::{BinOp, RuleKind};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "of", rename_all = "snake_case")]
+pub enum Type {
+    Text,
+    Int,
+    /// Integer minor units (cents).
+    Money,
+    Bool,
+    /// Seconds since the Unix epoch, at midnight UTC.
+    Date,
+    /// Seconds since the Unix epoch.
+    Timestamp,
+    /// Seconds.
+    Duration,
+    Iban,
+    Email,
+    Id,
+    Currency,
+    Phone,
+    Url,
+    Enum(Vec<String>),
+    List(Box<Type>),
+    Set(Box<Type>),
+}
+
+/// The scalar type names the language knows, as written.
+pub const SCALAR_TYPES: &[(&str, Type)] = &[
+    ("Text", Type::Text),
+    ("Int", Type::Int),
+    ("Money", Type::Money),
+    ("Bool", Type::Bool),
+    ("Date", Type::Date),
+    ("Timestamp", Type::Timestamp),
+    ("Duration", Type::Duration),
+    ("Iban", Type::Iban),
+    ("Email", Type::Email),
+    ("Id", Type::Id),
+    ("Currency", Type::Currency),
+    ("Phone", Type::Phone),
+    ("Url", Type::Url),
+];
+
+impl Type {
+    /// Represented as a string at run time (and in Cedar).
+    pub fn is_stringy(&self) -> bool {
+        matches!(
+            self,
+            Type::Text
+                | Type::Iban
+                | Type::Email
+                | Type::Id
+                | Type::Currency
+                | Type::Phone
+                | Type::Url
+                | Type::Enum(_)
+        )
+    }
+    /// Ordered and represented as a 64-bit integer.
+    pub fn is_numeric(&self) -> bool {
+        matches!(
+            self,
+            Type::Int | Type::Money | Type::Date | Type::Timestamp | Type::Duration
+        )
+    }
+    pub fn is_time(&self) -> bool {
+        matches!(self, Type::Date | Type::Timestamp)
+    }
+    pub fn is_collection(&self) -> bool {
+        matches!(self, Type::List(_) | Type::Set(_))
+    }
+    /// The element type of a collection, or the type itself.
+    pub fn element(&self) -> &Type {
+        match self {
+            Type::List(t) | Type::Set(t) => t,
+            t => t,
+        }
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Enum(vs) => write!(f, "enum({})", vs.join(", ")),
+            Type::List(t) => write!(f, "list<{t}>"),
+            Type::Set(t) => write!(f, "set<{t}>"),
+            other => {
+                let name = SCALAR_TYPES
+                    .iter()
+                    .find(|(_, t)| t == other)
+                    .map(|(n, _)| *n)
+                    .unwrap_or("?");
+                f.write_str(name)
+            }
+        }
+    }
+}
+
+/// A literal value, after parsing (money already in minor units).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Value {
+    Int(i64),
+    Money(i64),
+    Str(String),
+    Bool(bool),
+    Duration(i64),
+    List(Vec<Value>),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pack {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    /// The pack file, as given to the checker (for annotations).
+    pub file: String,
+    pub claims: Vec<Claim>,
+    pub registries: Vec<Registry>,
+    pub actions: Vec<Action>,
+}
+
+impl Pack {
+    pub fn claim(&self, name: &str) -> Option<&Claim> {
+        self.claims.iter().find(|c| c.name == name)
+    }
+    pub fn registry(&self, name: &str) -> Option<&Registry> {
+        self.registries.iter().find(|r| r.name == name)
+    }
+    pub fn action(&self, name: &str) -> Option<&Action> {
+        self.actions.iter().find(|a| a.name == name)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    pub name: String,
+    pub ty: Type,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Registry {
+    pub name: String,
+    /// `false`: records are scoped to the mandate's owner (tenant).
+    pub global: bool,
+    pub shape: RegistryShape,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegistryShape {
+    /// A set of values; a source means membership.
+    Set { element: Type },
+    /// Records by key; a source means the key exists, a lookup reads a field.
+    Keyed { key: Type, fields: Vec<Claim> },
+}
+
+impl Registry {
+    /// The type of the values membership is tested against.
+    pub fn member_type(&self) -> &Type {
+        match &self.shape {
+            RegistryShape::Set { element } => element,
+            RegistryShape::Keyed { key, .. } => key,
+        }
+    }
+    pub fn field(&self, name: &str) -> Option<&Type> {
+        match &self.shape {
+            RegistryShape::Keyed { fields, .. } => {
+                fields.iter().find(|f| f.name == name).map(|f| &f.ty)
+            }
+            RegistryShape::Set { .. } => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    pub name: String,
+    pub description: String,
+    pub scope: String,
+    /// The Money parameter added up per mandate.
+    pub budget: Option<String>,
+    pub executor: String,
+    pub params: Vec<Param>,
+    pub facts: Vec<Fact>,
+    pub rules: Vec<Rule>,
+    /// 1-based line of the `action` keyword.
+    pub line: usize,
+}
+
+impl Action {
+    pub fn param(&self, name: &str) -> Option<&Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+    pub fn fact(&self, name: &str) -> Option<&Fact> {
+        self.facts.iter().find(|p| p.name == name)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Param {
+    pub name: String,
+    pub ty: Type,
+    pub critical: bool,
+    /// Tried in order; the first that vouches for the value is its origin.
+    pub sources: Vec<Source>,
+    pub normalize: Option<Normalizer>,
+    pub validators: Vec<Validator>,
+    /// A parameter with a default may be left out of a proposal.
+    pub default: Option<Value>,
+    /// Shown to the agent when the value is refused (where the user can fix it).
+    pub hint: Option<String>,
+    pub line: usize,
+}
+
+/// Where a critical value must come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// The mandate's claim: equal to it, or a member of it if it is a set.
+    Claim { claim: String },
+    /// A member of the registry (of this owner unless global); for a keyed
+    /// registry, an existing key.
+    Registry { registry: String },
+    /// Equal to a field of a record found by a trusted key.
+    Lookup(Lookup),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Lookup {
+    pub registry: String,
+    pub key: Key,
+    pub field: String,
+}
+
+/// What a source lookup is keyed by; always trusted (checked).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Key {
+    Param { param: String },
+    Claim { claim: String },
+    Lookup { lookup: Box<Lookup> },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Claim { claim } => write!(f, "mandate.{claim}"),
+            Source::Registry { registry } => write!(f, "registry.{registry}"),
+            Source::Lookup(l) => write!(f, "{l}"),
+        }
+    }
+}
+
+impl fmt::Display for Lookup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "registry.{}[{}].{}", self.registry, self.key, self.field)
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Param { param } => f.write_str(param),
+            Key::Claim { claim } => write!(f, "mandate.{claim}"),
+            Key::Lookup { lookup } => write!(f, "{lookup}"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Normalizer {
+    /// Strip spaces, upper-case, verify the mod-97 checksum.
+    Iban,
+    /// Trim, NFKC, lower-case; refuse invisible and mixed-script characters.
+    Email,
+    /// Keep `+` and digits.
+    Phone,
+    Lower,
+    Upper,
+    Trim,
+}
+
+/// Normaliser names, as written, with the types each applies to.
+pub const NORMALIZERS: &[(&str, Normalizer)] = &[
+    ("iban", Normalizer::Iban),
+    ("email", Normalizer::Email),
+    ("phone", Normalizer::Phone),
+    ("lower", Normalizer::Lower),
+    ("upper", Normalizer::Upper),
+    ("trim", Normalizer::Trim),
+];
+
+impl Normalizer {
+    pub fn name(self) -> &'static str {
+        NORMALIZERS
+            .iter()
+            .find(|(_, n)| *n == self)
+            .map(|(s, _)| *s)
+            .unwrap_or("?")
+    }
+    /// Whether it applies to values (or elements) of this type.
+    pub fn applies_to(self, t: &Type) -> bool {
+        let t = t.element();
+        match self {
+            Normalizer::Iban => *t == Type::Iban,
+            Normalizer::Email => *t == Type::Email,
+            Normalizer::Phone => *t == Type::Phone,
+            Normalizer::Lower | Normalizer::Upper | Normalizer::Trim => {
+                t.is_stringy() && !matches!(t, Type::Enum(_))
+            }
+        }
+    }
+    pub fn applies_to_text(self) -> &'static str {
+        match self {
+            Normalizer::Iban => "Iban",
+            Normalizer::Email => "Email",
+            Normalizer::Phone => "Phone",
+            _ => "text types (Text, Id, Iban, Email, Currency, Phone, Url)",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Validator {
+    /// Inclusive bounds, in the parameter's unit (minor units for Money).
+    Range {
+        min: i64,
+        max: i64,
+    },
+    MinLen {
+        len: u64,
+    },
+    MaxLen {
+        len: u64,
+    },
+    Pattern {
+        regex: String,
+    },
+    MinItems {
+        count: u64,
+    },
+    MaxItems {
+        count: u64,
+    },
+    NonEmpty,
+}
+
+/// Validator names, as written.
+pub const VALIDATORS: &[&str] = &[
+    "range",
+    "min_len",
+    "max_len",
+    "pattern",
+    "min_items",
+    "max_items",
+    "nonempty",
+];
+
+/// The executors the gateway provides. `external`: the gateway decides and
+/// returns the resolved values; the caller (an MCP downstream tool, a
+/// benchmark's runtime) executes with them.
+pub const EXECUTORS: &[&str] = &[
+    "bank.transfer",
+    "bank.standing_order",
+    "bank.update_user",
+    "bank.update_password",
+    "ap.change_iban",
+    "ap.pay_invoice",
+    "health.read_record",
+    "workspace.send_email",
+    "workspace.invite",
+    "workspace.share_file",
+    "workspace.delete",
+    "code.merge",
+    "external",
+];
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    pub name: String,
+    pub ty: Type,
+    pub expr: Expr,
+    pub line: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rule {
+    pub kind: RuleKind,
+    pub reason: String,
+    /// `None`: always.
+    pub when: Option<Expr>,
+    pub hint: Option<String>,
+    pub line: usize,
+}
+
+/// A typed expression. Facts may read the mandate and registries; rule
+/// conditions only parameters, facts, `now` and literals (they become Cedar).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Expr {
+    Lit {
+        value: Value,
+    },
+    Param {
+        name: String,
+    },
+    Fact {
+        name: String,
+    },
+    Claim {
+        name: String,
+    },
+    Now,
+    /// A whole registry; only as the right side of `in`.
+    Registry {
+        name: String,
+    },
+    /// `registry.R[KEY].FIELD`
+    Lookup {
+        registry: String,
+        key: Box<Expr>,
+        field: String,
+    },
+    List {
+        items: Vec<Expr>,
+    },
+    Not {
+        expr: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+}

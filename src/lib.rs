@@ -1,0 +1,13 @@
+//! intentplane: the agent proposes, a deterministic gateway decides.
+//!
+//! The crate follows the flow of data: [`syntax`] (pack text to syntax tree)
+//! → [`check`] (syntax tree to the checked [`ir`], with [`diagnostics`] and
+//! [`lint`]s) → code generation and bundle → gateway → store. The `ipc`
+//! binary ([`cli`]) is a thin shell over these modules.
+
+pub mod check;
+pub mod cli;
+pub mod diagnostics;
+pub mod ir;
+pub mod lint;
+pub mod syntax;

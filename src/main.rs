@@ -1,0 +1,9 @@
+//! `ipc`: parses arguments and dispatches to one module per command.
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = intentplane::cli::Cli::parse();
+    ExitCode::from(intentplane::cli::run(cli))
+}

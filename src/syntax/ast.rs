@@ -1,0 +1,294 @@
+//! The syntax tree of a pack file: what was written, with a byte span on
+//! every node. Nothing here is checked yet; `crate::check` turns it into the
+//! IR or into diagnostics.
+
+use serde::Serialize;
+
+/// A byte range in the pack source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Self {
+        Span { start, end }
+    }
+    pub fn len(&self) -> usize {
+        self.end.saturating_sub(self.start)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+}
+
+impl From<Span> for miette::SourceSpan {
+    fn from(s: Span) -> Self {
+        (s.start, s.len()).into()
+    }
+}
+
+impl<'i> From<pest::Span<'i>> for Span {
+    fn from(s: pest::Span<'i>) -> Self {
+        Span::new(s.start(), s.end())
+    }
+}
+
+/// A name as written, with where it was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Name {
+    pub text: String,
+    pub span: Span,
+}
+
+/// A string literal, unescaped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Str {
+    pub value: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct File {
+    pub header: Header,
+    pub items: Vec<Item>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Header {
+    pub name: Name,
+    pub version: Option<Str>,
+    pub description: Option<Str>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Item {
+    Mandate(MandateBlock),
+    Registry(RegistryDecl),
+    Action(ActionDecl),
+}
+
+#[derive(Clone, Debug)]
+pub struct MandateBlock {
+    pub claims: Vec<Field>,
+    pub span: Span,
+}
+
+/// `name: Type`, a mandate claim or a registry record field.
+#[derive(Clone, Debug)]
+pub struct Field {
+    pub name: Name,
+    pub ty: TypeExpr,
+}
+
+#[derive(Clone, Debug)]
+pub struct TypeExpr {
+    pub kind: TypeExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum TypeExprKind {
+    /// `Iban`, `Money`, ...
+    Named(Name),
+    /// `set<Iban>`, `list<Email>`
+    Generic(Name, Box<TypeExpr>),
+    /// `enum(open, paid)`
+    Enum(Vec<Name>),
+}
+
+#[derive(Clone, Debug)]
+pub struct RegistryDecl {
+    pub name: Name,
+    pub shape: RegistryShape,
+    pub global: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum RegistryShape {
+    /// `registry beneficiaries: set<Iban>`
+    Set(TypeExpr),
+    /// `registry invoices by Id { vendor: Id, amount: Money }`
+    Keyed { key: TypeExpr, fields: Vec<Field> },
+}
+
+#[derive(Clone, Debug)]
+pub struct ActionDecl {
+    pub name: Name,
+    pub description: Option<Str>,
+    pub clauses: Vec<ActionClause>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum ActionClause {
+    Scope(Name, Span),
+    Budget(Name, Span),
+    Executor(Name, Span),
+    Param(ParamDecl),
+    Fact(FactDecl),
+    Rule(RuleDecl),
+}
+
+#[derive(Clone, Debug)]
+pub struct ParamDecl {
+    pub name: Name,
+    pub ty: TypeExpr,
+    pub options: Vec<ParamOption>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum ParamOption {
+    /// `critical` or `critical from a | b`; `span` covers the keyword.
+    Critical {
+        sources: Vec<Path>,
+        span: Span,
+    },
+    Normalize(Name),
+    Default(Literal),
+    Hint(Str),
+    /// `max_len 140`, `range 0.01 .. 10.00`, `pattern "..."`, `nonempty`
+    Validator(ValidatorDecl),
+}
+
+#[derive(Clone, Debug)]
+pub struct ValidatorDecl {
+    pub name: Name,
+    pub args: Vec<Literal>,
+    /// `a .. b` was written (two arguments joined by `..`).
+    pub is_range: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct FactDecl {
+    pub name: Name,
+    pub expr: Expr,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleKind {
+    Forbid,
+    StepUp,
+    FourEyes,
+}
+
+impl RuleKind {
+    pub fn keyword(self) -> &'static str {
+        match self {
+            RuleKind::Forbid => "forbid",
+            RuleKind::StepUp => "step_up",
+            RuleKind::FourEyes => "four_eyes",
+        }
+    }
+    /// The approval level a rule of this kind demands (0 for a forbid,
+    /// which no approval lifts).
+    pub fn level(self) -> u8 {
+        match self {
+            RuleKind::Forbid => 0,
+            RuleKind::StepUp => 1,
+            RuleKind::FourEyes => 2,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RuleDecl {
+    pub kind: RuleKind,
+    pub reason: Str,
+    /// `None` for `always`.
+    pub when: Option<Expr>,
+    pub hint: Option<Str>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum ExprKind {
+    Lit(LitKind),
+    Now,
+    List(Vec<Expr>),
+    Path(Path),
+    Not(Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    In,
+    Add,
+    Sub,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Or => "or",
+            BinOp::And => "and",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::In => "in",
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+        }
+    }
+}
+
+/// `mandate.payee`, `registry.vendors[registry.invoices[invoice_id].vendor].iban`, `amount`
+#[derive(Clone, Debug)]
+pub struct Path {
+    pub head: Name,
+    pub steps: Vec<PathStep>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum PathStep {
+    Field(Name),
+    Index(Box<Expr>, Span),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Literal {
+    pub kind: LitKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum LitKind {
+    Int(i64),
+    /// Minor units (cents): `10_000.00` is `1_000_000`.
+    Money(i64),
+    Str(String),
+    Bool(bool),
+    /// Seconds.
+    Duration(i64),
+    List(Vec<Literal>),
+}

@@ -1,0 +1,7 @@
+//! The pack language's surface: grammar (grammar/pack.pest), syntax tree and
+//! parser. Produces [`ast::File`]; knows nothing of meaning.
+
+pub mod ast;
+mod parse;
+
+pub use parse::{KEYWORDS, MAX_DEPTH, MAX_SOURCE_LEN, parse};
