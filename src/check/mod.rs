@@ -119,7 +119,11 @@ pub fn check_text(file: &str, source: &str) -> Checked {
     let mut cx = Cx::new(source);
     let pack = cx.pack(file, &ast);
     out.diagnostics = cx.errors;
-    out.diagnostics.extend(crate::lint::run(&ast, &pack));
+    // lints only on a pack that checks: an unresolved source would make
+    // every claim it names look unused
+    if !out.has_errors() {
+        out.diagnostics.extend(crate::lint::run(&ast, &pack));
+    }
     if !out.has_errors() {
         out.pack = Some(pack);
     }

@@ -14,6 +14,9 @@ struct PackParser;
 /// Deepest bracket nesting accepted; bounds the parser's recursion so no
 /// input can overflow the stack.
 pub const MAX_DEPTH: usize = 48;
+/// Deepest expression tree accepted (a chain of `n` operands counts `n`);
+/// bounds every later recursive walk (checker, code generation, drop).
+pub const MAX_EXPR_DEPTH: usize = 128;
 /// Largest pack file accepted, in bytes.
 pub const MAX_SOURCE_LEN: usize = 4 * 1024 * 1024;
 /// Bounds pest's work on pathological inputs (no input can hang `ipc check`).
@@ -472,7 +475,7 @@ impl Builder {
                     for x in it.into_inner() {
                         match x.as_rule() {
                             Rule::ident => n = name(x),
-                            Rule::expr => e = Some(self.expr(x)),
+                            Rule::expr => e = Some(self.top_expr(x)),
                             _ => {}
                         }
                     }
@@ -509,6 +512,10 @@ impl Builder {
                         match x.as_rule() {
                             Rule::kw_critical => kw = x.as_span().into(),
                             Rule::source => {
+                                let sp: Span = x.as_span().into();
+                                if self.too_deep(&x, sp) {
+                                    continue;
+                                }
                                 if let Some(pp) = x.into_inner().next() {
                                     sources.push(self.path(pp))
                                 }
@@ -588,7 +595,7 @@ impl Builder {
                     r.when = it
                         .into_inner()
                         .find(|x| x.as_rule() == Rule::expr)
-                        .map(|e| self.expr(e))
+                        .map(|e| self.top_expr(e))
                 }
                 Rule::hint_clause => {
                     r.hint = it
@@ -600,6 +607,27 @@ impl Builder {
             }
         }
         r
+    }
+
+    /// An expression at the top of a fact or rule: refused (with a
+    /// diagnostic) when its tree would be deeper than [`MAX_EXPR_DEPTH`].
+    fn top_expr(&mut self, p: Pair<'_, Rule>) -> Expr {
+        let span: Span = p.as_span().into();
+        if self.too_deep(&p, span) {
+            return empty_expr(span);
+        }
+        self.expr(p)
+    }
+
+    fn too_deep(&mut self, p: &Pair<'_, Rule>, span: Span) -> bool {
+        if tree_depth(p) > MAX_EXPR_DEPTH {
+            self.errors.push(PackDiagnostic::TooDeep {
+                limit: MAX_EXPR_DEPTH,
+                span: span.into(),
+            });
+            return true;
+        }
+        false
     }
 
     fn expr(&mut self, p: Pair<'_, Rule>) -> Expr {
@@ -848,6 +876,22 @@ impl Builder {
                 0
             })
     }
+}
+
+/// The depth of the syntax tree a pair will build: a chain of `n` operands
+/// adds `n` levels. Recurses over pest pairs only, whose depth the bracket
+/// limit already bounds.
+fn tree_depth(p: &Pair<'_, Rule>) -> usize {
+    let children: Vec<Pair<'_, Rule>> = p.clone().into_inner().collect();
+    let deepest = children.iter().map(tree_depth).max().unwrap_or(0);
+    let chain = match p.as_rule() {
+        Rule::or_expr | Rule::and_expr | Rule::sum_expr | Rule::not_expr => children
+            .iter()
+            .filter(|c| !matches!(c.as_rule(), Rule::kw_and | Rule::kw_or | Rule::add_op))
+            .count(),
+        _ => 1,
+    };
+    deepest + chain
 }
 
 fn fold_left(op: BinOp, operands: Vec<Expr>, span: Span) -> Expr {

@@ -1,0 +1,103 @@
+//! The `ipc` binary end to end: exit code, stdout and stderr snapshotted
+//! for each case (ruff's CLI tests style).
+
+use std::process::Command;
+
+fn ipc(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run ipc");
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+macro_rules! cli_snapshot {
+    ($name:expr, $args:expr) => {
+        insta::with_settings!({
+            snapshot_path => "../snapshots/cli",
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!($name, ipc($args));
+        })
+    };
+}
+
+#[test]
+fn check_a_valid_pack() {
+    let out = ipc(&["check", "packs/bank"]);
+    assert!(out.starts_with("exit: 0\n"), "{out}");
+    cli_snapshot!("check_bank", &["check", "packs/bank"]);
+}
+
+#[test]
+fn check_a_broken_pack_exits_1() {
+    let out = ipc(&["check", "tests/fixtures/check/untrusted_key.ipc"]);
+    assert!(out.starts_with("exit: 1\n"), "{out}");
+    cli_snapshot!(
+        "check_untrusted_key",
+        &["check", "tests/fixtures/check/untrusted_key.ipc"]
+    );
+}
+
+#[test]
+fn check_json_is_parseable() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args([
+            "check",
+            "--format",
+            "json",
+            "tests/fixtures/check/unknown_claim.ipc",
+            "packs/bank",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["errors"], 1);
+    let d = &v["packs"][0]["diagnostics"][0];
+    assert_eq!(d["code"], "ipc::unknown_claim");
+    assert_eq!(d["severity"], "error");
+    assert_eq!(d["labels"][0]["line"], 6);
+    assert_eq!(d["help"], "did you mean `payee`?");
+    assert_eq!(v["packs"][1]["pack"], "bank");
+    cli_snapshot!(
+        "check_json",
+        &[
+            "check",
+            "--format",
+            "json",
+            "tests/fixtures/check/unknown_claim.ipc"
+        ]
+    );
+}
+
+#[test]
+fn warnings_pass_unless_denied() {
+    let f = "tests/fixtures/check/unused_fact.ipc";
+    assert!(ipc(&["check", f]).starts_with("exit: 0\n"));
+    assert!(ipc(&["check", "--deny-warnings", f]).starts_with("exit: 1\n"));
+    cli_snapshot!("check_deny_warnings", &["check", "--deny-warnings", f]);
+}
+
+#[test]
+fn missing_paths_are_io_diagnostics() {
+    let out = ipc(&["check", "no/such/pack", "tests"]);
+    assert!(out.starts_with("exit: 1\n"), "{out}");
+    cli_snapshot!("check_missing", &["check", "no/such/pack", "tests"]);
+}
+
+#[test]
+fn no_arguments_is_a_usage_error() {
+    let out = ipc(&["check"]);
+    assert!(out.starts_with("exit: 2\n"), "{out}");
+}
