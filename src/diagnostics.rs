@@ -374,7 +374,9 @@ pub enum PackDiagnostic {
     #[error("critical parameter `{param}` cannot have a default")]
     #[diagnostic(
         code(ipc::critical_default),
-        help("a critical value must come from the proposal and match a trusted source")
+        help(
+            "a critical value must come from the proposal and match a trusted source; only a critical list may default to `[]`"
+        )
     )]
     CriticalDefault {
         param: String,

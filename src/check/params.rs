@@ -170,7 +170,11 @@ impl Cx {
                 }
             }
         }
+        // an empty collection vouches for nothing, so it may be the default
+        // of a critical list (an absent `cc` is no recipient at all)
+        let empty_collection = matches!(&p.default, Some(Value::List(v)) if v.is_empty());
         if p.critical
+            && !empty_collection
             && let Some(s) = default_span
         {
             self.err(PackDiagnostic::CriticalDefault {
