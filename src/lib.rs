@@ -10,4 +10,5 @@ pub mod cli;
 pub mod diagnostics;
 pub mod ir;
 pub mod lint;
+pub mod store;
 pub mod syntax;

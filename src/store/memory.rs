@@ -1,0 +1,208 @@
+//! An in-memory [`Store`] for tests: one mutex around the state; a
+//! transaction writes into an overlay that is merged only when the body
+//! returns `Ok`, so an `Err` (or a panic) leaves nothing behind.
+
+use super::{ReceiptRecord, Spent, Store, StoreError, Tx, TxFn};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+
+#[derive(Default, Debug)]
+struct State {
+    budgets: HashMap<String, Spent>,
+    nonces: HashSet<String>,
+    executions: HashMap<String, Value>,
+    revocations: HashSet<String>,
+    state: HashMap<(String, String), Value>,
+    receipts: Vec<ReceiptRecord>,
+    head: Option<(u64, String)>,
+}
+
+/// The in-memory store. Not durable; atomic and serialised across threads.
+#[derive(Default, Debug)]
+pub struct MemoryStore {
+    inner: Mutex<State>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is only changed by merging a finished overlay, so a
+        // panic inside a transaction body cannot leave it half-written.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The writes of one transaction, over the committed state.
+struct Overlay<'a> {
+    base: &'a State,
+    budgets: HashMap<String, Spent>,
+    nonces: HashSet<String>,
+    executions: HashMap<String, Value>,
+    revocations: HashSet<String>,
+    state: HashMap<(String, String), Value>,
+    receipts: Vec<ReceiptRecord>,
+}
+
+impl<'a> Overlay<'a> {
+    fn new(base: &'a State) -> Self {
+        Self {
+            base,
+            budgets: HashMap::new(),
+            nonces: HashSet::new(),
+            executions: HashMap::new(),
+            revocations: HashSet::new(),
+            state: HashMap::new(),
+            receipts: Vec::new(),
+        }
+    }
+
+    fn head(&self) -> Option<(u64, &str)> {
+        match self.receipts.last() {
+            Some(r) => Some((r.seq, r.hash.as_str())),
+            None => self.base.head.as_ref().map(|(s, h)| (*s, h.as_str())),
+        }
+    }
+
+    fn into_writes(self) -> Writes {
+        Writes {
+            budgets: self.budgets,
+            nonces: self.nonces,
+            executions: self.executions,
+            revocations: self.revocations,
+            state: self.state,
+            receipts: self.receipts,
+        }
+    }
+}
+
+struct Writes {
+    budgets: HashMap<String, Spent>,
+    nonces: HashSet<String>,
+    executions: HashMap<String, Value>,
+    revocations: HashSet<String>,
+    state: HashMap<(String, String), Value>,
+    receipts: Vec<ReceiptRecord>,
+}
+
+impl Writes {
+    fn apply(self, s: &mut State) {
+        s.budgets.extend(self.budgets);
+        s.nonces.extend(self.nonces);
+        s.executions.extend(self.executions);
+        s.revocations.extend(self.revocations);
+        s.state.extend(self.state);
+        if let Some(last) = self.receipts.last() {
+            s.head = Some((last.seq, last.hash.clone()));
+        }
+        s.receipts.extend(self.receipts);
+    }
+}
+
+impl Tx for Overlay<'_> {
+    fn spent(&mut self, mandate_id: &str) -> Result<Spent, StoreError> {
+        Ok(self
+            .budgets
+            .get(mandate_id)
+            .or_else(|| self.base.budgets.get(mandate_id))
+            .copied()
+            .unwrap_or_default())
+    }
+
+    fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
+        let now = self.spent(mandate_id)?;
+        let next = Spent {
+            amount: now.amount.checked_add(amount).ok_or_else(|| {
+                StoreError::Backend(format!("budget of `{mandate_id}` overflows"))
+            })?,
+            calls: now.calls.saturating_add(1),
+        };
+        self.budgets.insert(mandate_id.to_string(), next);
+        Ok(next)
+    }
+
+    fn nonce_used(&mut self, nonce: &str) -> Result<bool, StoreError> {
+        Ok(self.nonces.contains(nonce) || self.base.nonces.contains(nonce))
+    }
+
+    fn use_nonce(&mut self, nonce: &str) -> Result<(), StoreError> {
+        if self.nonce_used(nonce)? {
+            return Err(StoreError::Conflict(format!(
+                "nonce `{nonce}` was already used"
+            )));
+        }
+        self.nonces.insert(nonce.to_string());
+        Ok(())
+    }
+
+    fn executed(&mut self, op_hash: &str) -> Result<Option<Value>, StoreError> {
+        Ok(self
+            .executions
+            .get(op_hash)
+            .or_else(|| self.base.executions.get(op_hash))
+            .cloned())
+    }
+
+    fn record_execution(&mut self, op_hash: &str, result: &Value) -> Result<(), StoreError> {
+        if self.executed(op_hash)?.is_some() {
+            return Err(StoreError::Conflict(format!(
+                "operation `{op_hash}` was already executed"
+            )));
+        }
+        self.executions.insert(op_hash.to_string(), result.clone());
+        Ok(())
+    }
+
+    fn revoked(&mut self, token_id: &str) -> Result<bool, StoreError> {
+        Ok(self.revocations.contains(token_id) || self.base.revocations.contains(token_id))
+    }
+
+    fn revoke(&mut self, token_id: &str) -> Result<(), StoreError> {
+        self.revocations.insert(token_id.to_string());
+        Ok(())
+    }
+
+    fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError> {
+        let k = (ns.to_string(), key.to_string());
+        Ok(self
+            .state
+            .get(&k)
+            .or_else(|| self.base.state.get(&k))
+            .cloned())
+    }
+
+    fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError> {
+        self.state
+            .insert((ns.to_string(), key.to_string()), value.clone());
+        Ok(())
+    }
+
+    fn append_receipt(&mut self, body: &Value) -> Result<ReceiptRecord, StoreError> {
+        let record = ReceiptRecord::next(self.head(), body.clone())
+            .map_err(|e| StoreError::Backend(format!("cannot hash the receipt: {e}")))?;
+        self.receipts.push(record.clone());
+        Ok(record)
+    }
+}
+
+impl Store for MemoryStore {
+    fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+        let mut state = self.lock();
+        let mut overlay = Overlay::new(&state);
+        let value = f(&mut overlay)?;
+        let writes = overlay.into_writes();
+        writes.apply(&mut state);
+        Ok(value)
+    }
+
+    fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
+        Ok(self.lock().receipts.clone())
+    }
+
+    fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
+        Ok(self.lock().head.clone())
+    }
+}

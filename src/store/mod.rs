@@ -1,0 +1,98 @@
+//! Where the gateway's state lives: budgets, used nonces (approvals, token
+//! ids), executed operations (idempotency), revocations, the simulated
+//! systems of record the executors change, and the hash-chained receipts.
+//!
+//! Everything goes through [`Store::transaction`]: the gateway re-checks,
+//! executes, updates the budget, consumes the nonce and appends the receipt
+//! inside one transaction, so that two gateways (threads or processes) can
+//! never both spend the last euro or pay the same invoice twice, and a
+//! crash leaves either all of it or none of it.
+//!
+//! Implementations: [`memory::MemoryStore`] (tests) and
+//! [`sqlite::SqliteStore`] (the embedded default: one file, WAL,
+//! `BEGIN IMMEDIATE`).
+
+pub mod memory;
+pub mod receipts;
+pub mod sqlite;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use receipts::{ChainProblem, Receipt, ReceiptRecord, verify_chain};
+
+/// Cumulative spending of one mandate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spent {
+    /// Minor units.
+    pub amount: i64,
+    pub calls: u64,
+}
+
+/// The operations available inside a transaction. Every method sees the
+/// writes made earlier in the same transaction.
+pub trait Tx {
+    fn spent(&mut self, mandate_id: &str) -> Result<Spent, StoreError>;
+    /// Adds to the mandate's cumulative amount and call count.
+    fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError>;
+
+    fn nonce_used(&mut self, nonce: &str) -> Result<bool, StoreError>;
+    /// Marks a nonce used; `Err(StoreError::Conflict)` if it already was.
+    fn use_nonce(&mut self, nonce: &str) -> Result<(), StoreError>;
+
+    /// The result recorded for an executed operation, if any.
+    fn executed(&mut self, op_hash: &str) -> Result<Option<Value>, StoreError>;
+    fn record_execution(&mut self, op_hash: &str, result: &Value) -> Result<(), StoreError>;
+
+    fn revoked(&mut self, token_id: &str) -> Result<bool, StoreError>;
+    fn revoke(&mut self, token_id: &str) -> Result<(), StoreError>;
+
+    /// State of the simulated systems of record, by namespace and key
+    /// (`("ap.invoice_status", "INV-1")`, `("bank.ledger", "...")`).
+    fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError>;
+    fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError>;
+
+    /// Appends a receipt to the chain and returns the stored record (with
+    /// its sequence number, previous hash and own hash).
+    fn append_receipt(&mut self, body: &Value) -> Result<ReceiptRecord, StoreError>;
+}
+
+/// The body of a transaction: runs against a [`Tx`]; returning `Err` rolls
+/// everything back.
+pub type TxFn<'a> = dyn FnMut(&mut dyn Tx) -> Result<Value, StoreError> + 'a;
+
+pub trait Store: Send + Sync {
+    /// Runs `f` atomically and durably: all its writes commit together or
+    /// not at all. Concurrent transactions (threads or processes) are
+    /// serialised.
+    fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError>;
+
+    /// Every receipt, in chain order (for `ipc receipts verify / show`).
+    fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError>;
+
+    /// The sequence number and hash of the last receipt as recorded by the
+    /// store's head marker (detects a truncated chain).
+    fn head(&self) -> Result<Option<(u64, String)>, StoreError>;
+}
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum StoreError {
+    #[error("cannot open store `{path}`: {reason}")]
+    #[diagnostic(code(ipc::store::open))]
+    Open { path: String, reason: String },
+
+    #[error("store error: {0}")]
+    #[diagnostic(code(ipc::store::backend))]
+    Backend(String),
+
+    /// A uniqueness conflict (a nonce already used, an operation already
+    /// executed): the caller turns it into a DENY.
+    #[error("conflict: {0}")]
+    #[diagnostic(code(ipc::store::conflict))]
+    Conflict(String),
+
+    /// Raised by a transaction body to abort with a reason; rolls back.
+    #[error("{0}")]
+    #[diagnostic(code(ipc::store::aborted))]
+    Aborted(String),
+}

@@ -1,0 +1,608 @@
+//! The embedded default [`Store`]: one SQLite file in WAL mode.
+//!
+//! Every transaction runs under `BEGIN IMMEDIATE` (the write lock is taken
+//! before the first read, so a read-check-write can never interleave with
+//! another writer, thread or process) with `synchronous = FULL` (the WAL is
+//! synced at every commit: what `transaction` acknowledges survives a
+//! crash) and a 30 s `busy_timeout` (other processes wait for the lock).
+//!
+//! **Group commit.** Threads of one process that call `transaction` at
+//! the same time share one SQLite transaction: each body runs in its own
+//! `SAVEPOINT` (an `Err` rolls back that body only), and the last thread in
+//! line commits for everyone. A caller is acknowledged only after the
+//! `COMMIT` that contains its writes has returned, so durability is the
+//! same as one commit per transaction; only the number of syncs drops.
+//! Bodies still run one at a time and each sees the writes of the bodies
+//! before it, so the outcome is that of running them one after another.
+//! A batch is cut at [`SqliteOptions::max_batch`] bodies so that other
+//! processes get the lock too.
+
+use super::{ReceiptRecord, Spent, Store, StoreError, Tx, TxFn};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// `PRAGMA application_id` of an intentplane store ("IPCS").
+const APPLICATION_ID: i64 = 0x4950_4353;
+/// `PRAGMA user_version`: the schema version.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS budgets (
+    mandate_id TEXT PRIMARY KEY,
+    amount     INTEGER NOT NULL,
+    calls      INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS nonces (nonce TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS executions (
+    op_hash TEXT PRIMARY KEY,
+    result  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS revocations (token_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS state (
+    ns    TEXT NOT NULL,
+    key   TEXT NOT NULL,
+    json  TEXT NOT NULL,
+    PRIMARY KEY (ns, key)
+);
+CREATE TABLE IF NOT EXISTS receipts (
+    seq       INTEGER PRIMARY KEY,
+    prev_hash TEXT NOT NULL,
+    hash      TEXT NOT NULL,
+    body      TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS head (
+    id   INTEGER PRIMARY KEY CHECK (id = 1),
+    seq  INTEGER NOT NULL,
+    hash TEXT NOT NULL
+);
+";
+
+/// How a [`SqliteStore`] commits.
+#[derive(Clone, Copy, Debug)]
+pub struct SqliteOptions {
+    /// How long to wait for another process's write lock.
+    pub busy_timeout: Duration,
+    /// Most transaction bodies committed together; 1 turns group commit
+    /// off (one `COMMIT`, one sync, per transaction).
+    pub max_batch: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(30),
+            max_batch: 256,
+        }
+    }
+}
+
+/// The writer connection and the state of the open batch.
+struct Writer {
+    conn: Connection,
+    /// A `BEGIN IMMEDIATE` is open.
+    in_batch: bool,
+    /// Bodies run in the open batch.
+    batch_len: usize,
+    /// Id of the open (or next) batch.
+    batch_id: u64,
+    /// Outcome of finished batches, with how many waiters still have to
+    /// read it.
+    outcomes: HashMap<u64, (Result<(), String>, usize)>,
+    /// Threads waiting for the open batch to commit.
+    waiting: usize,
+}
+
+/// A store in one SQLite file.
+pub struct SqliteStore {
+    path: PathBuf,
+    options: SqliteOptions,
+    writer: Mutex<Writer>,
+    committed: Condvar,
+    /// Threads inside `transaction` whose body has not finished yet.
+    arrived: AtomicUsize,
+    /// A second connection for reads outside transactions: it sees only
+    /// committed data, never an open batch.
+    reader: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+impl SqliteStore {
+    /// Opens the store at `path`, creating the file and its tables if
+    /// needed.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default(), true)
+    }
+
+    /// Opens an existing store; a missing file or a file that is not an
+    /// intentplane store is an error (for `ipc receipts`).
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default(), false)
+    }
+
+    /// Opens with explicit options; `create` allows making a new store.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+        create: bool,
+    ) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let open_err = |reason: String| StoreError::Open {
+            path: path.display().to_string(),
+            reason,
+        };
+        if !create && !path.is_file() {
+            return Err(open_err("no such file".into()));
+        }
+        let conn = connect(&path, create, &options).map_err(&open_err)?;
+        let reader = connect(&path, false, &options).map_err(&open_err)?;
+        Ok(Self {
+            path,
+            options: SqliteOptions {
+                max_batch: options.max_batch.max(1),
+                ..options
+            },
+            writer: Mutex::new(Writer {
+                conn,
+                in_batch: false,
+                batch_len: 0,
+                batch_id: 0,
+                outcomes: HashMap::new(),
+                waiting: 0,
+            }),
+            committed: Condvar::new(),
+            arrived: AtomicUsize::new(0),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock_writer(&self) -> MutexGuard<'_, Writer> {
+        // A panicking body is caught in `transaction`, so a poisoned lock
+        // still guards consistent bookkeeping.
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_reader(&self) -> MutexGuard<'_, Connection> {
+        self.reader.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ends the open batch: `COMMIT` (or `ROLLBACK` when `commit` is
+    /// false), then wakes the waiters with the outcome.
+    fn end_batch(&self, w: &mut Writer, commit: bool) -> Result<(), String> {
+        let outcome = if commit {
+            match w.conn.execute_batch("COMMIT") {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let _ = w.conn.execute_batch("ROLLBACK");
+                    Err(format!("commit failed: {e}"))
+                }
+            }
+        } else {
+            w.conn.execute_batch("ROLLBACK").map_err(|e| e.to_string())
+        };
+        if w.waiting > 0 {
+            w.outcomes.insert(w.batch_id, (outcome.clone(), w.waiting));
+        }
+        w.waiting = 0;
+        w.in_batch = false;
+        w.batch_len = 0;
+        w.batch_id += 1;
+        self.committed.notify_all();
+        outcome
+    }
+}
+
+fn connect(path: &Path, create: bool, options: &SqliteOptions) -> Result<Connection, String> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| e.to_string())?;
+    conn.busy_timeout(options.busy_timeout)
+        .map_err(|e| e.to_string())?;
+    let not_a_db = |e: rusqlite::Error| format!("not an SQLite database ({e})");
+    let app_id: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(not_a_db)?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(not_a_db)?;
+    let foreign = || "an SQLite database that is not an intentplane store".to_string();
+    if app_id != APPLICATION_ID && (tables > 0 || !create) {
+        return Err(foreign());
+    }
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!("cannot switch to WAL mode (journal mode `{mode}`)"));
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON")
+        .map_err(|e| e.to_string())?;
+    // Create or check the schema under the write lock, so that two
+    // processes opening a new file at once do not race.
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| e.to_string())?;
+    let result = (|| -> Result<(), String> {
+        let app_id: i64 = conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?;
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?;
+        if app_id == APPLICATION_ID {
+            let version: i64 = conn
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(|e| e.to_string())?;
+            if version != SCHEMA_VERSION {
+                return Err(format!(
+                    "store schema version {version} is not supported (expected {SCHEMA_VERSION})"
+                ));
+            }
+            Ok(())
+        } else if tables == 0 && create {
+            conn.execute_batch(SCHEMA).map_err(|e| e.to_string())?;
+            conn.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}"
+            ))
+            .map_err(|e| e.to_string())
+        } else {
+            Err(foreign())
+        }
+    })();
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(|e| e.to_string())?,
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e);
+        }
+    }
+    Ok(conn)
+}
+
+impl Store for SqliteStore {
+    fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        let mut w = self.lock_writer();
+        if !w.in_batch {
+            if let Err(e) = w.conn.execute_batch("BEGIN IMMEDIATE") {
+                self.arrived.fetch_sub(1, Ordering::SeqCst);
+                return Err(backend(e));
+            }
+            w.in_batch = true;
+        }
+        // `broken`: the savepoint could not be opened or closed, so the
+        // batch cannot be trusted and is rolled back as a whole.
+        let (body, broken) = match w.conn.execute_batch("SAVEPOINT tx") {
+            Ok(()) => {
+                let mut tx = SqlTx { conn: &w.conn };
+                let run = catch_unwind(AssertUnwindSafe(|| f(&mut tx)));
+                let keep = matches!(run, Ok(Ok(_)));
+                let end = if keep {
+                    w.conn.execute_batch("RELEASE tx")
+                } else {
+                    w.conn.execute_batch("ROLLBACK TO tx; RELEASE tx")
+                };
+                match end {
+                    Ok(()) => (run, false),
+                    Err(e) => (Ok(Err(backend(e))), true),
+                }
+            }
+            Err(e) => (Ok(Err(backend(e))), true),
+        };
+        w.batch_len += 1;
+        let remaining = self.arrived.fetch_sub(1, Ordering::SeqCst) - 1;
+        let value = match body {
+            Ok(v) => v,
+            Err(panic) => {
+                if remaining == 0 || w.batch_len >= self.options.max_batch {
+                    let _ = self.end_batch(&mut w, true);
+                }
+                drop(w);
+                resume_unwind(panic);
+            }
+        };
+        if broken {
+            // Roll back the whole batch: others waiting on it get an error.
+            let _ = self.end_batch(&mut w, false);
+            return value;
+        }
+        if remaining == 0 || w.batch_len >= self.options.max_batch {
+            let outcome = self.end_batch(&mut w, true);
+            return match (value, outcome) {
+                (Ok(v), Ok(())) => Ok(v),
+                (Ok(_), Err(e)) => Err(StoreError::Backend(e)),
+                (Err(e), _) => Err(e),
+            };
+        }
+        let value = value?; // a failed body is already rolled back
+        // Wait for whoever runs the last body of this batch to commit it.
+        let batch = w.batch_id;
+        w.waiting += 1;
+        let mut w = self
+            .committed
+            .wait_while(w, |w| w.batch_id == batch)
+            .unwrap_or_else(|e| e.into_inner());
+        let outcome = match w.outcomes.get_mut(&batch) {
+            Some((outcome, readers)) => {
+                let outcome = outcome.clone();
+                *readers -= 1;
+                if *readers == 0 {
+                    w.outcomes.remove(&batch);
+                }
+                outcome
+            }
+            None => Err("the batch outcome was lost".to_string()),
+        };
+        outcome.map(|()| value).map_err(StoreError::Backend)
+    }
+
+    fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
+        let conn = self.lock_reader();
+        let mut stmt = conn
+            .prepare("SELECT seq, prev_hash, hash, body FROM receipts ORDER BY seq")
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok(ReceiptRecord {
+                    seq: u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
+                    prev_hash: text(row.get_ref(1)?),
+                    hash: text(row.get_ref(2)?),
+                    body: {
+                        let raw = text(row.get_ref(3)?);
+                        // A body that is not JSON (tampered) is kept as a
+                        // string: its hash will not match, and verify says so.
+                        serde_json::from_str(&raw).unwrap_or(Value::String(raw))
+                    },
+                })
+            })
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+    }
+
+    fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
+        let conn = self.lock_reader();
+        conn.query_row("SELECT seq, hash FROM head WHERE id = 1", [], |r| {
+            Ok((
+                u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                text(r.get_ref(1)?),
+            ))
+        })
+        .optional()
+        .map_err(backend)
+    }
+}
+
+/// Any column as text: a tampered file may hold another type.
+fn text(v: ValueRef<'_>) -> String {
+    match v {
+        ValueRef::Null => String::new(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(f) => f.to_string(),
+        ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t).into_owned(),
+    }
+}
+
+fn to_i64(n: u64) -> Result<i64, StoreError> {
+    i64::try_from(n).map_err(|_| StoreError::Backend(format!("`{n}` does not fit the store")))
+}
+
+/// The operations of one transaction body, on the writer connection.
+struct SqlTx<'c> {
+    conn: &'c Connection,
+}
+
+impl SqlTx<'_> {
+    fn exists(&self, sql: &str, key: &str) -> Result<bool, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
+        stmt.exists(params![key]).map_err(backend)
+    }
+
+    fn json(&self, sql: &str, p: impl rusqlite::Params) -> Result<Option<Value>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
+        let raw: Option<String> = stmt
+            .query_row(p, |r| Ok(text(r.get_ref(0)?)))
+            .optional()
+            .map_err(backend)?;
+        raw.map(|s| {
+            serde_json::from_str(&s)
+                .map_err(|e| StoreError::Backend(format!("stored json is invalid: {e}")))
+        })
+        .transpose()
+    }
+
+    /// Inserts a key; `Ok(false)` when it was already there.
+    fn insert_key(&self, sql: &str, key: &str) -> Result<bool, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
+        Ok(stmt.execute(params![key]).map_err(backend)? == 1)
+    }
+}
+
+fn to_json_text(v: &Value) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Backend(e.to_string()))
+}
+
+impl Tx for SqlTx<'_> {
+    fn spent(&mut self, mandate_id: &str) -> Result<Spent, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT amount, calls FROM budgets WHERE mandate_id = ?1")
+            .map_err(backend)?;
+        let row: Option<(i64, i64)> = stmt
+            .query_row(params![mandate_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(backend)?;
+        Ok(row
+            .map(|(amount, calls)| Spent {
+                amount,
+                calls: u64::try_from(calls).unwrap_or(0),
+            })
+            .unwrap_or_default())
+    }
+
+    fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
+        let now = self.spent(mandate_id)?;
+        let next = Spent {
+            amount: now.amount.checked_add(amount).ok_or_else(|| {
+                StoreError::Backend(format!("budget of `{mandate_id}` overflows"))
+            })?,
+            calls: now.calls.saturating_add(1),
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO budgets (mandate_id, amount, calls) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (mandate_id) DO UPDATE SET amount = ?2, calls = ?3",
+            )
+            .map_err(backend)?;
+        stmt.execute(params![mandate_id, next.amount, to_i64(next.calls)?])
+            .map_err(backend)?;
+        Ok(next)
+    }
+
+    fn nonce_used(&mut self, nonce: &str) -> Result<bool, StoreError> {
+        self.exists("SELECT 1 FROM nonces WHERE nonce = ?1", nonce)
+    }
+
+    fn use_nonce(&mut self, nonce: &str) -> Result<(), StoreError> {
+        if self.insert_key(
+            "INSERT INTO nonces (nonce) VALUES (?1) ON CONFLICT DO NOTHING",
+            nonce,
+        )? {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict(format!(
+                "nonce `{nonce}` was already used"
+            )))
+        }
+    }
+
+    fn executed(&mut self, op_hash: &str) -> Result<Option<Value>, StoreError> {
+        self.json(
+            "SELECT result FROM executions WHERE op_hash = ?1",
+            params![op_hash],
+        )
+    }
+
+    fn record_execution(&mut self, op_hash: &str, result: &Value) -> Result<(), StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO executions (op_hash, result) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            )
+            .map_err(backend)?;
+        if stmt
+            .execute(params![op_hash, to_json_text(result)?])
+            .map_err(backend)?
+            == 1
+        {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict(format!(
+                "operation `{op_hash}` was already executed"
+            )))
+        }
+    }
+
+    fn revoked(&mut self, token_id: &str) -> Result<bool, StoreError> {
+        self.exists("SELECT 1 FROM revocations WHERE token_id = ?1", token_id)
+    }
+
+    fn revoke(&mut self, token_id: &str) -> Result<(), StoreError> {
+        self.insert_key(
+            "INSERT INTO revocations (token_id) VALUES (?1) ON CONFLICT DO NOTHING",
+            token_id,
+        )
+        .map(|_| ())
+    }
+
+    fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError> {
+        self.json(
+            "SELECT json FROM state WHERE ns = ?1 AND key = ?2",
+            params![ns, key],
+        )
+    }
+
+    fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO state (ns, key, json) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (ns, key) DO UPDATE SET json = ?3",
+            )
+            .map_err(backend)?;
+        stmt.execute(params![ns, key, to_json_text(value)?])
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn append_receipt(&mut self, body: &Value) -> Result<ReceiptRecord, StoreError> {
+        let head: Option<(i64, String)> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT seq, hash FROM head WHERE id = 1")
+                .map_err(backend)?;
+            stmt.query_row([], |r| Ok((r.get(0)?, text(r.get_ref(1)?))))
+                .optional()
+                .map_err(backend)?
+        };
+        let prev = match &head {
+            Some((seq, hash)) => Some((
+                u64::try_from(*seq)
+                    .map_err(|_| StoreError::Backend(format!("head marker has seq `{seq}`")))?,
+                hash.as_str(),
+            )),
+            None => None,
+        };
+        let record = ReceiptRecord::next(prev, body.clone())
+            .map_err(|e| StoreError::Backend(format!("cannot hash the receipt: {e}")))?;
+        let seq = to_i64(record.seq)?;
+        let mut insert = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO receipts (seq, prev_hash, hash, body) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(backend)?;
+        insert
+            .execute(params![
+                seq,
+                record.prev_hash,
+                record.hash,
+                to_json_text(&record.body)?
+            ])
+            .map_err(backend)?;
+        let mut set_head = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO head (id, seq, hash) VALUES (1, ?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET seq = ?1, hash = ?2",
+            )
+            .map_err(backend)?;
+        set_head
+            .execute(params![seq, record.hash])
+            .map_err(backend)?;
+        Ok(record)
+    }
+}
