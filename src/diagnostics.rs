@@ -434,6 +434,85 @@ pub enum PackDiagnostic {
         #[label("unused")]
         span: SourceSpan,
     },
+
+    // ---- code generation (`ipc build`) --------------------------------
+    /// Two packs in one build with the same name: their Cedar namespaces
+    /// would merge.
+    #[error("pack `{name}` is given twice")]
+    #[diagnostic(
+        code(ipc::duplicate_pack),
+        help("the first is `{first_file}`; each pack in a bundle needs its own name")
+    )]
+    DuplicatePack {
+        name: String,
+        first_file: String,
+        #[label("again here")]
+        span: SourceSpan,
+    },
+
+    /// A proposal names an action without its pack, so two packs of one
+    /// bundle cannot share an action name.
+    #[error("action `{action}` is also defined by pack `{other}`")]
+    #[diagnostic(
+        code(ipc::duplicate_action),
+        help(
+            "a proposal names only the action, so the gateway could not tell them apart; rename one"
+        )
+    )]
+    DuplicateActionAcrossPacks {
+        action: String,
+        other: String,
+        #[label("defined again here")]
+        span: SourceSpan,
+    },
+
+    /// A name the generated Cedar uses itself (a context attribute, a
+    /// Cedar keyword as namespace).
+    #[error("`{name}` cannot be used here: {reason}")]
+    #[diagnostic(code(ipc::reserved_name), help("rename it"))]
+    ReservedName {
+        name: String,
+        reason: String,
+        #[label("reserved in the generated cedar")]
+        span: SourceSpan,
+    },
+
+    /// Cedar's strict validator refused a policy; no bundle is written.
+    #[error("policy `{policy}` fails cedar validation: {message}")]
+    #[diagnostic(code(ipc::cedar_validation))]
+    CedarValidation {
+        policy: String,
+        message: String,
+        #[label("{label}")]
+        span: SourceSpan,
+        label: String,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A `policy.cedar` that does not parse, or holds what a bundle cannot.
+    #[error("cedar error: {message}")]
+    #[diagnostic(code(ipc::cedar_syntax))]
+    CedarSyntax {
+        message: String,
+        #[label("{label}")]
+        span: SourceSpan,
+        label: String,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// The IR holds something the checker should have refused; a bug.
+    #[error("cannot generate cedar: {message}")]
+    #[diagnostic(
+        code(ipc::codegen_internal),
+        help("this is a bug in ipc; please report it together with the pack")
+    )]
+    CodegenInternal {
+        message: String,
+        #[label("while compiling this")]
+        span: SourceSpan,
+    },
 }
 
 impl PackDiagnostic {

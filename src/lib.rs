@@ -5,10 +5,14 @@
 //! [`lint`]s) → code generation and bundle → gateway → store. The `ipc`
 //! binary ([`cli`]) is a thin shell over these modules.
 
+pub mod bundle;
+pub mod canonical;
 pub mod check;
 pub mod cli;
+pub mod codegen;
 pub mod diagnostics;
 pub mod ir;
+pub mod keys;
 pub mod lint;
 pub mod store;
 pub mod syntax;

@@ -2,7 +2,10 @@
 //! is a small module that writes its report and returns an exit code
 //! (0 success, 1 a finding or a failure, 2 a usage error).
 
+mod build;
+mod bundle;
 mod check;
+mod keygen;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -22,6 +25,12 @@ pub struct Cli {
 pub enum Command {
     /// Check pack specs: parse, resolve every name, type-check, lint.
     Check(CheckArgs),
+    /// Compile packs to one runtime bundle: Cedar schema, policies, table.
+    Build(build::BuildArgs),
+    /// Generate an Ed25519 key pair for signing bundles.
+    Keygen(keygen::KeygenArgs),
+    /// Verify or inspect a bundle.
+    Bundle(bundle::BundleArgs),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Default)]
@@ -51,6 +60,9 @@ pub fn run(cli: Cli) -> u8 {
     let mut out = std::io::stdout().lock();
     match cli.command {
         Command::Check(args) => check::run(&args, &mut out),
+        Command::Build(args) => build::run(&args, &mut out),
+        Command::Keygen(args) => keygen::run(&args, &mut out),
+        Command::Bundle(args) => bundle::run(&args, &mut out),
     }
 }
 

@@ -1,0 +1,146 @@
+//! Canonical encoding and hashing: the one way intentplane turns a value
+//! into bytes before hashing or signing it (bundles here; mandates,
+//! approvals, operation hashes and receipts in the gateway).
+//!
+//! The encoding is the JSON Canonicalization Scheme (RFC 8785, through
+//! `serde_jcs`): object keys sorted, no insignificant whitespace, numbers in
+//! their shortest IEEE-754 form. That last rule means an integer beyond
+//! ±(2^53 − 1) would be rounded before hashing, so two different values
+//! could share a hash; [`to_jcs`] refuses such integers instead.
+
+use miette::Diagnostic;
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+/// The largest integer magnitude that canonical JSON encodes exactly.
+pub const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
+
+#[derive(Debug, Error, Diagnostic, Clone, PartialEq, Eq)]
+pub enum CanonicalError {
+    /// The value has no JSON form (a map with non-string keys, ...).
+    #[error("cannot encode the value as json: {reason}")]
+    #[diagnostic(code(ipc::canonical::encode))]
+    Encode { reason: String },
+
+    /// An integer that canonical JSON would round: hashing it would let two
+    /// different values share a hash.
+    #[error(
+        "the integer `{value}` at `{path}` is beyond ±(2^53 - 1) and has no exact canonical encoding"
+    )]
+    #[diagnostic(
+        code(ipc::canonical::inexact_integer),
+        help("keep integers within ±9007199254740991 (for money: ±90,071,992,547,409.91)")
+    )]
+    InexactInteger { value: String, path: String },
+}
+
+/// The RFC 8785 canonical JSON text of a value.
+pub fn to_jcs<T: Serialize + ?Sized>(v: &T) -> Result<String, CanonicalError> {
+    let value = serde_json::to_value(v).map_err(|e| CanonicalError::Encode {
+        reason: e.to_string(),
+    })?;
+    value_to_jcs(&value)
+}
+
+/// The canonical text of a JSON value already in memory.
+pub fn value_to_jcs(value: &Value) -> Result<String, CanonicalError> {
+    check_integers(value, &mut String::from("$"))?;
+    serde_jcs::to_string(value).map_err(|e| CanonicalError::Encode {
+        reason: e.to_string(),
+    })
+}
+
+/// Lower-case hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// `sha256:<hex>` of the canonical encoding of a value.
+pub fn hash_of<T: Serialize + ?Sized>(v: &T) -> Result<String, CanonicalError> {
+    Ok(format!("sha256:{}", sha256_hex(to_jcs(v)?.as_bytes())))
+}
+
+fn check_integers(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
+    match v {
+        Value::Number(n) => {
+            let inexact = match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => i.unsigned_abs() > MAX_EXACT_INTEGER,
+                (None, Some(u)) => u > MAX_EXACT_INTEGER,
+                // a float is exact by definition
+                (None, None) => false,
+            };
+            if inexact {
+                return Err(CanonicalError::InexactInteger {
+                    value: n.to_string(),
+                    path: path.clone(),
+                });
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                check_integers(item, path)?;
+                path.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                check_integers(item, path)?;
+                path.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Null | Value::Bool(_) | Value::String(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_are_sorted_and_whitespace_dropped() {
+        let v = json!({"b": 1, "a": [true, null, "x"], "c": {"z": 1.5, "y": -2}});
+        assert_eq!(
+            to_jcs(&v).unwrap(),
+            r#"{"a":[true,null,"x"],"b":1,"c":{"y":-2,"z":1.5}}"#
+        );
+    }
+
+    #[test]
+    fn large_integers_are_refused_not_rounded() {
+        let ok = json!({"n": MAX_EXACT_INTEGER});
+        assert!(to_jcs(&ok).is_ok());
+        let bad = json!({"list": [1, {"n": MAX_EXACT_INTEGER + 2}]});
+        let err = to_jcs(&bad).unwrap_err();
+        assert_eq!(
+            err,
+            CanonicalError::InexactInteger {
+                value: "9007199254740993".into(),
+                path: "$.list[1].n".into()
+            }
+        );
+        assert!(to_jcs(&json!(i64::MIN)).is_err());
+    }
+
+    #[test]
+    fn sha256_of_known_input() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            hash_of(&json!({"b": 2, "a": 1})).unwrap(),
+            format!("sha256:{}", sha256_hex(br#"{"a":1,"b":2}"#))
+        );
+    }
+}

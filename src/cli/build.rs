@@ -1,0 +1,147 @@
+//! `ipc build PACK... -o FILE [--sign KEYFILE]`: check the packs, generate
+//! and validate Cedar, write one bundle. Exit 1 and no file on any error.
+
+use super::Format;
+use super::bundle::{error_json, render_error};
+use crate::bundle::{Bundle, BundleError, build};
+use crate::keys::SecretKey;
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct BuildArgs {
+    /// Pack folders (holding `pack.ipc`) or pack files.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Where to write the bundle.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Sign the bundle with this secret key file (from `ipc keygen`).
+    #[arg(long, value_name = "KEYFILE")]
+    pub sign: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
+    let color = super::use_color();
+    let key = match &args.sign {
+        None => None,
+        Some(p) => match SecretKey::load(p) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                let _ = match args.format {
+                    Format::Human => write!(out, "{}", render_error(&e, color)),
+                    Format::Json => writeln!(
+                        out,
+                        "{}",
+                        serde_json::to_string_pretty(&json!({
+                            "ok": false, "output": null, "errors": 1, "warnings": 0,
+                            "diagnostics": [error_json(&e)],
+                        }))
+                        .unwrap_or_default()
+                    ),
+                };
+                return 1;
+            }
+        },
+    };
+    let report = build(&args.paths);
+    let mut failure: Option<BundleError> = report.failure.clone();
+    let mut written: Option<Bundle> = None;
+    if let Some(mut b) = report.bundle.clone() {
+        if let Some(k) = &key {
+            b.sign(k);
+        }
+        match b.write(&args.output) {
+            Ok(()) => written = Some(b),
+            Err(e) => failure = Some(e),
+        }
+    }
+    let errors = report.errors() + usize::from(failure.is_some() && report.failure.is_none());
+    let warnings = report.warnings();
+    let result = match args.format {
+        Format::Human => {
+            let mut text = String::new();
+            for c in &report.checked {
+                for d in &c.diagnostics {
+                    text.push_str(&crate::diagnostics::render_human_report(
+                        d, &c.file, &c.source, color,
+                    ));
+                    text.push('\n');
+                }
+            }
+            for p in &report.problems {
+                text.push_str(&p.render(color));
+                text.push('\n');
+            }
+            if let Some(e) = &failure {
+                text.push_str(&render_error(e, color));
+                text.push('\n');
+            }
+            match &written {
+                Some(b) => {
+                    let signed = match &b.signature {
+                        Some(s) => format!(", signed with key {}", s.key_id),
+                        None => String::new(),
+                    };
+                    text.push_str(&format!(
+                        "wrote {}: {} pack{}, {} action{}, {} polic{}{signed}\nhash  {}\n",
+                        args.output.display(),
+                        b.packs.len(),
+                        if b.packs.len() == 1 { "" } else { "s" },
+                        b.table.actions.len(),
+                        if b.table.actions.len() == 1 { "" } else { "s" },
+                        b.policies.len(),
+                        if b.policies.len() == 1 { "y" } else { "ies" },
+                        b.hash
+                    ));
+                }
+                None => text.push_str(&format!(
+                    "no bundle written: {errors} error{}, {warnings} warning{}\n",
+                    if errors == 1 { "" } else { "s" },
+                    if warnings == 1 { "" } else { "s" }
+                )),
+            }
+            write!(out, "{text}")
+        }
+        Format::Json => {
+            let mut diags: Vec<serde_json::Value> = vec![];
+            for c in &report.checked {
+                for d in &c.diagnostics {
+                    diags.push(json!(crate::diagnostics::to_json(d, &c.file, &c.source)));
+                }
+            }
+            for p in &report.problems {
+                diags.push(json!(p.to_json()));
+            }
+            if let Some(e) = &failure {
+                diags.push(error_json(e));
+            }
+            let doc = json!({
+                "ok": written.is_some(),
+                "output": written.as_ref().map(|_| args.output.display().to_string()),
+                "hash": written.as_ref().map(|b| b.hash.clone()),
+                "signed_by": written.as_ref().and_then(|b| b.signature.as_ref().map(|s| s.key_id.clone())),
+                "packs": written.as_ref().map(|b| b.packs.iter().map(|p| p.name.clone()).collect::<Vec<_>>()),
+                "actions": written.as_ref().map(|b| b.table.actions.len()),
+                "policies": written.as_ref().map(|b| b.policies.len()),
+                "errors": errors,
+                "warnings": warnings,
+                "diagnostics": diags,
+            });
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&doc).unwrap_or_default()
+            )
+        }
+    };
+    if result.is_err() || written.is_none() {
+        1
+    } else {
+        0
+    }
+}

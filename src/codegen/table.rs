@@ -1,0 +1,69 @@
+//! The runtime table: what the gateway needs besides Cedar to decide on a
+//! proposal (contracts, trusted sources, normalisers, validators, facts,
+//! budget, scope, executor) and which Cedar policies belong to each action.
+
+use crate::ir;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    /// Per pack: its mandate claims, its registries and its Cedar types.
+    pub packs: Vec<TablePack>,
+    /// Every action of every pack (action names are unique in a bundle).
+    pub actions: Vec<TableAction>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TablePack {
+    pub name: String,
+    /// The claims a mandate for this pack carries.
+    pub claims: Vec<ir::Claim>,
+    pub registries: Vec<ir::Registry>,
+    /// Cedar principal entity type, e.g. `bank::User`.
+    pub principal_type: String,
+    /// Cedar resource entity type (the mandate's owner), e.g. `bank::Tenant`.
+    pub resource_type: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableAction {
+    /// The pack that declares it.
+    pub pack: String,
+    /// The Cedar action entity, e.g. `bank::Action::"payment.transfer"`.
+    pub cedar_action: String,
+    /// `<pack>/<file>:<line>` of the declaration.
+    pub source: String,
+    /// The checked action: params (types, critical flag, ordered sources,
+    /// normaliser, validators, default, hint), facts, rules, budget param,
+    /// scope, executor.
+    pub action: ir::Action,
+    /// The policies the gateway evaluates for this action (its own, plus any
+    /// hand-written policy whose scope can match it), in bundle order.
+    pub policy_ids: Vec<String>,
+    /// `rule_policy_ids[i]` is the policy compiled from `action.rules[i]`:
+    /// how a Cedar reason maps back to a rule's reason and hint.
+    pub rule_policy_ids: Vec<String>,
+}
+
+impl Table {
+    pub fn action(&self, name: &str) -> Option<&TableAction> {
+        self.actions.iter().find(|a| a.action.name == name)
+    }
+    pub fn pack(&self, name: &str) -> Option<&TablePack> {
+        self.packs.iter().find(|p| p.name == name)
+    }
+}
+
+impl TableAction {
+    /// The rule a policy was compiled from (`None` for the permit and for
+    /// hand-written policies).
+    pub fn rule_of(&self, policy_id: &str) -> Option<&ir::Rule> {
+        self.rule_policy_ids
+            .iter()
+            .position(|id| id == policy_id)
+            .and_then(|i| self.action.rules.get(i))
+    }
+}
