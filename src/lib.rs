@@ -11,6 +11,7 @@ pub mod check;
 pub mod cli;
 pub mod codegen;
 pub mod diagnostics;
+pub mod gateway;
 pub mod ir;
 pub mod keys;
 pub mod lint;

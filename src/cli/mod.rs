@@ -6,6 +6,13 @@ mod build;
 mod bundle;
 mod check;
 mod keygen;
+// the gateway and the trusted side
+mod approve;
+mod gateway;
+mod receipts;
+mod run;
+mod serve;
+mod token;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -31,6 +38,16 @@ pub enum Command {
     Keygen(keygen::KeygenArgs),
     /// Verify or inspect a bundle.
     Bundle(bundle::BundleArgs),
+    /// Verify or show the hash-chained receipts of a store.
+    Receipts(receipts::ReceiptsArgs),
+    /// Decide on proposals (JSON lines), one decision per line.
+    Run(run::RunArgs),
+    /// The gateway as a service: JSON lines on stdio, or HTTP on loopback.
+    Serve(serve::ServeArgs),
+    /// Trusted side: issue or revoke a mandate token.
+    Token(token::TokenArgs),
+    /// Trusted side: sign an approval over an operation hash.
+    Approve(approve::ApproveArgs),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Default)]
@@ -60,9 +77,14 @@ pub fn run(cli: Cli) -> u8 {
     let mut out = std::io::stdout().lock();
     match cli.command {
         Command::Check(args) => check::run(&args, &mut out),
+        Command::Receipts(args) => receipts::run(&args, &mut out),
         Command::Build(args) => build::run(&args, &mut out),
         Command::Keygen(args) => keygen::run(&args, &mut out),
         Command::Bundle(args) => bundle::run(&args, &mut out),
+        Command::Run(args) => run::run(&args, &mut out),
+        Command::Serve(args) => serve::run(&args, &mut out),
+        Command::Token(args) => token::run(&args, &mut out),
+        Command::Approve(args) => approve::run(&args, &mut out),
     }
 }
 

@@ -1,0 +1,112 @@
+//! What `run`, `serve`, `token`, `approve` and `registry` share: loading a
+//! bundle, a world and a store into a gateway, and reading input lines.
+
+use crate::bundle::Bundle;
+use crate::gateway::json::parse_strict;
+use crate::gateway::world::World;
+use crate::gateway::{Deny, Gateway, Input, Stage};
+use crate::store::Store;
+use crate::store::memory::MemoryStore;
+use crate::store::sqlite::SqliteStore;
+use miette::Diagnostic;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct GatewayArgs {
+    /// The bundle (from `ipc build`).
+    #[arg(long, value_name = "FILE")]
+    pub bundle: PathBuf,
+    /// Verify the bundle's signature with this public key.
+    #[arg(long, value_name = "PUBFILE")]
+    pub bundle_key: Option<PathBuf>,
+    /// The world: keys, approvers, registries, clock, store (TOML).
+    #[arg(long, value_name = "FILE")]
+    pub world: Option<PathBuf>,
+    /// The store (SQLite file); overrides the world's. Without either, an
+    /// in-memory store that ends with the process.
+    #[arg(long, value_name = "FILE")]
+    pub store: Option<PathBuf>,
+}
+
+/// A loading failure, rendered by the caller.
+pub type LoadError = Box<dyn Diagnostic + Send + Sync>;
+
+pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
+    let key = match &args.bundle_key {
+        Some(p) => Some(crate::keys::load_public(p).map_err(|e| Box::new(e) as LoadError)?),
+        None => None,
+    };
+    let bundle = Bundle::load(&args.bundle, key.as_ref()).map_err(|e| Box::new(e) as LoadError)?;
+    let world = match &args.world {
+        Some(w) => World::load(w, &bundle.table).map_err(|e| Box::new(e) as LoadError)?,
+        None => World::empty(),
+    };
+    let store_path = args.store.clone().or_else(|| world.store.clone());
+    let store: Arc<dyn Store> = match store_path {
+        Some(p) => Arc::new(SqliteStore::open(&p).map_err(|e| Box::new(e) as LoadError)?),
+        None => Arc::new(MemoryStore::new()),
+    };
+    Gateway::new(&bundle, world, store).map_err(|e| Box::new(e) as LoadError)
+}
+
+/// One input line: a bare proposal `{"action", "args"}`, or an envelope
+/// `{"proposal", "mandate"?, "approvals"?}` from the trusted caller. A line
+/// that is not that becomes an input the gateway denies (contract), with a
+/// receipt holding the raw line.
+pub fn parse_line(line: &str, default_mandate: Option<&Value>) -> Input {
+    parse_envelope(line, default_mandate).unwrap_or_else(|d| Input {
+        proposal: Value::String(line.chars().take(4096).collect()),
+        mandate: default_mandate.cloned(),
+        approvals: vec![],
+        malformed: Some(d.reason),
+    })
+}
+
+fn parse_envelope(line: &str, default_mandate: Option<&Value>) -> Result<Input, Deny> {
+    let v =
+        parse_strict(line).map_err(|e| Deny::new(Stage::Contract, format!("invalid json: {e}")))?;
+    let mut input = Input {
+        mandate: default_mandate.cloned(),
+        ..Input::default()
+    };
+    match v {
+        Value::Object(mut o) if o.contains_key("proposal") => {
+            if let Some(k) = o
+                .keys()
+                .find(|k| !["proposal", "mandate", "approvals"].contains(&k.as_str()))
+            {
+                return Err(Deny::new(
+                    Stage::Contract,
+                    format!("unexpected key `{k}` in the envelope"),
+                ));
+            }
+            input.proposal = o.remove("proposal").unwrap_or(Value::Null);
+            if let Some(m) = o.remove("mandate") {
+                input.mandate = Some(m);
+            }
+            match o.remove("approvals") {
+                None => {}
+                Some(Value::Array(a)) => input.approvals = a,
+                Some(_) => {
+                    return Err(Deny::new(Stage::Contract, "`approvals` is a list"));
+                }
+            }
+        }
+        other => input.proposal = other,
+    }
+    Ok(input)
+}
+
+/// Reads a JSON file (a mandate token, an approval).
+pub fn read_json(path: &std::path::Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read `{}`: {}",
+            path.display(),
+            e.to_string().to_lowercase()
+        )
+    })?;
+    parse_strict(&text).map_err(|e| format!("`{}`: {e}", path.display()))
+}

@@ -1,0 +1,114 @@
+//! `ipc run --bundle B [--world W] [--store S] [--mandate TOKEN] [FILE|-]`:
+//! one JSON decision per input line, in order. A malformed line gets a DENY
+//! (contract) for that line and the run goes on. Lines are decided in
+//! batches committed together (group commit): a decision is printed only
+//! once it is durable, and a run killed mid-batch leaves no trace of the
+//! unfinished batch — re-running executes nothing twice.
+
+use super::gateway::{GatewayArgs, load, parse_line, read_json};
+use crate::gateway::{Decision, Input};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+    /// Mandate token for lines that carry none.
+    #[arg(long, value_name = "FILE")]
+    pub mandate: Option<PathBuf>,
+    /// Lines decided per transaction.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+    /// Proposals, one JSON per line (`-` or nothing: standard input).
+    pub input: Option<PathBuf>,
+}
+
+pub fn run(args: &RunArgs, out: &mut dyn Write) -> u8 {
+    let gw = match load(&args.gateway) {
+        Ok(g) => g,
+        Err(e) => {
+            eprint!("{}", super::bundle::render_error(e.as_ref(), false));
+            return 1;
+        }
+    };
+    let mandate = match &args.mandate {
+        Some(p) => match read_json(p) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        },
+        None => None,
+    };
+    let reader: Box<dyn BufRead> = match &args.input {
+        None => Box::new(std::io::stdin().lock()),
+        Some(p) if p.as_os_str() == "-" => Box::new(std::io::stdin().lock()),
+        Some(p) => match std::fs::File::open(p) {
+            Ok(f) => Box::new(std::io::BufReader::new(f)),
+            Err(e) => {
+                eprintln!(
+                    "error: cannot read `{}`: {}",
+                    p.display(),
+                    e.to_string().to_lowercase()
+                );
+                return 1;
+            }
+        },
+    };
+    let mut batch: Vec<Input> = vec![];
+    let batch_size = args.batch.max(1);
+    for line in reader.lines() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                // not UTF-8 or unreadable: a DENY for this line
+                batch.push(Input {
+                    proposal: serde_json::Value::Null,
+                    mandate: mandate.clone(),
+                    approvals: vec![],
+                    malformed: Some(format!("unreadable line: {}", e.to_string().to_lowercase())),
+                });
+                continue;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        batch.push(parse_line(&line, mandate.as_ref()));
+        if batch.len() >= batch_size && flush(&gw, &mut batch, out).is_err() {
+            return 1;
+        }
+    }
+    if flush(&gw, &mut batch, out).is_err() {
+        return 1;
+    }
+    0
+}
+
+/// Decides a batch in one transaction and prints its decisions in order.
+pub(crate) fn flush(
+    gw: &crate::gateway::Gateway,
+    batch: &mut Vec<Input>,
+    out: &mut dyn Write,
+) -> Result<(), ()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let decided: Vec<Decision> = match gw.decide_batch(batch) {
+        Ok(d) => d,
+        Err(e) => {
+            eprint!("{}", super::bundle::render_error(&e, false));
+            return Err(());
+        }
+    };
+    batch.clear();
+    for d in decided {
+        let line = serde_json::to_string(&d).unwrap_or_default();
+        if writeln!(out, "{line}").is_err() {
+            return Err(());
+        }
+    }
+    out.flush().map_err(|_| ())
+}

@@ -1,0 +1,201 @@
+//! The trusted side's mandate commands: `ipc token issue` signs a mandate
+//! for a user and owner (claims typed against the pack), `ipc token revoke`
+//! records a revocation in the store.
+
+use crate::bundle::Bundle;
+use crate::gateway::json::{parse_decimal_minor, parse_time_str};
+use crate::gateway::registry::natural;
+use crate::gateway::world::typed_value;
+use crate::gateway::{Budget, Mandate, MandateToken};
+use crate::ir::Type;
+use crate::store::Store;
+use crate::store::sqlite::SqliteStore;
+use serde_json::{Map, Value};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    pub command: TokenCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Issue a signed mandate (prints it, or writes it with -o).
+    Issue(Box<IssueArgs>),
+    /// Revoke a mandate by id, in a store.
+    Revoke(RevokeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct IssueArgs {
+    /// The bundle whose pack declares the claims.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: PathBuf,
+    /// The issuer's secret key (from `ipc keygen`).
+    #[arg(long, value_name = "KEYFILE")]
+    pub key: PathBuf,
+    #[arg(long)]
+    pub pack: String,
+    /// The person the agent acts for.
+    #[arg(long)]
+    pub user: String,
+    /// The tenant whose records are in scope (default: the user).
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// A scope the mandate grants (repeat).
+    #[arg(long = "scope")]
+    pub scopes: Vec<String>,
+    /// `NAME=VALUE`; repeat a set claim's name for each member.
+    #[arg(long = "claim", value_name = "NAME=VALUE")]
+    pub claims: Vec<String>,
+    /// Cumulative amount cap, e.g. `2000.00`.
+    #[arg(long, default_value = "0")]
+    pub budget: String,
+    /// Cap on executed calls.
+    #[arg(long, default_value_t = 100)]
+    pub calls: u64,
+    /// Validity in seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub ttl: i64,
+    /// Issue time (`YYYY-MM-DDTHH:MM:SSZ`); default now.
+    #[arg(long)]
+    pub now: Option<String>,
+    /// Token id; default random.
+    #[arg(long)]
+    pub id: Option<String>,
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RevokeArgs {
+    #[arg(long, value_name = "FILE")]
+    pub store: PathBuf,
+    pub id: String,
+}
+
+pub fn run(args: &TokenArgs, out: &mut dyn Write) -> u8 {
+    let r = match &args.command {
+        TokenCommand::Issue(a) => issue(a).and_then(|tok| {
+            let text = serde_json::to_string_pretty(&tok).map_err(|e| e.to_string())?;
+            match &a.output {
+                Some(p) => std::fs::write(p, text + "\n").map_err(|e| {
+                    format!(
+                        "cannot write `{}`: {}",
+                        p.display(),
+                        e.to_string().to_lowercase()
+                    )
+                }),
+                None => writeln!(out, "{text}").map_err(|e| e.to_string()),
+            }
+        }),
+        TokenCommand::Revoke(a) => revoke(a, out),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+pub fn now_or(t: &Option<String>) -> Result<i64, String> {
+    match t {
+        Some(s) => parse_time_str(s),
+        None => Ok(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0)),
+    }
+}
+
+pub fn issue(a: &IssueArgs) -> Result<MandateToken, String> {
+    let bundle = Bundle::load(&a.bundle, None).map_err(|e| e.to_string())?;
+    let key = crate::keys::load_secret(&a.key).map_err(|e| e.to_string())?;
+    let pack = bundle
+        .table
+        .pack(&a.pack)
+        .ok_or_else(|| format!("the bundle has no pack `{}`", a.pack))?;
+    let mut given: Map<String, Value> = Map::new();
+    for c in &a.claims {
+        let (name, value) = c
+            .split_once('=')
+            .ok_or_else(|| format!("`{c}` is not NAME=VALUE"))?;
+        let decl = pack
+            .claims
+            .iter()
+            .find(|d| d.name == name)
+            .ok_or_else(|| format!("pack `{}` declares no claim `{name}`", a.pack))?;
+        let one =
+            claim_value(value, decl.ty.element()).map_err(|e| format!("claim `{name}`: {e}"))?;
+        if decl.ty.is_collection() {
+            let entry = given
+                .entry(name.to_string())
+                .or_insert(Value::Array(vec![]));
+            if let Value::Array(items) = entry
+                && !items.contains(&one)
+            {
+                items.push(one);
+            }
+        } else if given.insert(name.to_string(), one).is_some() {
+            return Err(format!(
+                "claim `{name}` given twice, but it is a single value"
+            ));
+        }
+    }
+    for d in &pack.claims {
+        if d.ty.is_collection() && !given.contains_key(&d.name) {
+            given.insert(d.name.clone(), Value::Array(vec![]));
+        }
+    }
+    let now = now_or(&a.now)?;
+    let mandate = Mandate {
+        id: a
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("m-{}", crate::gateway::approval::random_id())),
+        pack: a.pack.clone(),
+        user: a.user.clone(),
+        owner: a.owner.clone().unwrap_or_else(|| a.user.clone()),
+        scopes: a.scopes.clone(),
+        claims: given,
+        budget: Budget {
+            amount: parse_decimal_minor(a.budget.trim())?,
+            calls: a.calls,
+        },
+        issued_at: now,
+        expires_at: now.saturating_add(a.ttl),
+    };
+    MandateToken::sign(mandate, &key).map_err(|e| e.to_string())
+}
+
+fn claim_value(text: &str, ty: &Type) -> Result<Value, String> {
+    let v = match ty {
+        Type::Int | Type::Duration | Type::Money | Type::Date | Type::Timestamp | Type::Bool => {
+            match serde_json::from_str::<Value>(text) {
+                Ok(v @ (Value::Number(_) | Value::Bool(_))) => v,
+                _ => Value::String(text.to_string()),
+            }
+        }
+        _ => Value::String(text.to_string()),
+    };
+    let v = typed_value(&v, ty)?;
+    Ok(match (natural(ty), &v) {
+        (Some(n), Value::String(s)) => Value::String(crate::gateway::normalize::apply(n, s)?),
+        _ => v,
+    })
+}
+
+fn revoke(a: &RevokeArgs, out: &mut dyn Write) -> Result<(), String> {
+    let store = SqliteStore::open(&a.store).map_err(|e| e.to_string())?;
+    store
+        .transaction(&mut |tx| {
+            tx.revoke(&a.id)?;
+            Ok(Value::Null)
+        })
+        .map_err(|e| e.to_string())?;
+    writeln!(out, "revoked `{}`", a.id).map_err(|e| e.to_string())
+}

@@ -1,0 +1,55 @@
+//! Approvals: a person's signature over the exact operation hash, single
+//! use (a nonce), expiring. Step-up is the mandate's user; four eyes is the
+//! user and a different person.
+
+use crate::canonical::to_jcs;
+use crate::keys::SecretKey;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    /// Who approves (a name in the world's approvers).
+    pub approver: String,
+    /// The operation hash a PENDING decision returned.
+    pub operation_hash: String,
+    /// Seconds since the epoch.
+    pub expires_at: i64,
+    /// Makes the approval single use.
+    pub nonce: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignedApproval {
+    pub approval: Approval,
+    /// Ed25519 over the JCS encoding of `approval`, base64.
+    pub signature: String,
+}
+
+impl SignedApproval {
+    pub fn sign(
+        approval: Approval,
+        key: &SecretKey,
+    ) -> Result<Self, crate::canonical::CanonicalError> {
+        let msg = to_jcs(&approval)?;
+        Ok(SignedApproval {
+            signature: key.sign(msg.as_bytes()),
+            approval,
+        })
+    }
+}
+
+/// A random nonce (hex), for approvals and token ids.
+pub fn random_id() -> String {
+    let mut b = [0u8; 16];
+    if getrandom::fill(&mut b).is_err() {
+        // no OS randomness: fall back to time and counter, still unique here
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        return format!("{t:032x}");
+    }
+    hex::encode(b)
+}

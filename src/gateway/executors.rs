@@ -1,0 +1,167 @@
+//! Executors: the only code that acts, on simulated systems of record kept
+//! in the store (a ledger, an ERP, an EHR, a mailbox, a repository). Each
+//! validates everything before it writes, so a refusal leaves no trace
+//! but its receipt. `external` acts on nothing: the caller (an MCP
+//! downstream tool, a benchmark's runtime) executes with the resolved
+//! values the decision returns.
+
+use super::mandate::Mandate;
+use super::registry::Registries;
+use crate::store::{StoreError, Tx};
+use serde_json::{Map, Value, json};
+
+pub struct ExecCtx<'a, 'b> {
+    pub tx: &'a mut dyn Tx,
+    pub registries: &'a Registries<'b>,
+    pub declared: &'a [crate::ir::Registry],
+    pub mandate: &'a Mandate,
+    pub resolved: &'a Map<String, Value>,
+    pub now: i64,
+    pub operation_hash: &'a str,
+}
+
+#[derive(Debug)]
+pub enum ExecError {
+    /// The system of record refuses (an invoice already paid...).
+    Refused(String),
+    Store(StoreError),
+}
+
+impl From<StoreError> for ExecError {
+    fn from(e: StoreError) -> Self {
+        ExecError::Store(e)
+    }
+}
+
+fn s<'a>(c: &'a ExecCtx<'_, '_>, k: &str) -> &'a str {
+    c.resolved.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Appends an entry to a simulated log (ledger, outbox...) keyed by the
+/// operation, and returns the entry.
+fn log(c: &mut ExecCtx<'_, '_>, ns: &str, entry: Value) -> Result<Value, ExecError> {
+    let key = format!("{}\u{1f}{}", c.mandate.owner, c.operation_hash);
+    c.tx.state_put(ns, &key, &entry)?;
+    Ok(entry)
+}
+
+pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> {
+    let op_id = c
+        .operation_hash
+        .trim_start_matches("sha256:")
+        .chars()
+        .take(12)
+        .collect::<String>();
+    match name {
+        "bank.transfer" => {
+            let entry = json!({
+                "transfer_id": format!("TX-{op_id}"),
+                "from": s(c, "from_account"),
+                "to": s(c, "payee_iban"),
+                "amount": c.resolved.get("amount"),
+                "currency": s(c, "currency"),
+                "subject": s(c, "subject"),
+            });
+            log(c, "bank.ledger", entry)
+        }
+        "bank.standing_order" => {
+            let id = s(c, "order_id").to_string();
+            let reg = declared(c, "standing_orders")?;
+            let mut rec = c
+                .registries
+                .record(c.tx, reg, &id)?
+                .ok_or_else(|| ExecError::Refused(format!("no standing order `{id}`")))?;
+            rec.insert("iban".into(), json!(s(c, "payee_iban")));
+            if let Some(a) = c.resolved.get("amount") {
+                rec.insert("amount".into(), a.clone());
+            }
+            c.registries.put_record(c.tx, reg, &id, rec.clone())?;
+            Ok(json!({"standing_order": id, "now": rec}))
+        }
+        "bank.update_user" | "bank.update_password" => {
+            let changed: Vec<&String> = c
+                .resolved
+                .iter()
+                .filter(|(_, v)| v.as_str().is_some_and(|s| !s.is_empty()))
+                .map(|(k, _)| k)
+                .collect();
+            let entry = json!({"account_change": name, "fields": changed});
+            log(c, "bank.account_changes", entry)
+        }
+        "ap.change_iban" => {
+            let vendor = s(c, "vendor_id").to_string();
+            let reg = declared(c, "vendors")?;
+            let mut rec = c
+                .registries
+                .record(c.tx, reg, &vendor)?
+                .ok_or_else(|| ExecError::Refused(format!("no vendor `{vendor}`")))?;
+            let old = rec.get("iban").cloned();
+            rec.insert("iban".into(), json!(s(c, "new_iban")));
+            rec.insert("iban_changed_at".into(), json!(c.now));
+            c.registries.put_record(c.tx, reg, &vendor, rec)?;
+            Ok(json!({"vendor": vendor, "old_iban": old, "new_iban": s(c, "new_iban")}))
+        }
+        "ap.pay_invoice" => {
+            let inv = s(c, "invoice_id").to_string();
+            let reg = declared(c, "invoices")?;
+            let mut rec = c
+                .registries
+                .record(c.tx, reg, &inv)?
+                .ok_or_else(|| ExecError::Refused(format!("no invoice `{inv}`")))?;
+            // the ERP's own check, inside the transaction: paid once
+            if rec.get("status").and_then(Value::as_str) != Some("open") {
+                return Err(ExecError::Refused(format!("invoice `{inv}` is not open")));
+            }
+            rec.insert("status".into(), json!("paid"));
+            c.registries.put_record(c.tx, reg, &inv, rec)?;
+            let entry = json!({
+                "payment_id": format!("PAY-{op_id}"),
+                "invoice": inv,
+                "to": s(c, "payee_iban"),
+                "amount": c.resolved.get("amount"),
+            });
+            log(c, "ap.payments", entry)
+        }
+        "health.read_record" => {
+            let view = c
+                .resolved
+                .get("view")
+                .and_then(Value::as_str)
+                .unwrap_or("summary");
+            let entry = json!({
+                "patient": s(c, "patient_id"),
+                "view": view,
+                "record": format!("(simulated {view} record of {})", s(c, "patient_id")),
+            });
+            log(c, "health.access_log", entry)
+        }
+        "workspace.send_email"
+        | "workspace.invite"
+        | "workspace.share_file"
+        | "workspace.delete" => {
+            let mut entry = Map::new();
+            entry.insert("kind".into(), json!(name));
+            for (k, v) in c.resolved.iter() {
+                entry.insert(k.clone(), v.clone());
+            }
+            log(c, "workspace.outbox", Value::Object(entry))
+        }
+        "code.merge" => {
+            let entry = json!({
+                "merged": s(c, "commit"),
+                "into": s(c, "branch"),
+                "repo": s(c, "repo"),
+            });
+            log(c, "code.merges", entry)
+        }
+        "external" => Ok(json!({"execute_with": c.resolved})),
+        other => Err(ExecError::Refused(format!("no executor `{other}`"))),
+    }
+}
+
+fn declared<'a>(c: &ExecCtx<'a, '_>, name: &str) -> Result<&'a crate::ir::Registry, ExecError> {
+    c.declared
+        .iter()
+        .find(|r| r.name == name)
+        .ok_or_else(|| ExecError::Refused(format!("the pack declares no registry `{name}`")))
+}

@@ -1,0 +1,157 @@
+//! Computing facts: the gateway-side expressions of a pack (they may read
+//! the mandate and the registries; rules, compiled to Cedar, then read the
+//! facts). A missing record or an overflow is an error, and an error is a
+//! DENY: a fact that cannot be established never counts as false.
+
+use super::registry::Registries;
+use crate::ir::{BinOp, Expr, Value as IrValue};
+use crate::store::Tx;
+use serde_json::{Map, Value};
+
+pub struct Env<'a> {
+    pub resolved: &'a Map<String, Value>,
+    pub facts: &'a Map<String, Value>,
+    pub claims: &'a Map<String, Value>,
+    pub now: i64,
+    pub registries: &'a Registries<'a>,
+    pub declared: &'a [crate::ir::Registry],
+}
+
+pub fn eval(e: &Expr, env: &Env<'_>, tx: &mut dyn Tx) -> Result<Value, String> {
+    Ok(match e {
+        Expr::Lit { value } => lit(value),
+        Expr::Param { name } => env
+            .resolved
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("parameter `{name}` is not resolved"))?,
+        Expr::Fact { name } => env
+            .facts
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("fact `{name}` is not computed"))?,
+        Expr::Claim { name } => env
+            .claims
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("the mandate has no claim `{name}`"))?,
+        Expr::Now => Value::from(env.now),
+        Expr::Registry { name } => {
+            return Err(format!("registry `{name}` used as a value"));
+        }
+        Expr::Lookup {
+            registry,
+            key,
+            field,
+        } => {
+            let k = eval(key, env, tx)?;
+            let k = match k {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            let reg = declared(env, registry)?;
+            let rec = env
+                .registries
+                .record(tx, reg, &k)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("no record `{}` in `{registry}`", k.escape_debug()))?;
+            rec.get(field)
+                .cloned()
+                .ok_or_else(|| format!("record `{k}` of `{registry}` has no `{field}`"))?
+        }
+        Expr::List { items } => Value::Array(
+            items
+                .iter()
+                .map(|i| eval(i, env, tx))
+                .collect::<Result<_, _>>()?,
+        ),
+        Expr::Not { expr } => Value::Bool(!boolean(&eval(expr, env, tx)?)?),
+        Expr::Binary { op, lhs, rhs } => binary(*op, lhs, rhs, env, tx)?,
+    })
+}
+
+fn declared<'a>(env: &Env<'a>, name: &str) -> Result<&'a crate::ir::Registry, String> {
+    env.declared
+        .iter()
+        .find(|r| r.name == name)
+        .ok_or_else(|| format!("unknown registry `{name}`"))
+}
+
+fn lit(v: &IrValue) -> Value {
+    match v {
+        IrValue::Int(i) | IrValue::Money(i) | IrValue::Duration(i) => Value::from(*i),
+        IrValue::Str(s) => Value::String(s.clone()),
+        IrValue::Bool(b) => Value::Bool(*b),
+        IrValue::List(items) => Value::Array(items.iter().map(lit).collect()),
+    }
+}
+
+fn boolean(v: &Value) -> Result<bool, String> {
+    v.as_bool().ok_or_else(|| format!("`{v}` is not a boolean"))
+}
+
+fn int(v: &Value) -> Result<i64, String> {
+    v.as_i64().ok_or_else(|| format!("`{v}` is not a number"))
+}
+
+fn binary(
+    op: BinOp,
+    lhs: &Expr,
+    rhs: &Expr,
+    env: &Env<'_>,
+    tx: &mut dyn Tx,
+) -> Result<Value, String> {
+    match op {
+        BinOp::And => {
+            let l = boolean(&eval(lhs, env, tx)?)?;
+            return Ok(Value::Bool(l && boolean(&eval(rhs, env, tx)?)?));
+        }
+        BinOp::Or => {
+            let l = boolean(&eval(lhs, env, tx)?)?;
+            return Ok(Value::Bool(l || boolean(&eval(rhs, env, tx)?)?));
+        }
+        BinOp::In => {
+            let l = eval(lhs, env, tx)?;
+            if let Expr::Registry { name } = rhs {
+                let reg = declared(env, name)?;
+                let text = match &l {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let norm = crate::gateway::registry::natural(reg.member_type());
+                let hit = env
+                    .registries
+                    .member(tx, reg, &text, norm)
+                    .map_err(|e| e.to_string())?;
+                return Ok(Value::Bool(hit.is_some()));
+            }
+            let r = eval(rhs, env, tx)?;
+            let Value::Array(items) = r else {
+                return Err("`in` needs a list on its right".into());
+            };
+            return Ok(Value::Bool(items.contains(&l)));
+        }
+        _ => {}
+    }
+    let l = eval(lhs, env, tx)?;
+    let r = eval(rhs, env, tx)?;
+    Ok(match op {
+        BinOp::Eq => Value::Bool(l == r),
+        BinOp::Ne => Value::Bool(l != r),
+        BinOp::Lt => Value::Bool(int(&l)? < int(&r)?),
+        BinOp::Le => Value::Bool(int(&l)? <= int(&r)?),
+        BinOp::Gt => Value::Bool(int(&l)? > int(&r)?),
+        BinOp::Ge => Value::Bool(int(&l)? >= int(&r)?),
+        BinOp::Add => Value::from(
+            int(&l)?
+                .checked_add(int(&r)?)
+                .ok_or("arithmetic overflow")?,
+        ),
+        BinOp::Sub => Value::from(
+            int(&l)?
+                .checked_sub(int(&r)?)
+                .ok_or("arithmetic overflow")?,
+        ),
+        BinOp::And | BinOp::Or | BinOp::In => Value::Null,
+    })
+}

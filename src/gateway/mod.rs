@@ -1,0 +1,290 @@
+//! The gateway: decides on one proposal at a time, in nine stages (authn,
+//! contract, provenance, delegation, budget, policy, approval, execution,
+//! receipt; one module each under `stages/`). Any failure is a DENY with
+//! the stage, a reason the agent can read and, where the user can fix it,
+//! a hint. Every outcome is a receipt.
+//!
+//! A decision runs inside one store transaction: the reads (budget, used
+//! nonces, registry overrides) and the writes (execution, budget, nonces,
+//! receipt) commit together, so concurrent gateways never both spend the
+//! last euro, and a crash leaves all or nothing.
+
+pub mod approval;
+pub mod executors;
+pub mod facts;
+pub mod json;
+pub mod mandate;
+pub mod normalize;
+pub mod registry;
+mod stages;
+pub mod world;
+
+use crate::bundle::Bundle;
+use crate::codegen::table::{TableAction, TablePack};
+use crate::store::{Store, StoreError, Tx};
+use cedar_policy::{EntityUid, PolicySet};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use world::World;
+
+pub use mandate::{Budget, Mandate, MandateToken};
+
+/// What a caller hands the gateway for one decision: the agent's proposal
+/// (untrusted, exactly `{"action", "args"}`), the mandate token and any
+/// approvals (from the trusted side).
+#[derive(Clone, Debug, Default)]
+pub struct Input {
+    pub proposal: Value,
+    pub mandate: Option<Value>,
+    pub approvals: Vec<Value>,
+    /// Set when the line could not even be read as a proposal: the
+    /// decision is a DENY (contract) with this reason, and still a receipt.
+    pub malformed: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Outcome {
+    Allow,
+    Pending,
+    Deny,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Authn,
+    Contract,
+    Provenance,
+    Delegation,
+    Budget,
+    Policy,
+    Approval,
+    Execution,
+    Receipt,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Authn => "authn",
+            Stage::Contract => "contract",
+            Stage::Provenance => "provenance",
+            Stage::Delegation => "delegation",
+            Stage::Budget => "budget",
+            Stage::Policy => "policy",
+            Stage::Approval => "approval",
+            Stage::Execution => "execution",
+            Stage::Receipt => "receipt",
+        }
+    }
+}
+
+/// A DENY: which stage, why, and what the user can do about it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deny {
+    pub stage: Stage,
+    pub reason: String,
+    pub hint: Option<String>,
+}
+
+impl Deny {
+    pub fn new(stage: Stage, reason: impl Into<String>) -> Self {
+        Deny {
+            stage,
+            reason: reason.into(),
+            hint: None,
+        }
+    }
+    pub fn hint(mut self, hint: Option<String>) -> Self {
+        self.hint = hint;
+        self
+    }
+}
+
+/// The gateway's answer.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Decision {
+    pub decision: Outcome,
+    pub stage: Stage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The values used (the trusted spelling, never the agent's), by param.
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub resolved: Map<String, Value>,
+    /// Where each value came from (`mandate.payee`, `registry.vendors[...]`,
+    /// `proposal` for a non-critical value).
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub origins: Map<String, Value>,
+    /// The approval level the policy requires.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_hash: Option<String>,
+    /// For PENDING: who must approve.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approve_by: Option<String>,
+    /// Who approved (ALLOW after an approval).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    /// The policies that determined the decision.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
+    /// The executor's result (ALLOW).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// ALLOW of an operation already executed: nothing ran again.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<ReceiptRef>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ReceiptRef {
+    pub seq: u64,
+    pub hash: String,
+}
+
+/// One action, ready to evaluate: its table entry and its own policies.
+pub(crate) struct ActionRt {
+    pub table: TableAction,
+    pub pack: TablePack,
+    pub policies: PolicySet,
+    pub cedar_action: EntityUid,
+}
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum GatewayError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot prepare action `{action}`: {reason}")]
+    #[diagnostic(code(ipc::gateway::prepare))]
+    Prepare { action: String, reason: String },
+}
+
+pub struct Gateway {
+    pub(crate) bundle_hash: String,
+    pub(crate) actions: HashMap<String, ActionRt>,
+    pub(crate) world: World,
+    pub(crate) store: Arc<dyn Store>,
+    /// Token signature to verified mandate: verification is the costliest
+    /// step, and a token is used many times.
+    pub(crate) verified: Mutex<HashMap<String, Mandate>>,
+    /// Compiled `pattern` validators, anchored.
+    pub(crate) regexes: HashMap<String, regex::Regex>,
+}
+
+impl Gateway {
+    pub fn new(bundle: &Bundle, world: World, store: Arc<dyn Store>) -> Result<Self, GatewayError> {
+        let cedar = bundle.cedar().map_err(|e| GatewayError::Prepare {
+            action: "*".into(),
+            reason: e.to_string(),
+        })?;
+        let mut actions = HashMap::new();
+        let mut regexes = HashMap::new();
+        for ta in &bundle.table.actions {
+            let prep = |reason: String| GatewayError::Prepare {
+                action: ta.action.name.clone(),
+                reason,
+            };
+            let set = cedar
+                .by_action
+                .get(&ta.action.name)
+                .cloned()
+                .ok_or_else(|| prep("no policies in the bundle".into()))?;
+            for p in &ta.action.params {
+                for v in &p.validators {
+                    if let crate::ir::Validator::Pattern { regex } = v {
+                        let re = regex::Regex::new(&format!("^(?:{regex})$"))
+                            .map_err(|e| prep(e.to_string()))?;
+                        regexes.insert(regex.clone(), re);
+                    }
+                }
+            }
+            let cedar_action: EntityUid = ta
+                .cedar_action
+                .parse()
+                .map_err(|e: cedar_policy::ParseErrors| prep(e.to_string()))?;
+            let pack = bundle
+                .table
+                .pack(&ta.pack)
+                .ok_or_else(|| prep(format!("pack `{}` missing from the table", ta.pack)))?
+                .clone();
+            actions.insert(
+                ta.action.name.clone(),
+                ActionRt {
+                    table: ta.clone(),
+                    pack,
+                    policies: set,
+                    cedar_action,
+                },
+            );
+        }
+        Ok(Gateway {
+            bundle_hash: bundle.hash.clone(),
+            actions,
+            world,
+            store,
+            verified: Mutex::new(HashMap::new()),
+            regexes,
+        })
+    }
+
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn bundle_hash(&self) -> &str {
+        &self.bundle_hash
+    }
+
+    /// The time decisions are taken at: the world's fixed clock, or now.
+    pub fn now(&self) -> i64 {
+        self.world.clock.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0)
+        })
+    }
+
+    /// Decides on one input, in its own transaction.
+    pub fn decide(&self, input: &Input) -> Result<Decision, GatewayError> {
+        Ok(self
+            .decide_batch(std::slice::from_ref(input))?
+            .pop()
+            .unwrap_or_else(|| {
+                stages::deny_decision(None, Deny::new(Stage::Receipt, "no decision"))
+            }))
+    }
+
+    /// Decides on several inputs in order, in one transaction (group
+    /// commit): all their executions and receipts are durable together, and
+    /// none is reported before it is.
+    pub fn decide_batch(&self, inputs: &[Input]) -> Result<Vec<Decision>, GatewayError> {
+        let now = self.now();
+        let mut out: Vec<Decision> = vec![];
+        self.store.transaction(&mut |tx: &mut dyn Tx| {
+            out.clear();
+            for input in inputs {
+                let d = stages::run(self, tx, input, now)?;
+                out.push(d);
+            }
+            Ok(Value::Null)
+        })?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,138 @@
+//! Normalisers: the one spelling a value is compared in. Each refuses what
+//! it cannot normalise unambiguously (invisible characters, look-alikes,
+//! full-width digits) rather than guessing, so a disguised value never
+//! equals a trusted one by accident — and never differs from it by a trick
+//! either: the comparison is on the canonical form.
+
+use crate::ir::Normalizer;
+
+pub fn apply(n: Normalizer, s: &str) -> Result<String, String> {
+    match n {
+        Normalizer::Iban => iban(s),
+        Normalizer::Email => email(s),
+        Normalizer::Phone => phone(s),
+        Normalizer::Lower => Ok(s.trim().to_lowercase()),
+        Normalizer::Upper => Ok(s.trim().to_uppercase()),
+        Normalizer::Trim => Ok(s.trim().to_string()),
+    }
+}
+
+/// Spaces removed, upper-case, ISO 13616 shape and mod-97 checksum.
+pub fn iban(s: &str) -> Result<String, String> {
+    if let Some(c) = s.chars().find(|c| !c.is_ascii()) {
+        return Err(format!(
+            "`{s}` is not an IBAN: it contains the non-ASCII character U+{:04X}",
+            c as u32
+        ));
+    }
+    let compact: String = s
+        .chars()
+        .filter(|c| *c != ' ')
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    let b = compact.as_bytes();
+    let shape = (15..=34).contains(&b.len())
+        && b[..2].iter().all(u8::is_ascii_uppercase)
+        && b[2..4].iter().all(u8::is_ascii_digit)
+        && b[4..].iter().all(u8::is_ascii_alphanumeric);
+    if !shape {
+        return Err(format!("`{s}` is not an IBAN"));
+    }
+    let rearranged = compact[4..].bytes().chain(compact[..4].bytes());
+    let mut rem: u32 = 0;
+    for c in rearranged {
+        let v = if c.is_ascii_digit() {
+            u32::from(c - b'0')
+        } else {
+            u32::from(c - b'A') + 10
+        };
+        rem = if v >= 10 {
+            (rem * 100 + v) % 97
+        } else {
+            (rem * 10 + v) % 97
+        };
+    }
+    if rem != 1 {
+        return Err(format!("`{s}` is not a valid IBAN: wrong checksum"));
+    }
+    Ok(compact)
+}
+
+/// Trimmed, lower-case, ASCII only: an internationalised look-alike
+/// (`аlice@…` with a Cyrillic `а`), a zero-width or bidi character is
+/// refused, not folded.
+pub fn email(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    if let Some(c) = t.chars().find(|c| !c.is_ascii() || c.is_ascii_control()) {
+        return Err(format!(
+            "`{}` is not an accepted e-mail address: it contains U+{:04X}",
+            t.escape_debug(),
+            c as u32
+        ));
+    }
+    let lower = t.to_ascii_lowercase();
+    let mut parts = lower.split('@');
+    let (Some(local), Some(domain), None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(format!("`{t}` is not an e-mail address"));
+    };
+    let ok_domain = domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && domain
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    if local.is_empty() || !ok_domain || lower.contains(' ') {
+        return Err(format!("`{t}` is not an e-mail address"));
+    }
+    Ok(lower)
+}
+
+/// `+` and digits only; spaces, dots, dashes and brackets dropped.
+pub fn phone(s: &str) -> Result<String, String> {
+    let mut out = String::new();
+    for (i, c) in s.trim().chars().enumerate() {
+        match c {
+            '0'..='9' => out.push(c),
+            '+' if i == 0 => out.push(c),
+            ' ' | '.' | '-' | '(' | ')' => {}
+            _ => return Err(format!("`{s}` is not a phone number")),
+        }
+    }
+    if out.trim_start_matches('+').len() < 5 {
+        return Err(format!("`{s}` is not a phone number"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iban_forms() {
+        let good = "DE89370400440532013000";
+        assert_eq!(iban("DE89 3704 0044 0532 0130 00").unwrap(), good);
+        assert_eq!(iban("de89370400440532013000").unwrap(), good);
+        assert!(iban("DE89370400440532013001").is_err()); // checksum
+        assert!(iban("DE89 3704 0044 0532 0130 0\u{200B}0").is_err()); // zero-width
+        assert!(iban("DE89３７04 0044 0532 0130 00").is_err()); // full-width digits
+        assert!(iban("\u{202E}DE89370400440532013000").is_err()); // bidi
+        assert!(iban("").is_err());
+    }
+
+    #[test]
+    fn email_forms() {
+        assert_eq!(email(" Alice@Example.COM ").unwrap(), "alice@example.com");
+        assert!(email("аlice@example.com").is_err()); // Cyrillic a
+        assert!(email("alice@exаmple.com").is_err());
+        assert!(email("alice@example.com\u{200D}").is_err());
+        assert!(email("a@b@c.com").is_err());
+        assert!(email("alice@localhost").is_err());
+    }
+
+    #[test]
+    fn phone_forms() {
+        assert_eq!(phone("+49 (30) 123-456").unwrap(), "+4930123456");
+        assert!(phone("+49 30 CALL ME").is_err());
+    }
+}

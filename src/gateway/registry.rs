@@ -1,0 +1,154 @@
+//! Reading registries for one mandate: the owner's records (or the global
+//! ones), as loaded from the world, overlaid with the changes the trusted
+//! side and the executors made in the store (an invoice marked paid, a
+//! beneficiary the user added, a vendor's new IBAN). Every read goes through
+//! the current store transaction, so a decision sees a consistent state.
+
+use super::normalize;
+use super::world::World;
+use crate::ir::{self, Normalizer, RegistryShape, Type};
+use crate::store::{StoreError, Tx};
+use serde_json::{Map, Value};
+
+/// Store namespace of keyed-record overrides.
+pub fn record_ns(pack: &str, registry: &str) -> String {
+    format!("registry:{pack}/{registry}")
+}
+/// Store namespace of values added to a set registry.
+pub fn added_ns(pack: &str, registry: &str) -> String {
+    format!("registry+:{pack}/{registry}")
+}
+pub fn owner_key(owner: &str, key: &str) -> String {
+    format!("{owner}\u{1f}{key}")
+}
+
+/// The normaliser a value of this type gets when the pack names none.
+pub fn natural(ty: &Type) -> Option<Normalizer> {
+    match ty.element() {
+        Type::Iban => Some(Normalizer::Iban),
+        Type::Email => Some(Normalizer::Email),
+        Type::Phone => Some(Normalizer::Phone),
+        _ => None,
+    }
+}
+
+pub struct Registries<'a> {
+    pub world: &'a World,
+    pub pack: &'a str,
+    pub owner: &'a str,
+}
+
+impl Registries<'_> {
+    fn owner_of(&self, reg: &ir::Registry) -> &str {
+        if reg.global { "*" } else { self.owner }
+    }
+
+    /// The trusted spelling of `value` if it is a member of the registry
+    /// (a key, for a keyed registry), comparing under `norm`.
+    pub fn member(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        value: &str,
+        norm: Option<Normalizer>,
+    ) -> Result<Option<String>, StoreError> {
+        let owner = self.owner_of(reg);
+        let same = |entry: &str| match norm {
+            Some(n) => normalize::apply(n, entry).is_ok_and(|e| e == value),
+            None => entry == value,
+        };
+        match &reg.shape {
+            RegistryShape::Set { .. } => {
+                if let Some(r) = self.world.records(self.pack, &reg.name, owner)
+                    && let Some((_, v)) = r.values.iter().find(|(_, v)| same(v))
+                {
+                    return Ok(Some(v.clone()));
+                }
+                let added =
+                    tx.state_get(&added_ns(self.pack, &reg.name), &owner_key(owner, value))?;
+                Ok(added.map(|_| value.to_string()))
+            }
+            RegistryShape::Keyed { .. } => {
+                let over =
+                    tx.state_get(&record_ns(self.pack, &reg.name), &owner_key(owner, value))?;
+                if let Some(o) = over {
+                    return Ok((!o.is_null()).then(|| value.to_string()));
+                }
+                Ok(self
+                    .world
+                    .records(self.pack, &reg.name, owner)
+                    .and_then(|r| r.keyed.keys().find(|k| same(k)).cloned()))
+            }
+        }
+    }
+
+    /// The value a `{"ref": id}` names in this registry, for this owner.
+    pub fn by_ref(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let owner = self.owner_of(reg);
+        match &reg.shape {
+            RegistryShape::Set { .. } => Ok(self
+                .world
+                .records(self.pack, &reg.name, owner)
+                .and_then(|r| r.values.iter().find(|(i, _)| i.as_deref() == Some(id)))
+                .map(|(_, v)| v.clone())),
+            RegistryShape::Keyed { .. } => self.member(tx, reg, id, None),
+        }
+    }
+
+    /// The record under `key` (keyed registries), overrides applied.
+    pub fn record(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        key: &str,
+    ) -> Result<Option<Map<String, Value>>, StoreError> {
+        let owner = self.owner_of(reg);
+        if let Some(o) = tx.state_get(&record_ns(self.pack, &reg.name), &owner_key(owner, key))? {
+            return Ok(match o {
+                Value::Object(m) => Some(m),
+                _ => None,
+            });
+        }
+        Ok(self
+            .world
+            .records(self.pack, &reg.name, owner)
+            .and_then(|r| r.keyed.get(key).cloned()))
+    }
+
+    /// Writes a keyed record override (executors, the trusted side).
+    pub fn put_record(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        key: &str,
+        record: Map<String, Value>,
+    ) -> Result<(), StoreError> {
+        let owner = self.owner_of(reg).to_string();
+        tx.state_put(
+            &record_ns(self.pack, &reg.name),
+            &owner_key(&owner, key),
+            &Value::Object(record),
+        )
+    }
+
+    /// Adds a value to a set registry (the trusted side: the user confirms
+    /// a new payee in her bank app).
+    pub fn add_value(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        value: &str,
+    ) -> Result<(), StoreError> {
+        let owner = self.owner_of(reg).to_string();
+        tx.state_put(
+            &added_ns(self.pack, &reg.name),
+            &owner_key(&owner, value),
+            &Value::Bool(true),
+        )
+    }
+}

@@ -1,0 +1,130 @@
+//! Stage 7, approval: a level above 0 needs people. The operation hash binds
+//! an approval to the exact operation (mandate, bundle, action, resolved
+//! values); each approval is checked for signature, hash, expiry, single
+//! use and approver. Step-up (1) is the mandate's user; four eyes (2) is
+//! the user and a different person. Not enough: PENDING with the hash.
+
+use super::{Run, StageResult, Stop};
+use crate::canonical::{sha256_hex, to_jcs};
+use crate::gateway::approval::SignedApproval;
+use crate::gateway::{Deny, Stage};
+use serde_json::json;
+
+fn deny(reason: String) -> Deny {
+    Deny::new(Stage::Approval, reason)
+}
+
+/// `sha256:` over the canonical encoding of what is about to execute.
+pub(crate) fn operation_hash(r: &Run<'_>) -> Result<String, Deny> {
+    let (Some(a), Some(m)) = (r.action, r.mandate.as_ref()) else {
+        return Err(deny("no action".into()));
+    };
+    let op = json!({
+        "mandate": m.id,
+        "bundle": r.gw.bundle_hash,
+        "action": a.table.action.name,
+        "resolved": r.resolved,
+    });
+    let text = to_jcs(&op).map_err(|e| deny(e.to_string()))?;
+    Ok(format!("sha256:{}", sha256_hex(text.as_bytes())))
+}
+
+pub(super) fn run(r: &mut Run<'_>) -> StageResult {
+    let op = match &r.operation_hash {
+        Some(h) => h.clone(),
+        None => {
+            let h = operation_hash(r)?;
+            r.operation_hash = Some(h.clone());
+            h
+        }
+    };
+    let Some(m) = r.mandate.clone() else {
+        return Err(deny("no mandate".into()).into());
+    };
+    let mut user_ok = false;
+    let mut other: Option<String> = None;
+    for raw in &r.input.approvals {
+        let sa: SignedApproval = serde_json::from_value(raw.clone()).map_err(|e| {
+            deny(format!(
+                "malformed approval: {}",
+                e.to_string().to_lowercase()
+            ))
+        })?;
+        let ap = &sa.approval;
+        let Some(key) = r.gw.world.approvers.get(&ap.approver) else {
+            return Err(deny(format!(
+                "`{}` is not a known approver",
+                ap.approver.escape_debug()
+            ))
+            .into());
+        };
+        let msg = to_jcs(ap).map_err(|e| deny(e.to_string()))?;
+        key.verify(msg.as_bytes(), &sa.signature).map_err(|_| {
+            deny(format!(
+                "invalid signature on the approval by `{}`",
+                ap.approver
+            ))
+        })?;
+        if ap.operation_hash != op {
+            return Err(deny(format!(
+                "the approval by `{}` is for another operation",
+                ap.approver
+            ))
+            .hint(Some(format!("approve the operation `{op}`")))
+            .into());
+        }
+        if r.now >= ap.expires_at {
+            return Err(deny(format!("the approval by `{}` has expired", ap.approver)).into());
+        }
+        if r.tx.nonce_used(&ap.nonce)? || r.nonces.contains(&ap.nonce) {
+            return Err(deny(format!(
+                "the approval by `{}` was already used",
+                ap.approver
+            ))
+            .into());
+        }
+        r.nonces.push(ap.nonce.clone());
+        if ap.approver == m.user {
+            user_ok = true;
+        } else if other.is_none() {
+            other = Some(ap.approver.clone());
+        }
+        if !r.approvers.contains(&ap.approver) {
+            r.approvers.push(ap.approver.clone());
+        }
+    }
+    let granted = match (user_ok, &other) {
+        (true, Some(_)) => 2,
+        (true, None) => 1,
+        _ => 0,
+    };
+    if granted >= r.level {
+        return Ok(());
+    }
+    let (Some(a), level) = (r.action, r.level) else {
+        return Err(deny("no action".into()).into());
+    };
+    let why: Vec<String> = r
+        .policies
+        .iter()
+        .filter_map(|id| a.table.rule_of(id))
+        .filter(|rule| rule.kind.level() > 0)
+        .map(|rule| rule.reason.clone())
+        .collect();
+    let approve_by = match (level, user_ok) {
+        (1, _) => format!("the user `{}`", m.user),
+        (_, true) => format!("a second person besides `{}`", m.user),
+        _ => format!("the user `{}` and a second person", m.user),
+    };
+    Err(Stop::Pending {
+        reason: format!(
+            "needs approval level {level} ({})",
+            if why.is_empty() {
+                "policy".to_string()
+            } else {
+                why.join("; ")
+            }
+        ),
+        approve_by,
+    })
+}

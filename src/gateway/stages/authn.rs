@@ -1,0 +1,66 @@
+//! Stage 1, authn: the mandate token's signature (Ed25519, `verify_strict`,
+//! with a key from the world, never from the token), its validity period,
+//! and revocation.
+
+use super::{Run, StageResult};
+use crate::canonical::{sha256_hex, to_jcs};
+use crate::gateway::{Deny, MandateToken, Stage};
+
+/// Tolerated clock skew for a token issued "in the future", in seconds.
+const SKEW: i64 = 300;
+
+pub(super) fn run(r: &mut Run<'_>) -> StageResult {
+    let deny = |reason: String| Deny::new(Stage::Authn, reason);
+    let Some(raw) = &r.input.mandate else {
+        return Err(deny("no mandate token".into())
+            .hint(Some(
+                "the trusted side issues a mandate from the user's request".into(),
+            ))
+            .into());
+    };
+    let cache_key = sha256_hex(raw.to_string().as_bytes());
+    let cached =
+        r.gw.verified
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&cache_key).cloned());
+    let mandate = match cached {
+        Some(m) => m,
+        None => {
+            let token: MandateToken = serde_json::from_value(raw.clone()).map_err(|e| {
+                deny(format!(
+                    "malformed mandate token: {}",
+                    e.to_string().to_lowercase()
+                ))
+            })?;
+            let Some(key) = r.gw.world.mandate_keys.get(&token.key_id) else {
+                return Err(
+                    deny(format!("mandate signed by unknown key `{}`", token.key_id)).into(),
+                );
+            };
+            let msg = to_jcs(&token.mandate).map_err(|e| deny(e.to_string()))?;
+            key.verify(msg.as_bytes(), &token.signature)
+                .map_err(|_| deny("invalid mandate signature".into()))?;
+            if let Ok(mut m) = r.gw.verified.lock() {
+                if m.len() > 10_000 {
+                    m.clear();
+                }
+                m.insert(cache_key, token.mandate.clone());
+            }
+            token.mandate
+        }
+    };
+    if r.now >= mandate.expires_at {
+        return Err(deny(format!("mandate `{}` has expired", mandate.id))
+            .hint(Some("ask the user to renew the mandate".into()))
+            .into());
+    }
+    if mandate.issued_at > r.now + SKEW {
+        return Err(deny(format!("mandate `{}` is not valid yet", mandate.id)).into());
+    }
+    if r.tx.revoked(&mandate.id)? {
+        return Err(deny(format!("mandate `{}` has been revoked", mandate.id)).into());
+    }
+    r.mandate = Some(mandate);
+    Ok(())
+}

@@ -1,0 +1,236 @@
+//! Stage 2, contract: the proposal is exactly `{"action", "args"}`; the
+//! action is one of the mandate's pack; the arguments are exactly the
+//! action's parameters (no unknown key, none missing unless it has a
+//! default), each of its type, normalised, and within its validators.
+
+use super::{Arg, Run, StageResult};
+use crate::gateway::json::{kind, parse_money, parse_time};
+use crate::gateway::registry::natural;
+use crate::gateway::{Deny, Stage, normalize};
+use crate::ir::{self, Param, Source, Type, Validator};
+use serde_json::Value;
+
+/// Longest text accepted in any argument, in characters.
+const MAX_TEXT: usize = 100_000;
+/// Most elements in a list argument.
+const MAX_ITEMS: usize = 1_000;
+
+fn deny(reason: String) -> Deny {
+    Deny::new(Stage::Contract, reason)
+}
+
+pub(super) fn run(r: &mut Run<'_>) -> StageResult {
+    let Value::Object(obj) = &r.input.proposal else {
+        return Err(deny(format!(
+            "a proposal is an object `{{\"action\": ..., \"args\": {{...}}}}`, not {}",
+            kind(&r.input.proposal)
+        ))
+        .into());
+    };
+    if let Some(k) = obj.keys().find(|k| *k != "action" && *k != "args") {
+        return Err(deny(format!(
+            "unexpected key `{k}` in the proposal: only `action` and `args` are accepted"
+        ))
+        .into());
+    }
+    let Some(Value::String(name)) = obj.get("action") else {
+        return Err(deny("the proposal has no `action` string".into()).into());
+    };
+    let Some(Value::Object(args)) = obj.get("args") else {
+        return Err(deny("the proposal has no `args` object".into()).into());
+    };
+    let pack = r.mandate.as_ref().map(|m| m.pack.as_str()).unwrap_or("");
+    let action = match r.gw.actions.get(name.as_str()) {
+        Some(a) if a.table.pack == pack => a,
+        _ => {
+            return Err(deny(format!("unknown action `{}`", name.escape_debug())).into());
+        }
+    };
+    r.action = Some(action);
+    let decl = &action.table.action;
+    if let Some(k) = args.keys().find(|k| decl.param(k).is_none()) {
+        return Err(deny(format!(
+            "unknown parameter `{}` for `{name}`",
+            k.escape_debug()
+        ))
+        .into());
+    }
+    for p in &decl.params {
+        let arg = match args.get(&p.name) {
+            None => match &p.default {
+                Some(d) => Arg::Val(default_value(d)),
+                None => {
+                    return Err(deny(format!("missing parameter `{}`", p.name)).into());
+                }
+            },
+            Some(v) => parse_arg(p, v).map_err(|e| deny(format!("`{}`: {e}", p.name)))?,
+        };
+        validate(p, &arg, &r.gw.regexes).map_err(|e| deny(format!("`{}`: {e}", p.name)))?;
+        r.args.insert(p.name.clone(), arg);
+    }
+    Ok(())
+}
+
+fn default_value(v: &ir::Value) -> Value {
+    match v {
+        ir::Value::Int(i) | ir::Value::Money(i) | ir::Value::Duration(i) => Value::from(*i),
+        ir::Value::Str(s) => Value::String(s.clone()),
+        ir::Value::Bool(b) => Value::Bool(*b),
+        ir::Value::List(items) => Value::Array(items.iter().map(default_value).collect()),
+    }
+}
+
+fn parse_arg(p: &Param, v: &Value) -> Result<Arg, String> {
+    match &p.ty {
+        Type::List(el) | Type::Set(el) => {
+            let Value::Array(items) = v else {
+                return Err(format!("expected a list, found {}", kind(v)));
+            };
+            if items.len() > MAX_ITEMS {
+                return Err(format!("more than {MAX_ITEMS} elements"));
+            }
+            let mut out: Vec<Arg> = vec![];
+            for it in items {
+                let a = parse_scalar(p, el, it)?;
+                if matches!(p.ty, Type::List(_)) || !out.contains(&a) {
+                    out.push(a);
+                }
+            }
+            Ok(Arg::List(out))
+        }
+        t => parse_scalar(p, t, v),
+    }
+}
+
+/// Whether a `{"ref": id}` may stand for a value of this parameter: only a
+/// critical one with a registry source, resolved by the gateway.
+fn accepts_ref(p: &Param) -> bool {
+    p.critical
+        && p.sources
+            .iter()
+            .any(|s| matches!(s, Source::Registry { .. }))
+}
+
+fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
+    if let Value::Object(o) = v {
+        return match (o.len(), o.get("ref")) {
+            (1, Some(Value::String(id))) if accepts_ref(p) => Ok(Arg::Ref(id.clone())),
+            (1, Some(_)) if accepts_ref(p) => Err("a `ref` is a string id".into()),
+            _ if accepts_ref(p) => Err("an object here must be exactly `{\"ref\": ID}`".into()),
+            _ => Err(format!("expected {ty}, found an object")),
+        };
+    }
+    let val = match ty {
+        Type::Money => Value::from(parse_money(v)?),
+        Type::Int | Type::Duration => match v.as_i64() {
+            Some(i) if v.is_i64() || v.is_u64() => Value::from(i),
+            _ => return Err(format!("expected a whole number, found {}", kind(v))),
+        },
+        Type::Bool => match v {
+            Value::Bool(_) => v.clone(),
+            _ => return Err(format!("expected true or false, found {}", kind(v))),
+        },
+        Type::Date | Type::Timestamp => Value::from(parse_time(v)?),
+        Type::Enum(vs) => match v.as_str() {
+            Some(s) if vs.iter().any(|x| x == s) => v.clone(),
+            Some(s) => {
+                return Err(format!(
+                    "`{}` is not one of {}",
+                    s.escape_debug(),
+                    vs.join(", ")
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "expected one of {}, found {}",
+                    vs.join(", "),
+                    kind(v)
+                ));
+            }
+        },
+        _ => {
+            let Some(s) = v.as_str() else {
+                return Err(format!("expected {ty} (a string), found {}", kind(v)));
+            };
+            if s.chars().count() > MAX_TEXT {
+                return Err(format!("longer than {MAX_TEXT} characters"));
+            }
+            match p.normalize.or_else(|| natural(ty)) {
+                Some(n) => Value::String(normalize::apply(n, s)?),
+                None => Value::String(s.to_string()),
+            }
+        }
+    };
+    Ok(Arg::Val(val))
+}
+
+fn validate(
+    p: &Param,
+    arg: &Arg,
+    regexes: &std::collections::HashMap<String, regex::Regex>,
+) -> Result<(), String> {
+    for v in &p.validators {
+        match (v, arg) {
+            (Validator::MinItems { count }, Arg::List(items)) if (items.len() as u64) < *count => {
+                return Err(format!("fewer than {count} elements"));
+            }
+            (Validator::MaxItems { count }, Arg::List(items)) if (items.len() as u64) > *count => {
+                return Err(format!("more than {count} elements"));
+            }
+            (Validator::NonEmpty, Arg::List(items)) if items.is_empty() => {
+                return Err("must not be empty".into());
+            }
+            (_, Arg::List(items)) => {
+                for it in items {
+                    check_scalar(v, it, regexes)?;
+                }
+            }
+            _ => check_scalar(v, arg, regexes)?,
+        }
+    }
+    Ok(())
+}
+
+fn check_scalar(
+    v: &Validator,
+    arg: &Arg,
+    regexes: &std::collections::HashMap<String, regex::Regex>,
+) -> Result<(), String> {
+    // a reference is resolved to a trusted value: validators apply to values
+    let Arg::Val(val) = arg else { return Ok(()) };
+    match v {
+        Validator::Range { min, max } => {
+            if let Some(n) = val.as_i64()
+                && (n < *min || n > *max)
+            {
+                return Err(format!("{n} is outside {min} ..= {max}"));
+            }
+        }
+        Validator::MinLen { len } | Validator::MaxLen { len } => {
+            if let Some(s) = val.as_str() {
+                let n = s.chars().count() as u64;
+                if matches!(v, Validator::MinLen { .. }) && n < *len {
+                    return Err(format!("shorter than {len} characters"));
+                }
+                if matches!(v, Validator::MaxLen { .. }) && n > *len {
+                    return Err(format!("longer than {len} characters"));
+                }
+            }
+        }
+        Validator::Pattern { regex } => {
+            if let Some(s) = val.as_str() {
+                let ok = regexes.get(regex).is_some_and(|re| re.is_match(s));
+                if !ok {
+                    return Err(format!("`{}` does not match `{regex}`", s.escape_debug()));
+                }
+            }
+        }
+        Validator::NonEmpty => {
+            if val.as_str().is_some_and(str::is_empty) {
+                return Err("must not be empty".into());
+            }
+        }
+        Validator::MinItems { .. } | Validator::MaxItems { .. } => {}
+    }
+    Ok(())
+}

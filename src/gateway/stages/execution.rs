@@ -1,0 +1,67 @@
+//! Stage 8, execution: only the gateway acts. Inside the decision's store
+//! transaction: the executor runs (it validates before it writes), then the
+//! budget is spent, the approvals' nonces are consumed and the operation is
+//! recorded, so a concurrent or repeated proposal can never run twice.
+
+use super::approval::operation_hash;
+use super::budget::amount_of;
+use super::{Run, StageResult};
+use crate::gateway::executors::{self, ExecCtx};
+use crate::gateway::registry::Registries;
+use crate::gateway::{Deny, Stage};
+
+/// An operation already executed under this mandate is answered with its
+/// recorded result and not run again (idempotency).
+pub(super) fn replay(r: &mut Run<'_>) -> Result<bool, super::Stop> {
+    let op = operation_hash(r)?;
+    r.operation_hash = Some(op.clone());
+    if let Some(prev) = r.tx.executed(&op)? {
+        r.result = Some(prev);
+        r.replayed = true;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+pub(super) fn run(r: &mut Run<'_>) -> StageResult {
+    let (Some(a), Some(m)) = (r.action, r.mandate.clone()) else {
+        return Err(Deny::new(Stage::Execution, "no action").into());
+    };
+    let op = r.operation_hash.clone().unwrap_or_default();
+    let amount = amount_of(r)?;
+    let regs = Registries {
+        world: &r.gw.world,
+        pack: &a.table.pack,
+        owner: &m.owner,
+    };
+    let result = executors::execute(
+        &a.table.action.executor,
+        &mut ExecCtx {
+            tx: r.tx,
+            registries: &regs,
+            declared: &a.pack.registries,
+            mandate: &m,
+            resolved: &r.resolved,
+            now: r.now,
+            operation_hash: &op,
+        },
+    )
+    .map_err(|e| match e {
+        executors::ExecError::Refused(reason) => Deny::new(Stage::Execution, reason).into(),
+        executors::ExecError::Store(s) => super::Stop::Store(s),
+    })?;
+    for n in &r.nonces {
+        r.tx.use_nonce(n)?;
+    }
+    let spent = r.tx.spend(&m.id, amount)?;
+    // the budget stage checked before; this is the same transaction, so the
+    // check holds — but never let a mistake there spend past the cap
+    if spent.amount > m.budget.amount || spent.calls > m.budget.calls {
+        return Err(super::Stop::Store(crate::store::StoreError::Aborted(
+            "budget invariant violated".into(),
+        )));
+    }
+    r.tx.record_execution(&op, &result)?;
+    r.result = Some(result);
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! The nine stages, in order. Each module holds one stage and its unit
+//! tests; `run` threads a [`Run`] through them and turns the first DENY, a
+//! PENDING or an ALLOW into a receipt and a [`Decision`].
+
+mod approval;
+mod authn;
+mod budget;
+mod contract;
+mod delegation;
+mod execution;
+mod policy;
+mod provenance;
+mod receipt;
+
+use super::{ActionRt, Decision, Deny, Gateway, Input, Mandate, Outcome, ReceiptRef, Stage};
+use crate::store::{StoreError, Tx};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// A proposal argument after the contract stage: a typed value (already
+/// normalised), a reference the gateway must resolve, or a list of them.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Arg {
+    Val(Value),
+    Ref(String),
+    List(Vec<Arg>),
+}
+
+/// The state of one decision as it moves through the stages.
+pub(crate) struct Run<'a> {
+    pub gw: &'a Gateway,
+    pub tx: &'a mut dyn Tx,
+    pub now: i64,
+    pub input: &'a Input,
+    pub mandate: Option<Mandate>,
+    pub action: Option<&'a ActionRt>,
+    pub args: BTreeMap<String, Arg>,
+    pub resolved: Map<String, Value>,
+    pub origins: Map<String, Value>,
+    pub facts: Map<String, Value>,
+    /// The level the policy requires.
+    pub level: u8,
+    pub policies: Vec<String>,
+    pub operation_hash: Option<String>,
+    pub approvers: Vec<String>,
+    /// Nonces of the approvals used, consumed on execution.
+    pub nonces: Vec<String>,
+    pub result: Option<Value>,
+    pub replayed: bool,
+}
+
+/// What a stage returns: go on, stop with a DENY or a PENDING, or a store
+/// failure (which aborts the transaction).
+pub(crate) enum Stop {
+    Deny(Deny),
+    Pending { reason: String, approve_by: String },
+    Store(StoreError),
+}
+
+impl From<Deny> for Stop {
+    fn from(d: Deny) -> Self {
+        Stop::Deny(d)
+    }
+}
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Stop::Store(e)
+    }
+}
+
+pub(crate) type StageResult = Result<(), Stop>;
+
+pub(crate) fn run(
+    gw: &Gateway,
+    tx: &mut dyn Tx,
+    input: &Input,
+    now: i64,
+) -> Result<Decision, StoreError> {
+    let mut r = Run {
+        gw,
+        tx,
+        now,
+        input,
+        mandate: None,
+        action: None,
+        args: BTreeMap::new(),
+        resolved: Map::new(),
+        origins: Map::new(),
+        facts: Map::new(),
+        level: 0,
+        policies: vec![],
+        operation_hash: None,
+        approvers: vec![],
+        nonces: vec![],
+        result: None,
+        replayed: false,
+    };
+    let outcome = pipeline(&mut r);
+    let mut d = match outcome {
+        Ok(()) => Decision {
+            decision: Outcome::Allow,
+            stage: Stage::Execution,
+            reason: None,
+            hint: None,
+            ..base(&r)
+        },
+        Err(Stop::Deny(deny)) => {
+            let mut d = base(&r);
+            d.decision = Outcome::Deny;
+            d.stage = deny.stage;
+            d.reason = Some(deny.reason);
+            d.hint = deny.hint;
+            d
+        }
+        Err(Stop::Pending { reason, approve_by }) => {
+            let mut d = base(&r);
+            d.decision = Outcome::Pending;
+            d.stage = Stage::Approval;
+            d.reason = Some(reason);
+            d.approve_by = Some(approve_by);
+            d
+        }
+        Err(Stop::Store(e)) => return Err(e),
+    };
+    let rec = receipt::append(&mut r, &d)?;
+    d.receipt = Some(ReceiptRef {
+        seq: rec.seq,
+        hash: rec.hash,
+    });
+    Ok(d)
+}
+
+fn pipeline(r: &mut Run<'_>) -> StageResult {
+    if let Some(e) = &r.input.malformed {
+        return Err(Deny::new(Stage::Contract, e.clone()).into());
+    }
+    authn::run(r)?;
+    contract::run(r)?;
+    provenance::run(r)?;
+    delegation::run(r)?;
+    if execution::replay(r)? {
+        return Ok(());
+    }
+    budget::run(r)?;
+    policy::run(r)?;
+    approval::run(r)?;
+    execution::run(r)
+}
+
+fn base(r: &Run<'_>) -> Decision {
+    Decision {
+        decision: Outcome::Deny,
+        stage: Stage::Receipt,
+        action: r.action.map(|a| a.table.action.name.clone()),
+        reason: None,
+        hint: None,
+        resolved: r.resolved.clone(),
+        origins: r.origins.clone(),
+        level: r.action.and(r.operation_hash.as_ref()).map(|_| r.level),
+        operation_hash: r.operation_hash.clone(),
+        approve_by: None,
+        approvers: r.approvers.clone(),
+        policies: r.policies.clone(),
+        result: r.result.clone(),
+        replayed: r.replayed,
+        receipt: None,
+    }
+}
+
+/// A DENY decision outside any run (a line that is not even JSON).
+pub(crate) fn deny_decision(action: Option<String>, deny: Deny) -> Decision {
+    Decision {
+        decision: Outcome::Deny,
+        stage: deny.stage,
+        action,
+        reason: Some(deny.reason),
+        hint: deny.hint,
+        resolved: Map::new(),
+        origins: Map::new(),
+        level: None,
+        operation_hash: None,
+        approve_by: None,
+        approvers: vec![],
+        policies: vec![],
+        result: None,
+        replayed: false,
+        receipt: None,
+    }
+}

@@ -1,0 +1,243 @@
+//! Stage 3, provenance: every critical value equals a trusted value of this
+//! mandate's owner — a mandate claim, a member of a registry, or a field of
+//! a record found by a trusted key — tried in the order the pack lists its
+//! sources. A `{"ref": id}` is resolved here against the owner's registry,
+//! never trusted as given; a record of another tenant is simply not found.
+//! The resolved value is the trusted spelling, and its origin is recorded.
+
+use super::{Arg, Run, StageResult};
+use crate::gateway::registry::{Registries, natural};
+use crate::gateway::{Deny, Mandate, Stage, normalize};
+use crate::ir::{Key, Lookup, Normalizer, Param, Source};
+use serde_json::Value;
+
+pub(super) fn run(r: &mut Run<'_>) -> StageResult {
+    let Some(a) = r.action else {
+        return Err(Deny::new(Stage::Provenance, "no action").into());
+    };
+    let Some(m) = r.mandate.clone() else {
+        return Err(Deny::new(Stage::Provenance, "no mandate").into());
+    };
+    let decl = &a.table.action;
+    // critical parameters keyed by others come after their keys
+    let mut pending: Vec<&Param> = decl.params.iter().filter(|p| p.critical).collect();
+    while !pending.is_empty() {
+        let before = pending.len();
+        let mut i = 0;
+        while i < pending.len() {
+            let p = pending[i];
+            if keys_of(p).iter().all(|k| r.resolved.contains_key(*k)) {
+                resolve_param(r, &m, p)?;
+                pending.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        if pending.len() == before {
+            return Err(Deny::new(Stage::Provenance, "circular lookups").into());
+        }
+    }
+    for p in decl.params.iter().filter(|p| !p.critical) {
+        if let Some(Arg::Val(v)) = r.args.get(&p.name) {
+            r.resolved.insert(p.name.clone(), v.clone());
+            r.origins
+                .insert(p.name.clone(), Value::String("proposal".into()));
+        } else if let Some(Arg::List(items)) = r.args.get(&p.name) {
+            let vals: Vec<Value> = items
+                .iter()
+                .filter_map(|i| match i {
+                    Arg::Val(v) => Some(v.clone()),
+                    _ => None,
+                })
+                .collect();
+            r.resolved.insert(p.name.clone(), Value::Array(vals));
+            r.origins
+                .insert(p.name.clone(), Value::String("proposal".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Parameters this one's lookups are keyed by.
+fn keys_of(p: &Param) -> Vec<&str> {
+    fn walk<'a>(k: &'a Key, out: &mut Vec<&'a str>) {
+        match k {
+            Key::Param { param } => out.push(param),
+            Key::Lookup { lookup } => walk(&lookup.key, out),
+            Key::Claim { .. } => {}
+        }
+    }
+    let mut out = vec![];
+    for s in &p.sources {
+        if let Source::Lookup(l) = s {
+            walk(&l.key, &mut out);
+        }
+    }
+    out
+}
+
+fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
+    let arg = r.args.get(&p.name).cloned().unwrap_or(Arg::List(vec![]));
+    match arg {
+        Arg::List(items) => {
+            let mut vals = vec![];
+            let mut origins = vec![];
+            for it in &items {
+                let (v, o) = resolve_one(r, m, p, it)?;
+                if !vals.contains(&v) || matches!(p.ty, crate::ir::Type::List(_)) {
+                    vals.push(v);
+                    origins.push(Value::String(o));
+                }
+            }
+            r.resolved.insert(p.name.clone(), Value::Array(vals));
+            r.origins.insert(p.name.clone(), Value::Array(origins));
+        }
+        one => {
+            let (v, o) = resolve_one(r, m, p, &one)?;
+            r.resolved.insert(p.name.clone(), v);
+            r.origins.insert(p.name.clone(), Value::String(o));
+        }
+    }
+    Ok(())
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.escape_debug().to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The trusted value and its origin, or a DENY naming every source tried.
+fn resolve_one(
+    r: &mut Run<'_>,
+    m: &Mandate,
+    p: &Param,
+    arg: &Arg,
+) -> Result<(Value, String), Deny> {
+    let norm = p.normalize.or_else(|| natural(p.ty.element()));
+    let Some(a) = r.action else {
+        return Err(Deny::new(Stage::Provenance, "no action"));
+    };
+    let regs = Registries {
+        world: &r.gw.world,
+        pack: &a.table.pack,
+        owner: &m.owner,
+    };
+    let store = |e: crate::store::StoreError| Deny::new(Stage::Provenance, e.to_string());
+    // a reference names a record of one of the registry sources
+    let value = match arg {
+        Arg::Val(v) => v.clone(),
+        Arg::Ref(id) => {
+            let mut found = None;
+            for s in &p.sources {
+                if let Source::Registry { registry } = s
+                    && let Some(reg) = a.pack.registries.iter().find(|x| &x.name == registry)
+                    && let Some(v) = regs.by_ref(r.tx, reg, id).map_err(store)?
+                {
+                    found = Some((Value::String(v), format!("registry.{registry}")));
+                    break;
+                }
+            }
+            match found {
+                Some((v, origin)) => {
+                    return Ok((v, format!("{origin} (ref `{}`)", id.escape_debug())));
+                }
+                None => {
+                    return Err(Deny::new(
+                        Stage::Provenance,
+                        format!(
+                            "`{}`: the reference `{}` names none of your records",
+                            p.name,
+                            id.escape_debug()
+                        ),
+                    )
+                    .hint(p.hint.clone()));
+                }
+            }
+        }
+        Arg::List(_) => return Err(Deny::new(Stage::Provenance, "nested list")),
+    };
+    for s in &p.sources {
+        let hit = match s {
+            Source::Claim { claim } => m.claims.get(claim).and_then(|c| matches(c, &value, norm)),
+            Source::Registry { registry } => {
+                match (
+                    a.pack.registries.iter().find(|x| &x.name == registry),
+                    value.as_str(),
+                ) {
+                    (Some(reg), Some(text)) => regs
+                        .member(r.tx, reg, text, norm)
+                        .map_err(store)?
+                        .map(Value::String),
+                    (Some(reg), None) => {
+                        let text = value.to_string();
+                        regs.member(r.tx, reg, &text, None)
+                            .map_err(store)?
+                            .map(|_| value.clone())
+                    }
+                    (None, _) => None,
+                }
+            }
+            Source::Lookup(l) => lookup(r, m, &regs, l)
+                .map_err(store)?
+                .and_then(|field| matches(&field, &value, norm)),
+        };
+        if let Some(trusted) = hit {
+            return Ok((trusted, s.to_string()));
+        }
+    }
+    let tried: Vec<String> = p.sources.iter().map(|s| s.to_string()).collect();
+    Err(Deny::new(
+        Stage::Provenance,
+        format!(
+            "`{}` `{}` is not from a trusted source: not in {}",
+            p.name,
+            show(&value),
+            tried.join(", nor in ")
+        ),
+    )
+    .hint(p.hint.clone()))
+}
+
+/// The trusted value `v` equals (or, for a collection, the member of it
+/// that `v` equals), comparing strings under the normaliser.
+fn matches(trusted: &Value, v: &Value, norm: Option<Normalizer>) -> Option<Value> {
+    match trusted {
+        Value::Array(items) => items.iter().find_map(|t| matches(t, v, norm)),
+        Value::String(t) => {
+            let tn = match norm {
+                Some(n) => normalize::apply(n, t).ok()?,
+                None => t.clone(),
+            };
+            (v.as_str() == Some(tn.as_str())).then(|| Value::String(t.clone()))
+        }
+        other => (other == v).then(|| other.clone()),
+    }
+}
+
+/// The value of `registry.R[KEY].FIELD` for this owner, if the record exists.
+fn lookup(
+    r: &mut Run<'_>,
+    m: &Mandate,
+    regs: &Registries<'_>,
+    l: &Lookup,
+) -> Result<Option<Value>, crate::store::StoreError> {
+    let key = match &l.key {
+        Key::Param { param } => r.resolved.get(param).cloned(),
+        Key::Claim { claim } => m.claims.get(claim).cloned(),
+        Key::Lookup { lookup: inner } => lookup(r, m, regs, inner)?,
+    };
+    let Some(key) = key else { return Ok(None) };
+    let key = match key {
+        Value::String(s) => s,
+        other => other.to_string(),
+    };
+    let Some(a) = r.action else { return Ok(None) };
+    let Some(reg) = a.pack.registries.iter().find(|x| x.name == l.registry) else {
+        return Ok(None);
+    };
+    Ok(regs
+        .record(r.tx, reg, &key)?
+        .and_then(|rec| rec.get(&l.field).cloned()))
+}

@@ -1,0 +1,293 @@
+//! The world: everything trusted the gateway decides from, besides the
+//! bundle. Read from a TOML file:
+//!
+//! ```toml
+//! clock = "2026-11-29T18:40:00Z"      # optional: a fixed time (scenarios)
+//! mandate_keys = ["keys/issuer.pub"]  # verifying keys for mandate tokens
+//! store = "state.db"                  # optional: SQLite file (default: memory)
+//!
+//! [approvers]                         # who may approve, and their keys
+//! emma = "keys/emma.pub"
+//!
+//! [registries]                        # per pack: a folder of <registry>.json
+//! bank = "packs/bank/registries"
+//! ```
+//!
+//! Paths are relative to the world file. A registry file maps an owner (a
+//! tenant) to its records; a global registry uses the owner `"*"`. A set
+//! registry's records are values, or `{"id": ..., "value": ...}` objects a
+//! proposal may name with `{"ref": id}`; a keyed registry's records are an
+//! object from key to record.
+
+use crate::codegen::table::Table;
+use crate::gateway::json::{kind, parse_time_str};
+use crate::ir::{self, RegistryShape, Type};
+use crate::keys::PublicKey;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum WorldError {
+    #[error("cannot read world `{path}`: {reason}")]
+    #[diagnostic(code(ipc::world::read))]
+    Read { path: String, reason: String },
+    #[error("invalid world `{path}`: {reason}")]
+    #[diagnostic(code(ipc::world::invalid))]
+    Invalid { path: String, reason: String },
+    #[error("invalid registry file `{path}`: {reason}")]
+    #[diagnostic(code(ipc::world::registry))]
+    Registry { path: String, reason: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Key(#[from] crate::keys::KeyError),
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct WorldFile {
+    clock: Option<String>,
+    #[serde(default)]
+    mandate_keys: Vec<PathBuf>,
+    store: Option<PathBuf>,
+    #[serde(default)]
+    approvers: BTreeMap<String, PathBuf>,
+    #[serde(default)]
+    registries: BTreeMap<String, PathBuf>,
+}
+
+/// One registry's records for one owner.
+#[derive(Clone, Debug, Default)]
+pub struct Records {
+    /// Set registries: `(ref id, value)`.
+    pub values: Vec<(Option<String>, String)>,
+    /// Keyed registries: key to record.
+    pub keyed: BTreeMap<String, Map<String, Value>>,
+}
+
+#[derive(Debug)]
+pub struct World {
+    pub clock: Option<i64>,
+    /// By key id.
+    pub mandate_keys: HashMap<String, PublicKey>,
+    pub approvers: HashMap<String, PublicKey>,
+    pub store: Option<PathBuf>,
+    /// `(pack, registry)` to owner (`"*"` for global) to records.
+    pub registries: HashMap<(String, String), HashMap<String, Records>>,
+}
+
+impl World {
+    /// An empty world: no keys, no registries, system clock.
+    pub fn empty() -> Self {
+        World {
+            clock: None,
+            mandate_keys: HashMap::new(),
+            approvers: HashMap::new(),
+            store: None,
+            registries: HashMap::new(),
+        }
+    }
+
+    /// Loads a world file and the registries it names, checking every
+    /// registry against its declaration in the bundle's table.
+    pub fn load(path: &Path, table: &Table) -> Result<Self, WorldError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| WorldError::Read {
+            path: p.clone(),
+            reason: e.to_string().to_lowercase(),
+        })?;
+        let wf: WorldFile = toml::from_str(&text).map_err(|e| WorldError::Invalid {
+            path: p.clone(),
+            reason: e.message().to_lowercase(),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut w = World::empty();
+        if let Some(c) = &wf.clock {
+            w.clock = Some(parse_time_str(c).map_err(|reason| WorldError::Invalid {
+                path: p.clone(),
+                reason: format!("clock: {reason}"),
+            })?);
+        }
+        for k in &wf.mandate_keys {
+            let key = crate::keys::load_public(&base.join(k))?;
+            w.mandate_keys.insert(key.id(), key);
+        }
+        for (name, k) in &wf.approvers {
+            w.approvers
+                .insert(name.clone(), crate::keys::load_public(&base.join(k))?);
+        }
+        w.store = wf.store.map(|s| base.join(s));
+        for (pack, dir) in &wf.registries {
+            let Some(tp) = table.pack(pack) else {
+                return Err(WorldError::Invalid {
+                    path: p.clone(),
+                    reason: format!("registries for `{pack}`, which is not in the bundle"),
+                });
+            };
+            let dir = base.join(dir);
+            for reg in &tp.registries {
+                let file = dir.join(format!("{}.json", reg.name));
+                if !file.exists() {
+                    continue; // an absent registry is empty: nothing is trusted from it
+                }
+                let recs = load_registry(&file, reg)?;
+                w.registries.insert((pack.clone(), reg.name.clone()), recs);
+            }
+        }
+        Ok(w)
+    }
+
+    pub fn records(&self, pack: &str, registry: &str, owner: &str) -> Option<&Records> {
+        self.registries
+            .get(&(pack.to_string(), registry.to_string()))
+            .and_then(|m| m.get(owner))
+    }
+}
+
+fn load_registry(file: &Path, reg: &ir::Registry) -> Result<HashMap<String, Records>, WorldError> {
+    let path = file.display().to_string();
+    let bad = |reason: String| WorldError::Registry {
+        path: path.clone(),
+        reason,
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| bad(e.to_string().to_lowercase()))?;
+    let v = crate::gateway::json::parse_strict(&text).map_err(bad)?;
+    let Value::Object(owners) = v else {
+        return Err(bad("expected an object from owner to records".into()));
+    };
+    let mut out = HashMap::new();
+    for (owner, recs) in owners {
+        if reg.global != (owner == "*") {
+            return Err(bad(if reg.global {
+                format!(
+                    "`{}` is global: its only owner is `*`, not `{owner}`",
+                    reg.name
+                )
+            } else {
+                format!("`{}` is per owner: `*` is not an owner", reg.name)
+            }));
+        }
+        let mut r = Records::default();
+        match (&reg.shape, recs) {
+            (RegistryShape::Set { element }, Value::Array(items)) => {
+                for it in items {
+                    let (id, val) = match it {
+                        Value::Object(mut o) => {
+                            let id = o.remove("id");
+                            let val = o.remove("value");
+                            if !o.is_empty() {
+                                return Err(bad("a set entry has only `id` and `value`".into()));
+                            }
+                            match (id, val) {
+                                (Some(Value::String(i)), Some(v)) => (Some(i), v),
+                                _ => {
+                                    return Err(bad(
+                                        "a set entry needs a string `id` and a `value`".into(),
+                                    ));
+                                }
+                            }
+                        }
+                        v => (None, v),
+                    };
+                    r.values
+                        .push((id, scalar_text(&val, element).map_err(&bad)?));
+                }
+            }
+            (
+                RegistryShape::Keyed {
+                    fields,
+                    key: key_ty,
+                },
+                Value::Object(records),
+            ) => {
+                for (key, rec) in records {
+                    let key = match crate::gateway::registry::natural(key_ty) {
+                        Some(n) => crate::gateway::normalize::apply(n, &key).map_err(&bad)?,
+                        None => key,
+                    };
+                    let Value::Object(rec) = rec else {
+                        return Err(bad(format!("record `{key}` is not an object")));
+                    };
+                    let mut clean = Map::new();
+                    for f in fields {
+                        let Some(v) = rec.get(&f.name) else {
+                            return Err(bad(format!("record `{key}` has no field `{}`", f.name)));
+                        };
+                        clean.insert(
+                            f.name.clone(),
+                            typed_value(v, &f.ty).map_err(|e| {
+                                bad(format!("record `{key}`, field `{}`: {e}", f.name))
+                            })?,
+                        );
+                    }
+                    if let Some(extra) = rec.keys().find(|k| !fields.iter().any(|f| &f.name == *k))
+                    {
+                        return Err(bad(format!(
+                            "record `{key}` has an undeclared field `{extra}`"
+                        )));
+                    }
+                    r.keyed.insert(key, clean);
+                }
+            }
+            (_, other) => {
+                return Err(bad(format!(
+                    "records of `{owner}` are {}, expected {}",
+                    kind(&other),
+                    if matches!(reg.shape, RegistryShape::Set { .. }) {
+                        "a list"
+                    } else {
+                        "an object"
+                    }
+                )));
+            }
+        }
+        out.insert(owner, r);
+    }
+    Ok(out)
+}
+
+/// A registry value as its text (set registries hold scalars).
+fn scalar_text(v: &Value, ty: &Type) -> Result<String, String> {
+    match typed_value(v, ty)? {
+        Value::String(s) => Ok(s),
+        other => Ok(other.to_string()),
+    }
+}
+
+/// A registry field value in its runtime form: Money and times as integers.
+pub fn typed_value(v: &Value, ty: &Type) -> Result<Value, String> {
+    use crate::gateway::json::{parse_money, parse_time};
+    Ok(match ty {
+        Type::Money => Value::from(parse_money(v)?),
+        Type::Date | Type::Timestamp => Value::from(parse_time(v)?),
+        Type::Int | Type::Duration => match v.as_i64() {
+            Some(i) => Value::from(i),
+            None => return Err(format!("expected a whole number, found {}", kind(v))),
+        },
+        Type::Bool => match v {
+            Value::Bool(_) => v.clone(),
+            _ => return Err(format!("expected a boolean, found {}", kind(v))),
+        },
+        Type::Enum(vs) => match v.as_str() {
+            Some(s) if vs.iter().any(|x| x == s) => v.clone(),
+            _ => return Err(format!("expected one of {}", vs.join(", "))),
+        },
+        Type::List(e) | Type::Set(e) => match v {
+            Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|i| typed_value(i, e))
+                    .collect::<Result<_, _>>()?,
+            ),
+            _ => return Err(format!("expected a list, found {}", kind(v))),
+        },
+        _ => match v {
+            Value::String(s) => match crate::gateway::registry::natural(ty) {
+                Some(n) => Value::String(crate::gateway::normalize::apply(n, s)?),
+                None => v.clone(),
+            },
+            _ => return Err(format!("expected a string, found {}", kind(v))),
+        },
+    })
+}
