@@ -270,16 +270,16 @@ fn a_body_without_exact_canonical_form_is_refused() {
     each_store(|s| {
         // JSON numbers beyond 2^53 would be rounded by canonical JSON, so
         // two bodies could share a hash; appending must fail, not panic.
-        let r = tx(s, |t| {
+        let err = tx(s, |t| {
+            t.append_receipt(&json!({"ok": 1}))?;
             t.append_receipt(&json!({"n": u64::MAX}))
                 .map(|r| json!(r.seq))
-        });
-        if let Ok(v) = &r {
-            // if it is accepted, the chain must still verify
-            assert_eq!(v, &json!(1));
-            let head = s.head().unwrap();
-            assert_eq!(verify_chain(&s.receipts().unwrap(), head), Ok(1));
-        }
+        })
+        .unwrap_err();
+        assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+        assert!(err.to_string().contains("18446744073709551615"), "{err}");
+        assert!(s.receipts().unwrap().is_empty());
+        assert_eq!(s.head().unwrap(), None);
     });
 }
 
@@ -717,3 +717,212 @@ fn four_processes_spend_exactly_the_cap() {
         records.iter().map(|r| r.body["by"].to_string()).collect();
     assert!(writers.len() >= 3, "{writers:?}"); // 200 attempts each: at least three of them
 }
+
+// ---------------------------------------------------------------- the CLI
+
+fn ipc(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_verify_a_good_chain() {
+    let (_dir, path) = store_file(5);
+    let p = path.to_str().unwrap();
+    let (code, stdout, _) = ipc(&["receipts", "verify", p]);
+    assert_eq!(code, 0, "{stdout}");
+    let head = SqliteStore::open_existing(&path)
+        .unwrap()
+        .head()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stdout,
+        format!("ok    {p}: 5 receipts verify\nhead  5 {}\n", head.1)
+    );
+    let (code, stdout, _) = ipc(&["receipts", "verify", p, "--format", "json"]);
+    assert_eq!(code, 0);
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["ok"], json!(true));
+    assert_eq!(doc["count"], json!(5));
+    assert_eq!(doc["head"], json!({"seq": 5, "hash": head.1}));
+    assert_eq!(doc["problems"], json!([]));
+}
+
+#[test]
+fn cli_verify_names_every_problem() {
+    let (_dir, path) = store_file(10);
+    tamper(
+        &path,
+        r#"UPDATE receipts SET body = '{"decision":"ALLOW"}' WHERE seq = 3;
+           DELETE FROM receipts WHERE seq = 6;
+           DELETE FROM receipts WHERE seq > 8;"#,
+    );
+    let p = path.to_str().unwrap();
+    let (code, stdout, _) = ipc(&["receipts", "verify", p]);
+    assert_eq!(code, 1, "{stdout}");
+    assert_eq!(
+        stdout,
+        format!(
+            "fail  {p}: 3 problems in 7 receipts\n  \
+             record 3 was edited: its hash does not match its content\n  \
+             record 6 is missing (deleted)\n  \
+             chain truncated: the head marker names record 10 but the last record is 8\n"
+        )
+    );
+    let (code, stdout, _) = ipc(&["receipts", "verify", "--format", "json", p]);
+    assert_eq!(code, 1);
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["ok"], json!(false));
+    assert_eq!(
+        doc["problems"][0],
+        json!({"problem": "edited", "seq": 3,
+               "message": "record 3 was edited: its hash does not match its content"})
+    );
+    assert_eq!(doc["problems"][1]["problem"], json!("missing"));
+    assert_eq!(doc["problems"][2]["problem"], json!("truncated"));
+}
+
+#[test]
+fn cli_show_the_receipts() {
+    let (_dir, path) = store_file(4);
+    let p = path.to_str().unwrap();
+    let (code, stdout, _) = ipc(&["receipts", "show", p, "--last", "2"]);
+    assert_eq!(code, 0, "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert_eq!(lines[0], "seq  decision  action            stage      hash");
+    assert!(
+        lines[1].starts_with("  3  ALLOW     payment.transfer  execution  "),
+        "{stdout}"
+    );
+    assert!(lines[2].starts_with("  4  DENY      "), "{stdout}");
+    assert_eq!(lines[3], "2 receipts of 4; the chain verifies");
+
+    let (code, stdout, _) = ipc(&["receipts", "show", p, "--format", "json"]);
+    assert_eq!(code, 0);
+    let records: Vec<intentplane::store::ReceiptRecord> = serde_json::from_str(&stdout).unwrap();
+    let s = SqliteStore::open_existing(&path).unwrap();
+    assert_eq!(records, s.receipts().unwrap());
+}
+
+#[test]
+fn cli_on_a_file_that_is_not_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.txt");
+    std::fs::write(&path, "hello, not a database at all; ".repeat(50)).unwrap();
+    let p = path.to_str().unwrap();
+    for cmd in ["verify", "show"] {
+        let (code, stdout, stderr) = ipc(&["receipts", cmd, p]);
+        assert_eq!(code, 1);
+        assert_eq!(stdout, "");
+        assert!(stderr.contains("cannot open store"), "{stderr}");
+        assert!(stderr.contains("ipc::store::open"), "{stderr}");
+    }
+    let (code, stdout, _) = ipc(&[
+        "receipts",
+        "verify",
+        "--format",
+        "json",
+        "/nonexistent/store.db",
+    ]);
+    assert_eq!(code, 1);
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["ok"], json!(false));
+    assert_eq!(doc["error"]["code"], json!("ipc::store::open"));
+    assert!(!Path::new("/nonexistent/store.db").exists());
+}
+
+// --------------------------------------------------------- batched commits
+
+#[test]
+fn a_batch_commits_each_body_on_its_own() {
+    each_store(|s| {
+        let mut first = |t: &mut dyn Tx| -> Result<Value, StoreError> {
+            t.spend("m", 10)?;
+            t.append_receipt(&json!({"n": 1}))?;
+            Ok(json!("first"))
+        };
+        let mut failing = |t: &mut dyn Tx| -> Result<Value, StoreError> {
+            t.spend("m", 1000)?;
+            t.use_nonce("n-1")?;
+            t.append_receipt(&json!({"n": "lost"}))?;
+            Err(StoreError::Aborted("over budget".into()))
+        };
+        let mut third = |t: &mut dyn Tx| -> Result<Value, StoreError> {
+            // sees the first body's spending, not the failed one's
+            let spent = t.spent("m")?;
+            t.use_nonce("n-1")?;
+            t.append_receipt(&json!({"n": 3}))?;
+            Ok(json!(spent.amount))
+        };
+        let results = s.transactions(&mut [&mut first, &mut failing, &mut third]);
+        assert_eq!(results.len(), 3);
+        assert_eq!(results[0].as_ref().unwrap(), &json!("first"));
+        assert!(matches!(results[1], Err(StoreError::Aborted(_))));
+        assert_eq!(results[2].as_ref().unwrap(), &json!(10));
+        let records = s.receipts().unwrap();
+        assert_eq!(verify_chain(&records, s.head().unwrap()), Ok(2));
+        assert_eq!(records[1].body, json!({"n": 3}));
+        assert!(s.transactions(&mut []).is_empty());
+    });
+}
+
+#[test]
+fn eight_threads_of_batches_spend_exactly_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(sqlite_in(&dir));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let s = Arc::clone(&store);
+            std::thread::spawn(move || {
+                let mut ok = 0;
+                for _ in 0..10 {
+                    let mut bodies: Vec<_> = (0..10)
+                        .map(|_| {
+                            move |t: &mut dyn Tx| -> Result<Value, StoreError> {
+                                let spent = t.spent("m")?;
+                                if spent.amount >= CAP {
+                                    return Err(StoreError::Aborted("budget exhausted".into()));
+                                }
+                                t.spend("m", 1)?;
+                                t.append_receipt(&json!({"by": i, "spent": spent.amount + 1}))?;
+                                Ok(Value::Null)
+                            }
+                        })
+                        .collect();
+                    let mut refs: Vec<&mut TxFnRef> =
+                        bodies.iter_mut().map(|b| b as &mut TxFnRef).collect();
+                    for r in s.transactions(&mut refs) {
+                        match r {
+                            Ok(_) => ok += 1,
+                            Err(StoreError::Aborted(_)) => {}
+                            Err(e) => panic!("unexpected store error: {e}"),
+                        }
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    let ok: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(ok, CAP as usize);
+    let records = store.receipts().unwrap();
+    assert_eq!(
+        verify_chain(&records, store.head().unwrap()),
+        Ok(CAP as usize)
+    );
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r.body["spent"], json!(i + 1));
+    }
+}
+
+type TxFnRef<'a> = intentplane::store::TxFn<'a>;

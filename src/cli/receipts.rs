@@ -52,8 +52,11 @@ pub fn run(args: &ReceiptsArgs, out: &mut dyn Write) -> u8 {
     }
 }
 
+/// The head marker: last sequence number and hash.
+type Head = Option<(u64, String)>;
+
 /// The chain and head marker of a store file.
-fn load(path: &Path) -> Result<(Vec<ReceiptRecord>, Option<(u64, String)>), StoreError> {
+fn load(path: &Path) -> Result<(Vec<ReceiptRecord>, Head), StoreError> {
     let store = SqliteStore::open_existing(path)?;
     Ok((store.receipts()?, store.head()?))
 }

@@ -67,6 +67,16 @@ pub trait Store: Send + Sync {
     /// serialised.
     fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError>;
 
+    /// Runs several bodies, each atomic on its own (an `Err` rolls back
+    /// that body only; each sees the writes of the bodies before it), and
+    /// commits them together: one durable commit for the lot, and no
+    /// result is returned before that commit. For callers that hold many
+    /// proposals at once (`ipc run` on a file). The default runs one
+    /// transaction per body.
+    fn transactions(&self, fs: &mut [&mut TxFn<'_>]) -> Vec<Result<Value, StoreError>> {
+        fs.iter_mut().map(|f| self.transaction(&mut **f)).collect()
+    }
+
     /// Every receipt, in chain order (for `ipc receipts verify / show`).
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError>;
 

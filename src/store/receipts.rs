@@ -52,15 +52,10 @@ impl ReceiptRecord {
 
 /// The hash of a record: `sha256:<hex>` of the canonical JSON of
 /// `{seq, prev_hash, body}`. Fails on a body with no exact canonical form
-/// (an integer beyond ±(2^53 − 1)).
+/// (an integer beyond ±(2^53 − 1)), see [`crate::canonical`].
 pub fn record_hash(seq: u64, prev_hash: &str, body: &Value) -> Result<String, String> {
-    use sha2::{Digest, Sha256};
     let value = json!({ "seq": seq, "prev_hash": prev_hash, "body": body });
-    let text = serde_jcs::to_string(&value).map_err(|e| e.to_string())?;
-    Ok(format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(text.as_bytes()))
-    ))
+    crate::canonical::hash_of(&value).map_err(|e| e.to_string())
 }
 
 /// The body of a receipt as the gateway writes it. Every field is optional
@@ -372,10 +367,10 @@ mod tests {
     fn hash_is_jcs_of_seq_prev_body() {
         let r = ReceiptRecord::next(None, json!({"b": 1, "a": "x"})).unwrap();
         let text = format!(r#"{{"body":{{"a":"x","b":1}},"prev_hash":"{GENESIS_HASH}","seq":1}}"#);
-        assert_eq!(r.hash, {
-            use sha2::{Digest, Sha256};
-            format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
-        });
+        assert_eq!(
+            r.hash,
+            format!("sha256:{}", crate::canonical::sha256_hex(text.as_bytes()))
+        );
         assert_eq!(r.seq, 1);
     }
 

@@ -188,6 +188,49 @@ impl SqliteStore {
         self.reader.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Opens a batch (`BEGIN IMMEDIATE`) unless one is open.
+    fn begin(&self, w: &mut Writer) -> Result<(), StoreError> {
+        if !w.in_batch {
+            w.conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
+            w.in_batch = true;
+        }
+        Ok(())
+    }
+
+    /// After `bodies` bodies of one caller ran in the open batch: the
+    /// caller leaves the line; the last one in line (or the one that fills
+    /// the batch) commits, and returns the outcome; otherwise, with `wait`,
+    /// waits for the commit of this batch and returns its outcome, and
+    /// without `wait` returns `None`.
+    fn settle(
+        &self,
+        mut w: MutexGuard<'_, Writer>,
+        bodies: usize,
+        wait: bool,
+    ) -> Option<Result<(), String>> {
+        w.batch_len += bodies;
+        let remaining = self.arrived.fetch_sub(1, Ordering::SeqCst) - 1;
+        if remaining == 0 || w.batch_len >= self.options.max_batch {
+            return Some(self.end_batch(&mut w, true));
+        }
+        if !wait {
+            return None;
+        }
+        let batch = w.batch_id;
+        w.waiting += 1;
+        let mut w = self
+            .committed
+            .wait_while(w, |w| w.batch_id == batch)
+            .unwrap_or_else(|e| e.into_inner());
+        let (outcome, readers) = w.outcomes.get_mut(&batch)?;
+        let outcome = outcome.clone();
+        *readers -= 1;
+        if *readers == 0 {
+            w.outcomes.remove(&batch);
+        }
+        Some(outcome)
+    }
+
     /// Ends the open batch: `COMMIT` (or `ROLLBACK` when `commit` is
     /// false), then wakes the waiters with the outcome.
     fn end_batch(&self, w: &mut Writer, commit: bool) -> Result<(), String> {
@@ -211,6 +254,29 @@ impl SqliteStore {
         w.batch_id += 1;
         self.committed.notify_all();
         outcome
+    }
+}
+
+/// Runs one body in its own savepoint of the open batch. The flag is true
+/// when the savepoint could not be opened or closed: the batch can then not
+/// be trusted and must be rolled back as a whole.
+fn run_body(
+    w: &Writer,
+    f: &mut TxFn<'_>,
+) -> (std::thread::Result<Result<Value, StoreError>>, bool) {
+    if let Err(e) = w.conn.execute_batch("SAVEPOINT tx") {
+        return (Ok(Err(backend(e))), true);
+    }
+    let mut tx = SqlTx { conn: &w.conn };
+    let run = catch_unwind(AssertUnwindSafe(|| f(&mut tx)));
+    let end = if matches!(run, Ok(Ok(_))) {
+        w.conn.execute_batch("RELEASE tx")
+    } else {
+        w.conn.execute_batch("ROLLBACK TO tx; RELEASE tx")
+    };
+    match end {
+        Ok(()) => (run, false),
+        Err(e) => (Ok(Err(backend(e))), true),
     }
 }
 
@@ -286,77 +352,84 @@ impl Store for SqliteStore {
     fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
         self.arrived.fetch_add(1, Ordering::SeqCst);
         let mut w = self.lock_writer();
-        if !w.in_batch {
-            if let Err(e) = w.conn.execute_batch("BEGIN IMMEDIATE") {
-                self.arrived.fetch_sub(1, Ordering::SeqCst);
-                return Err(backend(e));
-            }
-            w.in_batch = true;
+        if let Err(e) = self.begin(&mut w) {
+            self.arrived.fetch_sub(1, Ordering::SeqCst);
+            return Err(e);
         }
-        // `broken`: the savepoint could not be opened or closed, so the
-        // batch cannot be trusted and is rolled back as a whole.
-        let (body, broken) = match w.conn.execute_batch("SAVEPOINT tx") {
-            Ok(()) => {
-                let mut tx = SqlTx { conn: &w.conn };
-                let run = catch_unwind(AssertUnwindSafe(|| f(&mut tx)));
-                let keep = matches!(run, Ok(Ok(_)));
-                let end = if keep {
-                    w.conn.execute_batch("RELEASE tx")
-                } else {
-                    w.conn.execute_batch("ROLLBACK TO tx; RELEASE tx")
-                };
-                match end {
-                    Ok(()) => (run, false),
-                    Err(e) => (Ok(Err(backend(e))), true),
-                }
-            }
-            Err(e) => (Ok(Err(backend(e))), true),
-        };
-        w.batch_len += 1;
-        let remaining = self.arrived.fetch_sub(1, Ordering::SeqCst) - 1;
-        let value = match body {
-            Ok(v) => v,
+        let (run, broken) = run_body(&w, f);
+        if broken {
+            self.arrived.fetch_sub(1, Ordering::SeqCst);
+            let _ = self.end_batch(&mut w, false);
+            return run.unwrap_or_else(|_| Err(StoreError::Backend("the body panicked".into())));
+        }
+        match run {
             Err(panic) => {
-                if remaining == 0 || w.batch_len >= self.options.max_batch {
-                    let _ = self.end_batch(&mut w, true);
-                }
-                drop(w);
+                let _ = self.settle(w, 1, false);
                 resume_unwind(panic);
             }
-        };
-        if broken {
-            // Roll back the whole batch: others waiting on it get an error.
-            let _ = self.end_batch(&mut w, false);
-            return value;
-        }
-        if remaining == 0 || w.batch_len >= self.options.max_batch {
-            let outcome = self.end_batch(&mut w, true);
-            return match (value, outcome) {
-                (Ok(v), Ok(())) => Ok(v),
-                (Ok(_), Err(e)) => Err(StoreError::Backend(e)),
-                (Err(e), _) => Err(e),
-            };
-        }
-        let value = value?; // a failed body is already rolled back
-        // Wait for whoever runs the last body of this batch to commit it.
-        let batch = w.batch_id;
-        w.waiting += 1;
-        let mut w = self
-            .committed
-            .wait_while(w, |w| w.batch_id == batch)
-            .unwrap_or_else(|e| e.into_inner());
-        let outcome = match w.outcomes.get_mut(&batch) {
-            Some((outcome, readers)) => {
-                let outcome = outcome.clone();
-                *readers -= 1;
-                if *readers == 0 {
-                    w.outcomes.remove(&batch);
-                }
-                outcome
+            // a failed body is already rolled back: no need to wait
+            Ok(Err(e)) => {
+                let _ = self.settle(w, 1, false);
+                Err(e)
             }
-            None => Err("the batch outcome was lost".to_string()),
-        };
-        outcome.map(|()| value).map_err(StoreError::Backend)
+            Ok(Ok(value)) => match self.settle(w, 1, true) {
+                Some(Ok(())) => Ok(value),
+                Some(Err(e)) => Err(StoreError::Backend(e)),
+                None => Err(StoreError::Backend("the batch outcome was lost".into())),
+            },
+        }
+    }
+
+    fn transactions(&self, fs: &mut [&mut TxFn<'_>]) -> Vec<Result<Value, StoreError>> {
+        if fs.is_empty() {
+            return Vec::new();
+        }
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        let mut w = self.lock_writer();
+        if let Err(e) = self.begin(&mut w) {
+            self.arrived.fetch_sub(1, Ordering::SeqCst);
+            let reason = e.to_string();
+            return fs
+                .iter()
+                .map(|_| Err(StoreError::Backend(reason.clone())))
+                .collect();
+        }
+        let mut results = Vec::with_capacity(fs.len());
+        for f in fs.iter_mut() {
+            let (run, broken) = run_body(&w, &mut **f);
+            if broken {
+                self.arrived.fetch_sub(1, Ordering::SeqCst);
+                let _ = self.end_batch(&mut w, false);
+                let reason = match run {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "the batch was rolled back".to_string(),
+                };
+                return fs
+                    .iter()
+                    .map(|_| Err(StoreError::Backend(reason.clone())))
+                    .collect();
+            }
+            match run {
+                Ok(r) => results.push(r),
+                Err(panic) => {
+                    let _ = self.settle(w, results.len() + 1, false);
+                    resume_unwind(panic);
+                }
+            }
+        }
+        let any_ok = results.iter().any(Result::is_ok);
+        let outcome = self.settle(w, results.len(), any_ok);
+        results
+            .into_iter()
+            .map(|r| {
+                let v = r?;
+                match &outcome {
+                    Some(Ok(())) => Ok(v),
+                    Some(Err(e)) => Err(StoreError::Backend(e.clone())),
+                    None => Err(StoreError::Backend("the batch outcome was lost".into())),
+                }
+            })
+            .collect()
     }
 
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
