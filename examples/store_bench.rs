@@ -6,7 +6,7 @@
 
 use intentplane::store::memory::MemoryStore;
 use intentplane::store::sqlite::{SqliteOptions, SqliteStore};
-use intentplane::store::{Store, StoreError, Tx, verify_chain};
+use intentplane::store::{Store, StoreError, Tx, TxFn, verify_chain};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Instant;
@@ -66,6 +66,38 @@ fn run(store: Arc<dyn Store>, n: usize, threads: usize) -> f64 {
         }
     }
     n as f64 / secs
+}
+
+/// Runs `n` transactions from one thread in `Store::transactions` calls of
+/// `batch` bodies; returns transactions/s.
+fn run_batched(store: &dyn Store, n: usize, batch: usize) -> f64 {
+    let start = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let k = batch.min(n - i);
+        let bodies: Vec<Value> = (i..i + k).map(body).collect();
+        let mut fs: Vec<_> = bodies
+            .iter()
+            .map(|b| {
+                move |tx: &mut dyn Tx| -> Result<Value, StoreError> {
+                    tx.spend("mandate-1", 12000)?;
+                    tx.append_receipt(b)?;
+                    Ok(Value::Null)
+                }
+            })
+            .collect();
+        let mut refs: Vec<&mut TxFn<'_>> = fs.iter_mut().map(|f| f as &mut TxFn<'_>).collect();
+        if let Some(Err(e)) = store
+            .transactions(&mut refs)
+            .into_iter()
+            .find(Result::is_err)
+        {
+            eprintln!("transaction failed: {e}");
+            std::process::exit(1);
+        }
+        i += k;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
 }
 
 fn main() {
@@ -133,5 +165,11 @@ fn main() {
         sqlite("f.db", 256),
         n,
         128,
+    );
+    let s = sqlite("g.db", 256);
+    let rate = run_batched(s.as_ref(), n, 100);
+    println!(
+        "{:<44} {n:>8} {rate:>12.0}",
+        "sqlite, transactions() of 100, 1 thread"
     );
 }
