@@ -101,3 +101,59 @@ fn no_arguments_is_a_usage_error() {
     let out = ipc(&["check"]);
     assert!(out.starts_with("exit: 2\n"), "{out}");
 }
+
+#[test]
+fn the_demo_blocks_every_attack_and_verifies_its_receipts() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["demo", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps = v["steps"].as_array().unwrap();
+    let decisions: Vec<(&str, &str)> = steps
+        .iter()
+        .map(|s| {
+            (
+                s["decision"]["decision"].as_str().unwrap(),
+                s["decision"]["stage"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        vec![
+            ("DENY", "provenance"),
+            ("DENY", "provenance"),
+            ("DENY", "provenance"),
+            ("ALLOW", "execution"),
+            ("DENY", "budget"),
+            ("PENDING", "approval"),
+        ]
+    );
+    assert_eq!(v["chain_verifies"], true);
+
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["demo", "ap", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let outcomes: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["decision"]["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec!["DENY", "DENY", "ALLOW", "DENY", "PENDING", "ALLOW", "DENY"]
+    );
+    let human = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .arg("demo")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(human.stdout).unwrap();
+    assert!(text.contains("without intentplane: the money leaves"));
+    assert!(text.contains("the hash chain verifies"));
+}

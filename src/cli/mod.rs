@@ -8,6 +8,7 @@ mod check;
 mod keygen;
 // the gateway and the trusted side
 mod approve;
+mod demo;
 mod gateway;
 mod receipts;
 mod run;
@@ -48,6 +49,8 @@ pub enum Command {
     Token(token::TokenArgs),
     /// Trusted side: sign an approval over an operation hash.
     Approve(approve::ApproveArgs),
+    /// Play a scenario end to end: `bank` (Emma's bill) or `ap` (the CFO's).
+    Demo(demo::DemoArgs),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Default)]
@@ -85,6 +88,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Serve(args) => serve::run(&args, &mut out),
         Command::Token(args) => token::run(&args, &mut out),
         Command::Approve(args) => approve::run(&args, &mut out),
+        Command::Demo(args) => demo::run(&args, &mut out),
     }
 }
 
