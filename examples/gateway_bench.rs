@@ -1,0 +1,219 @@
+//! Decisions per second of the gateway, and the ratio of a full decision
+//! to the bare Cedar evaluation it performs. Run with scripts/bench-gateway.
+//!
+//! Workload: Emma's bank pack, ALLOW transfers to a beneficiary at level 0
+//! (every stage runs, the transfer executes, a receipt is appended), each
+//! with a distinct amount so that none is an idempotent replay.
+
+use cedar_policy::{Authorizer, Context, Entities, EntityUid, Request, RestrictedExpression};
+use intentplane::bundle::build;
+use intentplane::gateway::world::World;
+use intentplane::gateway::{Budget, Gateway, Input, Mandate, MandateToken, Outcome};
+use intentplane::keys::SecretKey;
+use intentplane::store::Store;
+use intentplane::store::memory::MemoryStore;
+use intentplane::store::sqlite::SqliteStore;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::time::Instant;
+
+const LANDLORD: &str = "DE44500105175407324931";
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(20_000);
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var("BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or(root.join("target"));
+    let tmp = tempfile::tempdir_in(&dir).expect("temp dir");
+    let bundle = build(&[root.join("packs/bank")])
+        .bundle
+        .expect("bank builds");
+    let issuer = SecretKey::generate().expect("key");
+    issuer
+        .write_pair(&tmp.path().join("issuer"))
+        .expect("write key");
+    let world_path = tmp.path().join("world.toml");
+    std::fs::write(
+        &world_path,
+        format!(
+            "clock = \"2026-11-27T18:40:00Z\"\nmandate_keys = [\"issuer.pub\"]\n[registries]\nbank = {:?}\n",
+            root.join("packs/bank/registries").display().to_string()
+        ),
+    )
+    .expect("world");
+    let now = intentplane::gateway::json::parse_time_str("2026-11-27T18:40:00Z").unwrap_or(0);
+    let mut claims = Map::new();
+    claims.insert("account".into(), json!("emma-checking"));
+    claims.insert("currency".into(), json!("EUR"));
+    claims.insert("payee".into(), json!([]));
+    let token = |id: &str| {
+        let m = Mandate {
+            id: id.into(),
+            pack: "bank".into(),
+            user: "emma".into(),
+            owner: "emma".into(),
+            scopes: vec!["payments.write".into()],
+            claims: claims.clone(),
+            budget: Budget {
+                amount: 1_000_000_000_000_000,
+                calls: 1_000_000_000_000_000,
+            },
+            issued_at: now - 60,
+            expires_at: now + 3600,
+        };
+        serde_json::to_value(MandateToken::sign(m, &issuer).expect("sign")).expect("json")
+    };
+    let inputs = |mandate: &Value, n: usize| -> Vec<Input> {
+        (0..n)
+            .map(|i| Input {
+                proposal: json!({"action": "payment.transfer", "args": {
+                    "from_account": "emma-checking", "payee_iban": LANDLORD,
+                    "amount": format!("{}.{:02}", 1 + i / 100, i % 100), "currency": "EUR"}}),
+                mandate: Some(mandate.clone()),
+                approvals: vec![],
+                malformed: None,
+            })
+            .collect()
+    };
+    let gateway = |store: Arc<dyn Store>| {
+        let world = World::load(&world_path, &bundle.table).expect("world loads");
+        Gateway::new(&bundle, world, store).expect("gateway")
+    };
+    println!(
+        "# gateway benchmark: {} cores, {n} decisions (ALLOW, level 0, executed)",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+
+    // bare Cedar: the one evaluation an ALLOW at level 0 performs
+    let cedar = bundle.cedar().expect("cedar");
+    let set = cedar
+        .by_action
+        .get("payment.transfer")
+        .expect("policies")
+        .clone();
+    let principal: EntityUid = r#"bank::User::"emma""#.parse().expect("uid");
+    let resource: EntityUid = r#"bank::Tenant::"emma""#.parse().expect("uid");
+    let action: EntityUid = r#"bank::Action::"payment.transfer""#.parse().expect("uid");
+    let auth = Authorizer::new();
+    let entities = Entities::empty();
+    let t = Instant::now();
+    for i in 0..n {
+        let ctx = Context::from_pairs([
+            (
+                "from_account".to_string(),
+                RestrictedExpression::new_string("emma-checking".into()),
+            ),
+            (
+                "payee_iban".to_string(),
+                RestrictedExpression::new_string(LANDLORD.into()),
+            ),
+            (
+                "amount".to_string(),
+                RestrictedExpression::new_long(100 + i as i64),
+            ),
+            (
+                "currency".to_string(),
+                RestrictedExpression::new_string("EUR".into()),
+            ),
+            (
+                "subject".to_string(),
+                RestrictedExpression::new_string(String::new()),
+            ),
+            (
+                "sanctioned".to_string(),
+                RestrictedExpression::new_bool(false),
+            ),
+            (
+                "provenance".to_string(),
+                RestrictedExpression::new_record([
+                    (
+                        "from_account".to_string(),
+                        RestrictedExpression::new_string("mandate.account".into()),
+                    ),
+                    (
+                        "payee_iban".to_string(),
+                        RestrictedExpression::new_string("registry.beneficiaries".into()),
+                    ),
+                    (
+                        "currency".to_string(),
+                        RestrictedExpression::new_string("mandate.currency".into()),
+                    ),
+                ])
+                .expect("record"),
+            ),
+            ("now".to_string(), RestrictedExpression::new_long(now)),
+            (
+                "approval_level".to_string(),
+                RestrictedExpression::new_long(0),
+            ),
+        ])
+        .expect("context");
+        let req = Request::new(
+            principal.clone(),
+            action.clone(),
+            resource.clone(),
+            ctx,
+            None,
+        )
+        .expect("request");
+        let resp = auth.is_authorized(&req, &set, &entities);
+        assert_eq!(resp.decision(), cedar_policy::Decision::Allow);
+    }
+    let cedar_s = t.elapsed().as_secs_f64();
+    println!(
+        "bare cedar evaluation      {:>10.0} /s   {:>7.1} µs each",
+        n as f64 / cedar_s,
+        cedar_s * 1e6 / n as f64
+    );
+
+    let run = |name: &str, store: Arc<dyn Store>, n: usize, batch: usize| -> f64 {
+        let gw = gateway(store);
+        let m = token(&format!("m-{name}"));
+        let ins = inputs(&m, n);
+        let t = Instant::now();
+        let mut allowed = 0;
+        for chunk in ins.chunks(batch) {
+            let ds = if batch == 1 {
+                vec![gw.decide(&chunk[0]).expect("decide")]
+            } else {
+                gw.decide_batch(chunk).expect("decide")
+            };
+            allowed += ds.iter().filter(|d| d.decision == Outcome::Allow).count();
+        }
+        let s = t.elapsed().as_secs_f64();
+        assert_eq!(allowed, n, "every decision is an ALLOW");
+        let recs = gw.store().receipts().expect("receipts");
+        intentplane::store::verify_chain(&recs, gw.store().head().expect("head"))
+            .expect("chain verifies");
+        println!(
+            "{name:<26} {:>10.0} /s   {:>7.1} µs each",
+            n as f64 / s,
+            s * 1e6 / n as f64
+        );
+        s
+    };
+    let mem_s = run("memory, one tx each", Arc::new(MemoryStore::new()), n, 1);
+    println!(
+        "ratio full decision / bare cedar (memory): {:.2}x",
+        mem_s / cedar_s
+    );
+    let small = (n / 10).max(100);
+    run(
+        "sqlite, one commit each",
+        Arc::new(SqliteStore::open(tmp.path().join("a.db")).expect("db")),
+        small,
+        1,
+    );
+    run(
+        "sqlite, group commit 256",
+        Arc::new(SqliteStore::open(tmp.path().join("b.db")).expect("db")),
+        n,
+        256,
+    );
+}
