@@ -15,5 +15,6 @@ pub mod gateway;
 pub mod ir;
 pub mod keys;
 pub mod lint;
+pub mod mutate;
 pub mod store;
 pub mod syntax;
