@@ -16,5 +16,6 @@ pub mod ir;
 pub mod keys;
 pub mod lint;
 pub mod mutate;
+pub mod scenarios;
 pub mod store;
 pub mod syntax;

@@ -14,6 +14,8 @@ mod receipts;
 mod run;
 mod serve;
 mod token;
+// scenarios
+mod test;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -51,6 +53,8 @@ pub enum Command {
     Approve(approve::ApproveArgs),
     /// Play a scenario end to end: `bank` (Emma's bill) or `ap` (the CFO's).
     Demo(demo::DemoArgs),
+    /// Run the packs' scenario suites (`<pack>/scenarios/*.json`).
+    Test(test::TestArgs),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Default)]
@@ -89,6 +93,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Token(args) => token::run(&args, &mut out),
         Command::Approve(args) => approve::run(&args, &mut out),
         Command::Demo(args) => demo::run(&args, &mut out),
+        Command::Test(args) => test::run(&args, &mut out),
     }
 }
 

@@ -154,6 +154,7 @@ pub struct ReceiptRef {
 }
 
 /// One action, ready to evaluate: its table entry and its own policies.
+#[derive(Clone)]
 pub(crate) struct ActionRt {
     pub table: TableAction,
     pub pack: TablePack,
@@ -169,6 +170,31 @@ pub enum GatewayError {
     #[error("cannot prepare action `{action}`: {reason}")]
     #[diagnostic(code(ipc::gateway::prepare))]
     Prepare { action: String, reason: String },
+    #[error("the bundle has no action `{action}`")]
+    #[diagnostic(code(ipc::gateway::unknown_action))]
+    UnknownAction { action: String },
+}
+
+/// The operation hash: `sha256:` and the hex SHA-256 of the canonical
+/// encoding of the mandate id, the bundle hash, the action and the resolved
+/// values. What an approval signs.
+pub fn operation_hash(
+    mandate_id: &str,
+    bundle_hash: &str,
+    action: &str,
+    resolved: &Map<String, Value>,
+) -> Result<String, crate::canonical::CanonicalError> {
+    let op = serde_json::json!({
+        "mandate": mandate_id,
+        "bundle": bundle_hash,
+        "action": action,
+        "resolved": resolved,
+    });
+    let text = crate::canonical::to_jcs(&op)?;
+    Ok(format!(
+        "sha256:{}",
+        crate::canonical::sha256_hex(text.as_bytes())
+    ))
 }
 
 pub struct Gateway {
@@ -237,6 +263,41 @@ impl Gateway {
             verified: Mutex::new(HashMap::new()),
             regexes,
         })
+    }
+
+    /// The same bundle and policies (including any replaced with
+    /// [`Gateway::with_policies`]) over another world and store: cheaper
+    /// than [`Gateway::new`], which parses and validates the Cedar again.
+    /// The scenario runner and the mutation tester build one gateway per
+    /// test this way.
+    pub fn fork(&self, world: World, store: Arc<dyn Store>) -> Gateway {
+        Gateway {
+            bundle_hash: self.bundle_hash.clone(),
+            actions: self.actions.clone(),
+            world,
+            store,
+            verified: Mutex::new(HashMap::new()),
+            regexes: self.regexes.clone(),
+        }
+    }
+
+    /// Replaces the Cedar policies evaluated for one action (mutation
+    /// testing runs the scenarios against weakened policy sets). The bundle
+    /// hash is unchanged: this is for testing, never for serving.
+    pub fn with_policies(&mut self, action: &str, set: PolicySet) -> Result<(), GatewayError> {
+        let a = self
+            .actions
+            .get_mut(action)
+            .ok_or_else(|| GatewayError::UnknownAction {
+                action: action.to_string(),
+            })?;
+        a.policies = set;
+        Ok(())
+    }
+
+    /// The Cedar policies evaluated for one action.
+    pub fn policies(&self, action: &str) -> Option<&PolicySet> {
+        self.actions.get(action).map(|a| &a.policies)
     }
 
     pub fn world(&self) -> &World {

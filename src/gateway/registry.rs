@@ -66,7 +66,12 @@ impl Registries<'_> {
                 }
                 let added =
                     tx.state_get(&added_ns(self.pack, &reg.name), &owner_key(owner, value))?;
-                Ok(added.map(|_| value.to_string()))
+                // stored under its usual spellings (see `add_value`); the
+                // entry itself is compared like any other
+                Ok(match added {
+                    Some(Value::String(entry)) if same(&entry) => Some(entry),
+                    _ => None,
+                })
             }
             RegistryShape::Keyed { .. } => {
                 let over =
@@ -145,10 +150,28 @@ impl Registries<'_> {
         value: &str,
     ) -> Result<(), StoreError> {
         let owner = self.owner_of(reg).to_string();
-        tx.state_put(
-            &added_ns(self.pack, &reg.name),
-            &owner_key(&owner, value),
-            &Value::Bool(true),
-        )
+        let entry = match natural(reg.member_type()) {
+            Some(n) => normalize::apply(n, value)
+                .map_err(|e| StoreError::Aborted(format!("cannot add `{value}`: {e}")))?,
+            None => value.to_string(),
+        };
+        // a lookup is by the proposal's normalised value: store the entry
+        // under each spelling a normaliser can produce
+        let mut keys = vec![
+            entry.clone(),
+            entry.trim().to_string(),
+            entry.trim().to_uppercase(),
+            entry.trim().to_lowercase(),
+        ];
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            tx.state_put(
+                &added_ns(self.pack, &reg.name),
+                &owner_key(&owner, &k),
+                &Value::String(entry.clone()),
+            )?;
+        }
+        Ok(())
     }
 }

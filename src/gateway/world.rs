@@ -119,23 +119,42 @@ impl World {
         }
         w.store = wf.store.map(|s| base.join(s));
         for (pack, dir) in &wf.registries {
-            let Some(tp) = table.pack(pack) else {
+            if table.pack(pack).is_none() {
                 return Err(WorldError::Invalid {
                     path: p.clone(),
                     reason: format!("registries for `{pack}`, which is not in the bundle"),
                 });
-            };
-            let dir = base.join(dir);
-            for reg in &tp.registries {
-                let file = dir.join(format!("{}.json", reg.name));
-                if !file.exists() {
-                    continue; // an absent registry is empty: nothing is trusted from it
-                }
-                let recs = load_registry(&file, reg)?;
-                w.registries.insert((pack.clone(), reg.name.clone()), recs);
             }
+            w.load_registries(pack, &base.join(dir), table)?;
         }
         Ok(w)
+    }
+
+    /// Loads one pack's registries from a folder of `<registry>.json`,
+    /// checking each against its declaration in the bundle's table (a world
+    /// built in code, as the scenario runner does, uses this too).
+    pub fn load_registries(
+        &mut self,
+        pack: &str,
+        dir: &Path,
+        table: &Table,
+    ) -> Result<(), WorldError> {
+        let Some(tp) = table.pack(pack) else {
+            return Err(WorldError::Invalid {
+                path: dir.display().to_string(),
+                reason: format!("registries for `{pack}`, which is not in the bundle"),
+            });
+        };
+        for reg in &tp.registries {
+            let file = dir.join(format!("{}.json", reg.name));
+            if !file.exists() {
+                continue; // an absent registry is empty: nothing is trusted from it
+            }
+            let recs = load_registry(&file, reg)?;
+            self.registries
+                .insert((pack.to_string(), reg.name.clone()), recs);
+        }
+        Ok(())
     }
 
     pub fn records(&self, pack: &str, registry: &str, owner: &str) -> Option<&Records> {

@@ -5,10 +5,9 @@
 //! the user and a different person. Not enough: PENDING with the hash.
 
 use super::{Run, StageResult, Stop};
-use crate::canonical::{sha256_hex, to_jcs};
+use crate::canonical::to_jcs;
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::{Deny, Stage};
-use serde_json::json;
 
 fn deny(reason: String) -> Deny {
     Deny::new(Stage::Approval, reason)
@@ -19,14 +18,8 @@ pub(crate) fn operation_hash(r: &Run<'_>) -> Result<String, Deny> {
     let (Some(a), Some(m)) = (r.action, r.mandate.as_ref()) else {
         return Err(deny("no action".into()));
     };
-    let op = json!({
-        "mandate": m.id,
-        "bundle": r.gw.bundle_hash,
-        "action": a.table.action.name,
-        "resolved": r.resolved,
-    });
-    let text = to_jcs(&op).map_err(|e| deny(e.to_string()))?;
-    Ok(format!("sha256:{}", sha256_hex(text.as_bytes())))
+    crate::gateway::operation_hash(&m.id, &r.gw.bundle_hash, &a.table.action.name, &r.resolved)
+        .map_err(|e| deny(e.to_string()))
 }
 
 pub(super) fn run(r: &mut Run<'_>) -> StageResult {

@@ -58,6 +58,10 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     for p in &decl.params {
         let arg = match args.get(&p.name) {
             None => match &p.default {
+                // a collection's default is a list of values, like a given list
+                Some(ir::Value::List(items)) => {
+                    Arg::List(items.iter().map(|i| Arg::Val(default_value(i))).collect())
+                }
                 Some(d) => Arg::Val(default_value(d)),
                 None => {
                     return Err(deny(format!("missing parameter `{}`", p.name)).into());
