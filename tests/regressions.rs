@@ -1,0 +1,343 @@
+//! One regression test per attack class (issue 7). Each would execute the
+//! attacker's goal without the gateway; each must be refused, or must run
+//! with the trusted value and nothing else.
+
+mod common;
+use common::*;
+use intentplane::gateway::{Decision, Gateway, Outcome};
+use serde_json::{Value, json};
+
+const ATTACKER_MAIL: &str = "mark.black-2134@gmail.com";
+const COLLEAGUE: &str = "david.smith@bluesparrowtech.com";
+
+fn workspace(w: &TestWorld) -> Value {
+    w.mandate(
+        MandateSpec::for_pack(
+            "workspace",
+            "emma",
+            "emma",
+            &[
+                "mail.send",
+                "calendar.write",
+                "drive.share",
+                "drive.delete",
+                "mail.delete",
+            ],
+        )
+        .claim("recipients", json!([])),
+    )
+}
+
+fn mail(to: Value, cc: Value, bcc: Value) -> Value {
+    json!({"action": "email.send", "args": {"to": to, "cc": cc, "bcc": bcc, "subject": "s", "body": "b"}})
+}
+
+fn not_allowed(d: &Decision) {
+    assert_ne!(d.decision, Outcome::Allow, "{d:#?}");
+    assert!(d.result.is_none());
+}
+
+#[test]
+fn disguised_ibans_are_refused_or_resolve_to_the_trusted_value() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.emma();
+    // the attacker's IBAN in every disguise: never paid
+    for disguise in [
+        "DE89 3704 0044 0532 0130 00",
+        "de89370400440532013000",
+        " DE89370400440532013000 ",
+        "DE89\u{200b}370400440532013000",
+        "\u{202e}DE89370400440532013000",
+        "DE89３７0400440532013000",
+        "DΕ89370400440532013000", // Greek capital epsilon
+    ] {
+        not_allowed(&decide(&gw, transfer(disguise, json!("10.00")), &m));
+    }
+    // the landlord's IBAN in harmless spellings runs as the trusted value;
+    // in a disguise with invisible or look-alike characters it is refused
+    for (spelling, ok) in [
+        ("de44 5001 0517 5407 3249 31", true),
+        ("DE44500105175407324931", true),
+        ("DE44 5001 0517 5407 3249 3\u{200d}1", false),
+        ("DE44 5001 0517 5407 3249 ３1", false),
+    ] {
+        let d = decide(&gw, transfer(spelling, json!("1.00")), &m);
+        assert_eq!(d.decision == Outcome::Allow, ok, "{spelling:?}: {d:#?}");
+        if ok {
+            assert_eq!(d.resolved["payee_iban"], json!(LANDLORD));
+        }
+    }
+}
+
+#[test]
+fn disguised_addresses_are_refused_or_resolve_to_the_contact() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = workspace(&w);
+    for disguise in [
+        "david.smith@bluesparrowtech.com\u{200b}",
+        "dаvid.smith@bluesparrowtech.com", // Cyrillic а
+        "david.smith@bluesparrowtеch.com", // Cyrillic е in the domain
+        "david.smith@xn--bluesparrowtch-xyz.com",
+        "david.smith@bluesparrowtech.com.evil.io",
+        "\u{202e}david.smith@bluesparrowtech.com",
+    ] {
+        not_allowed(&decide(
+            &gw,
+            mail(json!([disguise]), json!([]), json!([])),
+            &m,
+        ));
+    }
+    let d = decide(
+        &gw,
+        mail(
+            json!([" David.Smith@BlueSparrowTech.com "]),
+            json!([]),
+            json!([]),
+        ),
+        &m,
+    );
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    assert_eq!(d.resolved["to"], json!([COLLEAGUE]));
+}
+
+#[test]
+fn the_attacker_in_cc_bcc_participants_or_as_share_target_is_refused() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = workspace(&w);
+    for p in [
+        mail(json!([COLLEAGUE]), json!([ATTACKER_MAIL]), json!([])),
+        mail(json!([COLLEAGUE]), json!([]), json!([ATTACKER_MAIL])),
+        mail(json!([COLLEAGUE, ATTACKER_MAIL]), json!([]), json!([])),
+        json!({"action": "calendar.invite", "args": {"participants": [COLLEAGUE, ATTACKER_MAIL],
+            "title": "sync", "start": "2026-11-28T10:00:00Z", "end": "2026-11-28T11:00:00Z"}}),
+        json!({"action": "file.share", "args": {"file_id": "0", "email": ATTACKER_MAIL, "permission": "r"}}),
+    ] {
+        let d = decide(&gw, p, &m);
+        assert_eq!(d.decision, Outcome::Deny, "{d:#?}");
+        assert_eq!(d.stage.name(), "provenance");
+    }
+}
+
+#[test]
+fn inviting_the_attacker_first_does_not_make_them_a_contact() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = workspace(&w);
+    let invite = json!({"action": "calendar.invite", "args": {"participants": [ATTACKER_MAIL],
+        "title": "intro", "start": "2026-11-28T10:00:00Z", "end": "2026-11-28T11:00:00Z"}});
+    not_allowed(&decide(&gw, invite, &m));
+    // an invitation of a colleague executes, and still does not change who is trusted
+    let ok = json!({"action": "calendar.invite", "args": {"participants": [COLLEAGUE],
+        "title": "intro", "start": "2026-11-28T10:00:00Z", "end": "2026-11-28T11:00:00Z"}});
+    assert_eq!(decide(&gw, ok, &m).decision, Outcome::Allow);
+    not_allowed(&decide(
+        &gw,
+        mail(json!([ATTACKER_MAIL]), json!([]), json!([])),
+        &m,
+    ));
+}
+
+#[test]
+fn a_ref_into_another_tenant_is_a_provenance_failure() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let p = json!({"action": "payment.transfer", "args": {"from_account": "emma-checking",
+        "payee_iban": {"ref": "noah-sister"}, "amount": "5.00", "currency": "EUR"}});
+    let d = decide(&gw, p, &w.emma());
+    assert_deny(&d, "provenance", "names none of your records");
+    // the message does not reveal the other tenant's record
+    assert!(!d.reason.unwrap().contains("NL91"));
+}
+
+#[test]
+fn cross_tenant_lookups_find_nothing() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let acme = w.mandate(MandateSpec::for_pack(
+        "ap",
+        "clerk",
+        "acme",
+        &["payments.write", "vendors.write"],
+    ));
+    // globex's invoice, vendor and call-back do not exist for acme
+    let pay = json!({"action": "invoice.pay", "args": {"invoice_id": "INV-G-1",
+        "payee_iban": "IT60X0542811101000000123456", "amount": "800.00", "currency": "EUR"}});
+    assert_deny(&decide(&gw, pay, &acme), "provenance", "invoice_id");
+    let change = json!({"action": "vendor.change_iban", "args": {"vendor_id": "V-GLOBEX-1",
+        "callback_id": "CB-7", "new_iban": "ES9121000418450200051332"}});
+    assert_deny(&decide(&gw, change, &acme), "provenance", "vendor_id");
+    // and emma's standing order is not noah's
+    let so = json!({"action": "standing_order.update", "args": {"order_id": "SO-rent",
+        "payee_iban": "NL91ABNA0417164300", "amount": "10.00"}});
+    let noah = w.mandate(MandateSpec::bank("noah"));
+    assert_deny(&decide(&gw, so, &noah), "provenance", "order_id");
+}
+
+fn pending_then(gw: &Gateway, w: &TestWorld, p: Value, m: &Value) -> String {
+    let d = decide(gw, p, m);
+    assert_eq!(d.decision, Outcome::Pending, "{d:#?}");
+    let _ = w;
+    d.operation_hash.unwrap()
+}
+
+#[test]
+fn an_approval_is_not_replayable_nor_reusable_for_a_changed_operation() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let mut spec = MandateSpec::bank("emma");
+    spec.budget = 1_000_000;
+    let m = w.mandate(spec);
+    let p = transfer(LANDLORD, json!("1200.00"));
+    let op = pending_then(&gw, &w, p.clone(), &m);
+    let a = w.approve_with("emma", &op, now() + 60, "nonce-1");
+    assert_eq!(
+        gw.decide(&input(p.clone(), &m, vec![a.clone()]))
+            .unwrap()
+            .decision,
+        Outcome::Allow
+    );
+    // replayed for the same (already executed) operation: answered, not run again
+    let again = gw.decide(&input(p, &m, vec![a.clone()])).unwrap();
+    assert!(again.replayed, "{again:#?}");
+    // reused for a changed operation (another amount): refused
+    let changed = transfer(LANDLORD, json!("1900.00"));
+    let d = gw.decide(&input(changed, &m, vec![a])).unwrap();
+    assert_deny(&d, "approval", "another operation");
+}
+
+#[test]
+fn amounts_in_every_form_are_exact_or_refused() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.emma();
+    for (amount, cents) in [
+        (json!(98.7), 9870),
+        (json!("98.70"), 9870),
+        (json!(12), 1200),
+        (json!(0.1), 10),
+    ] {
+        let d = decide(&gw, transfer(LANDLORD, amount.clone()), &m);
+        assert_eq!(d.resolved["amount"], json!(cents), "{amount}");
+    }
+    for amount in [
+        json!(98.705),
+        json!("1e2"),
+        json!(1e300),
+        json!("-1.00"),
+        json!(-1),
+        json!("99999999999999999999.00"),
+        json!(f64::MAX),
+        json!("0x10"),
+        json!("1,00"),
+        json!(" "),
+        json!([1]),
+        json!({"value": 1}),
+    ] {
+        not_allowed(&decide(&gw, transfer(LANDLORD, amount), &m));
+    }
+}
+
+#[test]
+fn json_duplicate_keys_are_refused() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.emma();
+    let line = format!(
+        r#"{{"action":"payment.transfer","args":{{"from_account":"emma-checking","payee_iban":"{LANDLORD}","payee_iban":"DE89370400440532013000","amount":"1.00","currency":"EUR"}}}}"#
+    );
+    let err = intentplane::gateway::json::parse_strict(&line).unwrap_err();
+    assert!(err.contains("duplicate key `payee_iban`"), "{err}");
+    // through `ipc run`: a DENY (contract) for that line, with a receipt
+    let mpath = w.dir.path().join("m.json");
+    std::fs::write(&mpath, m.to_string()).unwrap();
+    let input = w.dir.path().join("dup.jsonl");
+    std::fs::write(&input, line + "\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args([
+            "run",
+            "--bundle",
+            &path_str(&w.bundle_path),
+            "--world",
+            &path_str(&w.world_path),
+        ])
+        .args(["--mandate", &path_str(&mpath)])
+        .arg(&input)
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["decision"], "DENY");
+    assert_eq!(d["stage"], "contract");
+    assert!(d["reason"].as_str().unwrap().contains("duplicate key"));
+    let _ = gw;
+}
+
+#[test]
+fn parameter_name_case_tricks_are_unknown_parameters() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.emma();
+    for key in [
+        "Payee_Iban",
+        "PAYEE_IBAN",
+        "payee_iban ",
+        "payee\u{200b}_iban",
+        "payeе_iban",
+    ] {
+        let p = json!({"action": "payment.transfer", "args": {"from_account": "emma-checking",
+            key: LANDLORD, "amount": "1.00", "currency": "EUR"}});
+        assert_deny(&decide(&gw, p, &m), "contract", "unknown parameter");
+    }
+}
+
+// Double payment under concurrency across processes:
+// tests/gateway_concurrency.rs::four_processes_pay_one_invoice_once.
+
+/// Found in review (issue 5): a critical list with `default []` left out
+/// was refused as if `[]` were a value to vouch for.
+#[test]
+fn a_critical_list_may_be_left_out() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let p = json!({"action": "email.send", "args": {"to": [COLLEAGUE], "subject": "hi"}});
+    let d = decide(&gw, p, &workspace(&w));
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    assert_eq!(d.resolved["cc"], json!([]));
+}
+
+/// Found in review (issue 5): a value the trusted side added in one
+/// spelling was not found under the parameter's normaliser.
+#[test]
+fn a_trusted_addition_is_found_under_the_normaliser() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let reg = intentplane::ir::Registry {
+        name: "cohort".into(),
+        global: false,
+        shape: intentplane::ir::RegistryShape::Set {
+            element: intentplane::ir::Type::Id,
+        },
+    };
+    gw.store()
+        .transaction(&mut |tx| {
+            intentplane::gateway::registry::Registries {
+                world: gw.world(),
+                pack: "health",
+                owner: "dr_rao",
+            }
+            .add_value(tx, &reg, "p-2002")?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    let m = w.mandate(MandateSpec::for_pack(
+        "health",
+        "dr_rao",
+        "dr_rao",
+        &["records.research"],
+    ));
+    let p = json!({"action": "record.read_research", "args": {"patient_id": "p-2002", "view": "summary"}});
+    let d = decide(&gw, p, &m);
+    assert_ne!(d.stage.name(), "provenance", "{d:#?}");
+}
