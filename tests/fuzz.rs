@@ -18,7 +18,7 @@
 
 mod common;
 use common::*;
-use intentplane::gateway::{Decision, Gateway, Input, Outcome};
+use intentplane::gateway::{Decision, Gateway, Outcome};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
