@@ -15,6 +15,7 @@ mod run;
 mod serve;
 mod token;
 // scenarios
+mod mutate;
 mod test;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -55,6 +56,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Run the packs' scenario suites (`<pack>/scenarios/*.json`).
     Test(test::TestArgs),
+    /// Mutation testing: weaken each policy, require the scenarios to fail.
+    Mutate(mutate::MutateArgs),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Default)]
@@ -94,6 +97,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Approve(args) => approve::run(&args, &mut out),
         Command::Demo(args) => demo::run(&args, &mut out),
         Command::Test(args) => test::run(&args, &mut out),
+        Command::Mutate(args) => mutate::run(&args, &mut out),
     }
 }
 

@@ -680,12 +680,11 @@ fn source_name(s: &crate::ir::Source) -> String {
     }
 }
 
-/// Minor units as the exact decimal a proposal carries (`1000.01`).
+/// Minor units as the exact decimal a proposal carries (`"1000.01"`).
 fn money_json(cents: i64) -> Value {
     let sign = if cents < 0 { "-" } else { "" };
     let c = cents.unsigned_abs();
-    let text = format!("{sign}{}.{:02}", c / 100, c % 100);
-    serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text))
+    Value::String(format!("{sign}{}.{:02}", c / 100, c % 100))
 }
 
 #[cfg(test)]
@@ -694,8 +693,8 @@ mod tests {
 
     #[test]
     fn money_is_exact() {
-        assert_eq!(money_json(100000).to_string(), "1000.0");
-        assert_eq!(money_json(1000001).to_string(), "10000.01");
-        assert_eq!(money_json(-5).to_string(), "-0.05");
+        assert_eq!(money_json(100000), "1000.00");
+        assert_eq!(money_json(1000001), "10000.01");
+        assert_eq!(money_json(-5), "-0.05");
     }
 }

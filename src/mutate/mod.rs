@@ -13,6 +13,9 @@
 pub mod equiv;
 pub mod mutants;
 pub mod report;
+mod runner;
+
+pub use runner::PackScenarios;
 
 use crate::bundle::Bundle;
 use crate::codegen::table::TableAction;
