@@ -202,9 +202,11 @@ pub struct Gateway {
     pub(crate) actions: HashMap<String, ActionRt>,
     pub(crate) world: World,
     pub(crate) store: Arc<dyn Store>,
-    /// Token signature to verified mandate: verification is the costliest
+    /// Token signature to the whole token and its verified mandate:
+    /// verification is the costliest step, and a token is used many times.
+    /// A hit counts only when the presented token equals the cached one.
     /// step, and a token is used many times.
-    pub(crate) verified: Mutex<HashMap<String, Mandate>>,
+    pub(crate) verified: Mutex<HashMap<String, (Value, Mandate)>>,
     /// Compiled `pattern` validators, anchored.
     pub(crate) regexes: HashMap<String, regex::Regex>,
 }

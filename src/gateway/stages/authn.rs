@@ -3,7 +3,7 @@
 //! and revocation.
 
 use super::{Run, StageResult};
-use crate::canonical::{sha256_hex, to_jcs};
+use crate::canonical::to_jcs;
 use crate::gateway::{Deny, MandateToken, Stage};
 
 /// Tolerated clock skew for a token issued "in the future", in seconds.
@@ -18,12 +18,16 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             ))
             .into());
     };
-    let cache_key = sha256_hex(raw.to_string().as_bytes());
-    let cached =
-        r.gw.verified
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&cache_key).cloned());
+    let cache_key = raw
+        .get("signature")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_string();
+    let cached = r.gw.verified.lock().ok().and_then(|m| {
+        m.get(&cache_key)
+            .filter(|(tok, _)| tok == raw)
+            .map(|(_, m)| m.clone())
+    });
     let mandate = match cached {
         Some(m) => m,
         None => {
@@ -45,7 +49,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
                 if m.len() > 10_000 {
                     m.clear();
                 }
-                m.insert(cache_key, token.mandate.clone());
+                m.insert(cache_key, (raw.clone(), token.mandate.clone()));
             }
             token.mandate
         }
