@@ -6,8 +6,8 @@ use super::{Run, StageResult};
 use crate::gateway::{Deny, Stage};
 
 pub(super) fn run(r: &mut Run<'_>) -> StageResult {
-    let (Some(m), Some(a)) = (&r.mandate, r.action) else {
-        return Err(Deny::new(Stage::Budget, "no mandate or action").into());
+    let Some(m) = &r.mandate else {
+        return Err(Deny::new(Stage::Budget, "no mandate").into());
     };
     let spent = r.tx.spent(&m.id)?;
     if spent.calls >= m.budget.calls {
@@ -34,7 +34,6 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         ))
         .into());
     }
-    let _ = a;
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use cedar_policy::{
     Authorizer, Context, Decision as CedarDecision, Entities, EntityId, EntityTypeName, EntityUid,
     Request, RestrictedExpression,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::str::FromStr;
 
 fn deny(reason: String) -> Deny {
@@ -167,6 +167,3 @@ pub(crate) fn to_cedar(v: &Value) -> Result<RestrictedExpression, String> {
         .map_err(|e| e.to_string())?,
     })
 }
-
-#[allow(dead_code)]
-fn unused(_: Map<String, Value>) {}
