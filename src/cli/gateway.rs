@@ -99,6 +99,32 @@ fn parse_envelope(line: &str, default_mandate: Option<&Value>) -> Result<Input, 
     Ok(input)
 }
 
+/// Loads the gateway and the default mandate a command was given; any
+/// failure is printed on stderr, and `None` returned.
+pub fn load_with_mandate(
+    args: &GatewayArgs,
+    mandate: &Option<PathBuf>,
+) -> Option<(Gateway, Option<Value>)> {
+    let gw = match load(args) {
+        Ok(g) => g,
+        Err(e) => {
+            eprint!("{}", super::bundle::render_error(e.as_ref(), false));
+            return None;
+        }
+    };
+    let mandate = match mandate {
+        Some(p) => match read_json(p) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return None;
+            }
+        },
+        None => None,
+    };
+    Some((gw, mandate))
+}
+
 /// Reads a JSON file (a mandate token, an approval).
 pub fn read_json(path: &std::path::Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| {

@@ -5,7 +5,7 @@
 //! once it is durable, and a run killed mid-batch leaves no trace of the
 //! unfinished batch — re-running executes nothing twice.
 
-use super::gateway::{GatewayArgs, load, parse_line, read_json};
+use super::gateway::{GatewayArgs, parse_line};
 use crate::gateway::{Decision, Input};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -25,22 +25,9 @@ pub struct RunArgs {
 }
 
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> u8 {
-    let gw = match load(&args.gateway) {
-        Ok(g) => g,
-        Err(e) => {
-            eprint!("{}", super::bundle::render_error(e.as_ref(), false));
-            return 1;
-        }
-    };
-    let mandate = match &args.mandate {
-        Some(p) => match read_json(p) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 1;
-            }
-        },
-        None => None,
+    let Some((gw, mandate)) = super::gateway::load_with_mandate(&args.gateway, &args.mandate)
+    else {
+        return 1;
     };
     let reader: Box<dyn BufRead> = match &args.input {
         None => Box::new(std::io::stdin().lock()),

@@ -5,7 +5,7 @@
 //! sending the proposal again with it), `GET /v1/receipts?last=N`,
 //! `GET /v1/health`.
 
-use super::gateway::{GatewayArgs, load, parse_line};
+use super::gateway::{GatewayArgs, parse_line};
 use crate::gateway::Gateway;
 use serde_json::json;
 use std::io::{BufRead, Read, Write};
@@ -29,22 +29,9 @@ pub struct ServeArgs {
 const MAX_BODY: u64 = 1 << 20;
 
 pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
-    let gw = match load(&args.gateway) {
-        Ok(g) => g,
-        Err(e) => {
-            eprint!("{}", super::bundle::render_error(e.as_ref(), false));
-            return 1;
-        }
-    };
-    let mandate = match &args.mandate {
-        Some(p) => match super::gateway::read_json(p) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 1;
-            }
-        },
-        None => None,
+    let Some((gw, mandate)) = super::gateway::load_with_mandate(&args.gateway, &args.mandate)
+    else {
+        return 1;
     };
     if args.stdio {
         let stdin = std::io::stdin();
