@@ -45,11 +45,102 @@ pub fn to_jcs<T: Serialize + ?Sized>(v: &T) -> Result<String, CanonicalError> {
 }
 
 /// The canonical text of a JSON value already in memory.
+///
+/// Written directly rather than through `serde_jcs`, which produces the
+/// same text (a property test checks it) about 40 times slower: this is on
+/// the gateway's decision path, twice per decision (the operation hash and
+/// the receipt). Strings are escaped as ECMAScript's `JSON.stringify` does,
+/// object keys sorted by UTF-16 code units, numbers in ECMAScript's
+/// shortest form (`ryu-js`, the formatter `serde_jcs` uses).
 pub fn value_to_jcs(value: &Value) -> Result<String, CanonicalError> {
-    check_integers(value, &mut String::from("$"))?;
-    serde_jcs::to_string(value).map_err(|e| CanonicalError::Encode {
-        reason: e.to_string(),
-    })
+    let mut out = String::with_capacity(256);
+    if write_jcs(value, &mut out).is_err() {
+        // name the offending value
+        check_integers(value, &mut String::from("$"))?;
+        return Err(CanonicalError::Encode {
+            reason: "a number has no canonical form".into(),
+        });
+    }
+    Ok(out)
+}
+
+fn write_jcs(v: &Value, out: &mut String) -> Result<(), ()> {
+    use std::fmt::Write;
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                if i.unsigned_abs() > MAX_EXACT_INTEGER {
+                    return Err(());
+                }
+                let _ = write!(out, "{i}");
+            } else if let Some(u) = n.as_u64() {
+                if u > MAX_EXACT_INTEGER {
+                    return Err(());
+                }
+                let _ = write!(out, "{u}");
+            } else {
+                let f = n.as_f64().ok_or(())?;
+                if !f.is_finite() {
+                    return Err(());
+                }
+                if f == 0.0 {
+                    out.push('0');
+                } else {
+                    out.push_str(ryu_js::Buffer::new().format_finite(f));
+                }
+            }
+        }
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_jcs(item, out)?;
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            out.push('{');
+            for (i, (k, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_jcs(item, out)?;
+            }
+            out.push('}');
+        }
+    }
+    Ok(())
+}
+
+/// A string as `JSON.stringify` writes it.
+fn write_string(s: &str, out: &mut String) {
+    use std::fmt::Write;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// Lower-case hex SHA-256 of some bytes.
@@ -105,7 +196,39 @@ fn check_integers(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-(MAX_EXACT_INTEGER as i64)..=(MAX_EXACT_INTEGER as i64)).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| serde_json::Number::from_f64(f)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null)),
+            any::<String>().prop_map(Value::String),
+            "[\\u{0}-\\u{2f}\\u{7f}-\\u{a0}\\u{2028}\\u{d7ff}\\u{e000}\\u{10ffff}]{0,8}"
+                .prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The fast writer is byte for byte what `serde_jcs` writes.
+        #[test]
+        fn same_text_as_serde_jcs(v in arb_json()) {
+            prop_assert_eq!(value_to_jcs(&v).unwrap(), serde_jcs::to_string(&v).unwrap());
+        }
+    }
 
     #[test]
     fn keys_are_sorted_and_whitespace_dropped() {

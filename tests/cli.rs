@@ -157,3 +157,24 @@ fn the_demo_blocks_every_attack_and_verifies_its_receipts() {
     assert!(text.contains("without intentplane: the money leaves"));
     assert!(text.contains("the hash chain verifies"));
 }
+
+#[test]
+fn build_lint_reports_dead_and_unreachable_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("b.json");
+    let run = |deny: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ipc"));
+        c.args(["build", "--lint", "tests/fixtures/mutate/lint", "-o"])
+            .arg(&out);
+        if deny {
+            c.arg("--deny-warnings");
+        }
+        c.current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap()
+    };
+    let o = run(false);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("ipc::lint::never-matches"), "{text}");
+    assert!(text.contains("ipc::lint::approval-unreachable"), "{text}");
+    assert_eq!(run(true).status.code(), Some(1));
+}

@@ -23,6 +23,15 @@ pub struct BuildArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+    /// Also run the solver-backed lint (cvc5) on the generated policies: a
+    /// forbid that can error, a rule that never matches, an approval rule a
+    /// forbid makes unreachable, a permit that always allows. Findings are
+    /// warnings; with `--deny-warnings` they fail the build.
+    #[arg(long)]
+    pub lint: bool,
+    /// Fail on lint findings (with `--lint`).
+    #[arg(long, requires = "lint")]
+    pub deny_warnings: bool,
 }
 
 pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
@@ -60,6 +69,14 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
             Err(e) => failure = Some(e),
         }
     }
+    let lint = match (&written, args.lint) {
+        (Some(b), true) => Some(solver_lint(b)),
+        _ => None,
+    };
+    let lint_findings = match &lint {
+        Some(Ok(f)) => f.len(),
+        _ => 0,
+    };
     let errors = report.errors() + usize::from(failure.is_some() && report.failure.is_none());
     let warnings = report.warnings();
     let result = match args.format {
@@ -80,6 +97,23 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
             if let Some(e) = &failure {
                 text.push_str(&render_error(e, color));
                 text.push('\n');
+            }
+            match &lint {
+                Some(Ok(findings)) => {
+                    for f in findings {
+                        text.push_str(&format!(
+                            "warning[ipc::lint::{}]: {} ({}, policy `{}` at {})\n",
+                            f.code, f.message, f.action, f.policy_id, f.source
+                        ));
+                    }
+                    text.push_str(&format!(
+                        "lint: {} finding{}\n",
+                        findings.len(),
+                        if findings.len() == 1 { "" } else { "s" }
+                    ));
+                }
+                Some(Err(e)) => text.push_str(&format!("lint not run: {e}\n")),
+                None => {}
             }
             match &written {
                 Some(b) => {
@@ -131,6 +165,11 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
                 "errors": errors,
                 "warnings": warnings,
                 "diagnostics": diags,
+                "lint": match &lint {
+                    Some(Ok(f)) => json!(f),
+                    Some(Err(e)) => json!({"not_run": e}),
+                    None => serde_json::Value::Null,
+                },
             });
             writeln!(
                 out,
@@ -139,9 +178,24 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
             )
         }
     };
-    if result.is_err() || written.is_none() {
+    let lint_failed = args.deny_warnings && (lint_findings > 0 || matches!(lint, Some(Err(_))));
+    if result.is_err() || written.is_none() || lint_failed {
         1
     } else {
         0
     }
+}
+
+/// The solver-backed lint over every action of a built bundle.
+fn solver_lint(b: &Bundle) -> Result<Vec<crate::mutate::equiv::LintFinding>, String> {
+    let cedar = b.cedar().map_err(|e| e.to_string())?;
+    let mut prover =
+        crate::mutate::equiv::Prover::new(cedar.schema.clone()).map_err(|e| e.to_string())?;
+    let mut out = vec![];
+    for a in &b.table.actions {
+        if let Some(set) = cedar.by_action.get(&a.action.name) {
+            out.extend(prover.lint(a, set)?);
+        }
+    }
+    Ok(out)
 }
