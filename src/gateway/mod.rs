@@ -160,6 +160,9 @@ pub(crate) struct ActionRt {
     pub pack: TablePack,
     pub policies: PolicySet,
     pub cedar_action: EntityUid,
+    /// Parsed once: Cedar's parser is costly on the decision path.
+    pub principal_type: cedar_policy::EntityTypeName,
+    pub resource_type: cedar_policy::EntityTypeName,
 }
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -195,6 +198,11 @@ pub fn operation_hash(
         "sha256:{}",
         crate::canonical::sha256_hex(text.as_bytes())
     ))
+}
+
+fn type_name(t: &str) -> Result<cedar_policy::EntityTypeName, String> {
+    t.parse()
+        .map_err(|e: cedar_policy::ParseErrors| format!("entity type `{t}`: {e}"))
 }
 
 pub struct Gateway {
@@ -251,6 +259,8 @@ impl Gateway {
                 ta.action.name.clone(),
                 ActionRt {
                     table: ta.clone(),
+                    principal_type: type_name(&pack.principal_type).map_err(&prep)?,
+                    resource_type: type_name(&pack.resource_type).map_err(&prep)?,
                     pack,
                     policies: set,
                     cedar_action,

@@ -9,11 +9,10 @@ use crate::gateway::facts::{Env, eval};
 use crate::gateway::registry::Registries;
 use crate::gateway::{Deny, Stage};
 use cedar_policy::{
-    Authorizer, Context, Decision as CedarDecision, Entities, EntityId, EntityTypeName, EntityUid,
-    Request, RestrictedExpression,
+    Authorizer, Context, Decision as CedarDecision, Entities, EntityId, EntityUid, Request,
+    RestrictedExpression,
 };
 use serde_json::Value;
-use std::str::FromStr;
 
 fn deny(reason: String) -> Deny {
     Deny::new(Stage::Policy, reason)
@@ -77,8 +76,10 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     }
     pairs.push((CTX_NOW.into(), RestrictedExpression::new_long(r.now)));
 
-    let principal = uid(&a.pack.principal_type, &m.user)?;
-    let resource = uid(&a.pack.resource_type, &m.owner)?;
+    let principal =
+        EntityUid::from_type_name_and_id(a.principal_type.clone(), EntityId::new(&m.user));
+    let resource =
+        EntityUid::from_type_name_and_id(a.resource_type.clone(), EntityId::new(&m.owner));
     let authorizer = Authorizer::new();
     let entities = Entities::empty();
     let mut last_forbids: Vec<String> = vec![];
@@ -139,11 +140,6 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         .find_map(|r| r.hint.clone())
         .or_else(|| Some("no approval can lift this: it is forbidden whoever approves".into()));
     Err(deny(reason).hint(hint).into())
-}
-
-fn uid(ty: &str, id: &str) -> Result<EntityUid, Deny> {
-    let t = EntityTypeName::from_str(ty).map_err(|e| deny(format!("entity type `{ty}`: {e}")))?;
-    Ok(EntityUid::from_type_name_and_id(t, EntityId::new(id)))
 }
 
 /// A resolved value or fact as a Cedar value.
