@@ -425,11 +425,28 @@ struct Ledger {
     vendor_iban: BTreeMap<(String, String), String>,
 }
 
+/// What executed: from a decision, or from its receipt.
+struct Exec {
+    action: Option<String>,
+    resolved: Map<String, Value>,
+    approvers: Vec<String>,
+}
+
+impl From<&Decision> for Exec {
+    fn from(d: &Decision) -> Self {
+        Exec {
+            action: d.action.clone(),
+            resolved: d.resolved.clone(),
+            approvers: d.approvers.clone(),
+        }
+    }
+}
+
 fn check_executed(
     t: &Truth,
     m: &M,
     proposal: &Value,
-    d: &Decision,
+    d: &Exec,
     ledger: &mut Ledger,
 ) -> Result<(), String> {
     let Some(md) = &m.valid else {
@@ -605,6 +622,68 @@ fn check_executed(
     Ok(())
 }
 
+/// The proposal a move makes, and the mandate it travels with.
+fn proposal_of<'a>(ms: &'a [M], vals: &[Value], mv: &Move) -> (&'a M, Value) {
+    let m = &ms[mv.mandate % ms.len()];
+    let action = if mv.action < 200 {
+        ORACLE_ACTIONS[mv.action as usize % ORACLE_ACTIONS.len()]
+    } else {
+        ACTIONS[mv.action as usize % ACTIONS.len()]
+    };
+    let mut args = if mv.base {
+        base_args(action)
+    } else {
+        Map::new()
+    };
+    for (k, own, v) in &mv.args {
+        let key = if *own {
+            let ps = own_params(action);
+            ps[*k % ps.len()]
+        } else {
+            PARAMS[*k]
+        };
+        args.insert(key.to_string(), vals[*v % vals.len()].clone());
+    }
+    let mut proposal = json!({"action": action, "args": args});
+    if mv.extra_top_level {
+        proposal["approval_level"] = json!(2);
+    }
+    (m, proposal)
+}
+
+/// Decides a move: the proposal, then (when PENDING and the move says so)
+/// the proposal again with approvals. Returns every decision taken.
+fn decide_move(gw: &Gateway, m: &M, proposal: &Value, mv: &Move) -> Result<Vec<Decision>, String> {
+    let w = world();
+    let d = gw
+        .decide(&input(proposal.clone(), &m.token, vec![]))
+        .map_err(|e| e.to_string())?;
+    if d.decision != Outcome::Pending || mv.approvals == 0 {
+        return Ok(vec![d]);
+    }
+    let op = d.operation_hash.clone().unwrap_or_default();
+    let user = m
+        .valid
+        .as_ref()
+        .map(|x| x.user.clone())
+        .unwrap_or("emma".into());
+    let user = if w.approvers.iter().any(|(n, _)| *n == user) {
+        user
+    } else {
+        "emma".into()
+    };
+    let approvals = match mv.approvals {
+        1 => vec![w.approve(&user, &op)],
+        2 => vec![w.approve(&user, &op), w.approve("cfo", &op)],
+        3 => vec![w.approve("noah", &op)],
+        _ => vec![w.approve(&user, "sha256:00")],
+    };
+    let again = gw
+        .decide(&input(proposal.clone(), &m.token, approvals))
+        .map_err(|e| e.to_string())?;
+    Ok(vec![d, again])
+}
+
 fn play(
     gw: &Gateway,
     t: &Truth,
@@ -612,68 +691,91 @@ fn play(
     vals: &[Value],
     moves: &[Move],
 ) -> Result<usize, String> {
-    let w = world();
     let mut ledger = Ledger::default();
     let mut decided = 0;
     for mv in moves {
-        let m = &ms[mv.mandate % ms.len()];
-        let action = if mv.action < 200 {
-            ORACLE_ACTIONS[mv.action as usize % ORACLE_ACTIONS.len()]
-        } else {
-            ACTIONS[mv.action as usize % ACTIONS.len()]
+        let (m, proposal) = proposal_of(ms, vals, mv);
+        let ds = decide_move(gw, m, &proposal, mv)?;
+        decided += ds.len();
+        for d in &ds {
+            if d.decision == Outcome::Allow && !d.replayed {
+                check_executed(t, m, &proposal, &Exec::from(d), &mut ledger)
+                    .map_err(|e| format!("{e}\nproposal: {proposal}\ndecision: {d:?}"))?;
+            }
+            if d.decision == Outcome::Deny && d.result.is_some() {
+                return Err("a DENY carries an executor result".into());
+            }
+        }
+    }
+    Ok(decided)
+}
+
+/// The same moves, decided by several threads at once on one gateway; the
+/// oracle then replays the executions in the order the receipt chain
+/// records them (the order the store serialised them in).
+fn play_concurrently(
+    gw: &Gateway,
+    t: &Truth,
+    ms: &[M],
+    vals: &[Value],
+    lanes: &[Vec<Move>],
+) -> Result<usize, String> {
+    let results: Vec<Result<usize, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lanes
+            .iter()
+            .map(|lane| {
+                scope.spawn(move || {
+                    let mut n = 0;
+                    for mv in lane {
+                        let (m, proposal) = proposal_of(ms, vals, mv);
+                        n += decide_move(gw, m, &proposal, mv)?.len();
+                    }
+                    Ok(n)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a lane panicked".into())))
+            .collect()
+    });
+    let mut decided = 0;
+    for r in results {
+        decided += r?;
+    }
+    let by_id: HashMap<String, &M> = ms
+        .iter()
+        .map(|m| {
+            (
+                m.token["mandate"]["id"].as_str().unwrap_or("").to_string(),
+                m,
+            )
+        })
+        .collect();
+    let mut ledger = Ledger::default();
+    for rec in gw.store().receipts().map_err(|e| e.to_string())? {
+        let b = &rec.body;
+        if b["decision"] != "ALLOW" || b["replayed"] == true {
+            continue;
+        }
+        let id = b["mandate"]["id"].as_str().unwrap_or("");
+        let m = by_id
+            .get(id)
+            .ok_or(format!("executed under an unknown mandate `{id}`"))?;
+        let exec = Exec {
+            action: b["action"].as_str().map(str::to_string),
+            resolved: b["resolved"].as_object().cloned().unwrap_or_default(),
+            approvers: b["approvers"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
-        let mut args = if mv.base {
-            base_args(action)
-        } else {
-            Map::new()
-        };
-        for (k, own, v) in &mv.args {
-            let key = if *own {
-                let ps = own_params(action);
-                ps[*k % ps.len()]
-            } else {
-                PARAMS[*k]
-            };
-            args.insert(key.to_string(), vals[*v % vals.len()].clone());
-        }
-        let mut proposal = json!({"action": action, "args": args});
-        if mv.extra_top_level {
-            proposal["approval_level"] = json!(2);
-        }
-        let mut d = gw
-            .decide(&input(proposal.clone(), &m.token, vec![]))
-            .map_err(|e| e.to_string())?;
-        decided += 1;
-        if d.decision == Outcome::Pending && mv.approvals > 0 {
-            let op = d.operation_hash.clone().unwrap_or_default();
-            let user = m
-                .valid
-                .as_ref()
-                .map(|x| x.user.clone())
-                .unwrap_or("emma".into());
-            let user = if w.approvers.iter().any(|(n, _)| *n == user) {
-                user
-            } else {
-                "emma".into()
-            };
-            let approvals = match mv.approvals {
-                1 => vec![w.approve(&user, &op)],
-                2 => vec![w.approve(&user, &op), w.approve("cfo", &op)],
-                3 => vec![w.approve("noah", &op)],
-                _ => vec![w.approve(&user, "sha256:00")],
-            };
-            d = gw
-                .decide(&input(proposal.clone(), &m.token, approvals))
-                .map_err(|e| e.to_string())?;
-            decided += 1;
-        }
-        if d.decision == Outcome::Allow && !d.replayed {
-            check_executed(t, m, &proposal, &d, &mut ledger)
-                .map_err(|e| format!("{e}\nproposal: {proposal}\ndecision: {d:?}"))?;
-        }
-        if d.decision == Outcome::Deny && d.result.is_some() {
-            return Err("a DENY carries an executor result".into());
-        }
+        check_executed(t, m, &b["proposal"], &exec, &mut ledger)
+            .map_err(|e| format!("{e}\nreceipt: {b}"))?;
     }
     Ok(decided)
 }
@@ -700,6 +802,29 @@ proptest! {
         let r = play(&gw, &t, &ms, &vals, &moves);
         prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
         // every decision left a receipt, and the chain verifies
+        let recs = gw.store().receipts().unwrap();
+        prop_assert_eq!(recs.len(), r.unwrap_or(0));
+        prop_assert!(intentplane::store::verify_chain(&recs, gw.store().head().unwrap()).is_ok());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: (cases() / 6).max(4), ..ProptestConfig::default() })]
+
+    /// Interleavings: four threads propose at once on one SQLite store.
+    #[test]
+    fn concurrent_proposals_never_break_the_oracle(
+        lanes in proptest::collection::vec(proptest::collection::vec(a_move(), 25..=25), 4..=4)
+    ) {
+        let w = world();
+        let dir = tempfile::tempdir().unwrap();
+        let store = intentplane::store::sqlite::SqliteStore::open(dir.path().join("s.db")).unwrap();
+        let gw = w.gateway_with(std::sync::Arc::new(store));
+        let t = truth();
+        let ms = mandates(w);
+        let vals = values();
+        let r = play_concurrently(&gw, &t, &ms, &vals, &lanes);
+        prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
         let recs = gw.store().receipts().unwrap();
         prop_assert_eq!(recs.len(), r.unwrap_or(0));
         prop_assert!(intentplane::store::verify_chain(&recs, gw.store().head().unwrap()).is_ok());
