@@ -193,7 +193,7 @@ pub fn operation_hash(
         "action": action,
         "resolved": resolved,
     });
-    let text = crate::canonical::to_jcs(&op)?;
+    let text = crate::canonical::value_to_jcs(&op)?;
     Ok(format!(
         "sha256:{}",
         crate::canonical::sha256_hex(text.as_bytes())
