@@ -53,9 +53,13 @@ impl Registries<'_> {
         norm: Option<Normalizer>,
     ) -> Result<Option<String>, StoreError> {
         let owner = self.owner_of(reg);
+        // entries are stored in the canonical form of their type (world
+        // load, `add_value`): under that same normaliser they compare as
+        // they are
+        let direct = norm.is_none() || norm == natural(reg.member_type());
         let same = |entry: &str| match norm {
-            Some(n) => normalize::apply(n, entry).is_ok_and(|e| e == value),
-            None => entry == value,
+            Some(n) if !direct => normalize::apply(n, entry).is_ok_and(|e| e == value),
+            _ => entry == value,
         };
         match &reg.shape {
             RegistryShape::Set { .. } => {
@@ -82,7 +86,13 @@ impl Registries<'_> {
                 Ok(self
                     .world
                     .records(self.pack, &reg.name, owner)
-                    .and_then(|r| r.keyed.keys().find(|k| same(k)).cloned()))
+                    .and_then(|r| {
+                        if direct {
+                            r.keyed.get_key_value(value).map(|(k, _)| k.clone())
+                        } else {
+                            r.keyed.keys().find(|k| same(k)).cloned()
+                        }
+                    }))
             }
         }
     }

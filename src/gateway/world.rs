@@ -74,7 +74,7 @@ pub struct World {
     pub approvers: HashMap<String, PublicKey>,
     pub store: Option<PathBuf>,
     /// `(pack, registry)` to owner (`"*"` for global) to records.
-    pub registries: HashMap<(String, String), HashMap<String, Records>>,
+    pub registries: HashMap<String, HashMap<String, HashMap<String, Records>>>,
 }
 
 impl World {
@@ -152,14 +152,17 @@ impl World {
             }
             let recs = load_registry(&file, reg)?;
             self.registries
-                .insert((pack.to_string(), reg.name.clone()), recs);
+                .entry(pack.to_string())
+                .or_default()
+                .insert(reg.name.clone(), recs);
         }
         Ok(())
     }
 
     pub fn records(&self, pack: &str, registry: &str, owner: &str) -> Option<&Records> {
         self.registries
-            .get(&(pack.to_string(), registry.to_string()))
+            .get(pack)
+            .and_then(|m| m.get(registry))
             .and_then(|m| m.get(owner))
     }
 }

@@ -204,7 +204,7 @@ pub fn run_suite(suite: &Suite, table: &Table, make_gateway: &GatewayFactory<'_>
 struct Prepared<'a> {
     suite: &'a Suite,
     pack: &'a TablePack,
-    registries: HashMap<(String, String), HashMap<String, Records>>,
+    registries: HashMap<String, HashMap<String, HashMap<String, Records>>>,
     issuer: SecretKey,
     people: BTreeMap<String, SecretKey>,
 }
