@@ -119,6 +119,21 @@ pub enum Value {
     List(Vec<Value>),
 }
 
+impl Value {
+    /// The runtime form of a literal, as the gateway handles values: money
+    /// and durations as integers, lists as arrays.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Value::Int(i) | Value::Money(i) | Value::Duration(i) => serde_json::Value::from(*i),
+            Value::Str(s) => serde_json::Value::String(s.clone()),
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::List(items) => {
+                serde_json::Value::Array(items.iter().map(Value::to_json).collect())
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pack {
     pub name: String,

@@ -313,13 +313,7 @@ fn a_critical_list_may_be_left_out() {
 fn a_trusted_addition_is_found_under_the_normaliser() {
     let w = TestWorld::new();
     let gw = w.gateway();
-    let reg = intentplane::ir::Registry {
-        name: "cohort".into(),
-        global: false,
-        shape: intentplane::ir::RegistryShape::Set {
-            element: intentplane::ir::Type::Id,
-        },
-    };
+    let reg = gw.registry("health", "cohort").unwrap().clone();
     gw.store()
         .transaction(&mut |tx| {
             intentplane::gateway::registry::Registries {

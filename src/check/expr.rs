@@ -76,8 +76,7 @@ impl Cx {
                 self.duplicate("fact", &f.name, first);
                 continue;
             }
-            if let Some(p) = params.iter().find(|p| p.name == f.name.text) {
-                let _ = p;
+            if params.iter().any(|p| p.name == f.name.text) {
                 let first = a
                     .clauses
                     .iter()

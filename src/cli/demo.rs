@@ -233,13 +233,10 @@ fn bank() -> Result<(Setup, Vec<Step>, &'static str), String> {
         decision: s.decide(pay("DE02 1203 0000 0000 2020 51", "98.70"), &m, vec![])?,
     });
     // Emma confirms the new payee in her bank app: the trusted side adds it
-    let table_reg = crate::ir::Registry {
-        name: "beneficiaries".into(),
-        global: false,
-        shape: crate::ir::RegistryShape::Set {
-            element: crate::ir::Type::Iban,
-        },
-    };
+    let table_reg =
+        s.gw.registry("bank", "beneficiaries")
+            .ok_or("the bank pack declares no `beneficiaries`")?
+            .clone();
     s.gw.store()
         .transaction(&mut |tx| {
             Registries {

@@ -4,7 +4,6 @@
 
 use crate::bundle::Bundle;
 use crate::gateway::json::{parse_decimal_minor, parse_time_str};
-use crate::gateway::registry::natural;
 use crate::gateway::world::typed_value;
 use crate::gateway::{Budget, Mandate, MandateToken};
 use crate::ir::Type;
@@ -182,11 +181,8 @@ fn claim_value(text: &str, ty: &Type) -> Result<Value, String> {
         }
         _ => Value::String(text.to_string()),
     };
-    let v = typed_value(&v, ty)?;
-    Ok(match (natural(ty), &v) {
-        (Some(n), Value::String(s)) => Value::String(crate::gateway::normalize::apply(n, s)?),
-        _ => v,
-    })
+    // typed, and in its type's canonical form (IBAN, e-mail, phone)
+    typed_value(&v, ty)
 }
 
 fn revoke(a: &RevokeArgs, out: &mut dyn Write) -> Result<(), String> {

@@ -33,8 +33,22 @@ impl From<StoreError> for ExecError {
     }
 }
 
-fn s<'a>(c: &'a ExecCtx<'_, '_>, k: &str) -> &'a str {
-    c.resolved.get(k).and_then(Value::as_str).unwrap_or("")
+/// A text parameter the executor needs. A pack whose action lacks it (an
+/// executor named for another contract) is refused here, never run with an
+/// empty value.
+fn s<'a>(c: &'a ExecCtx<'_, '_>, k: &str) -> Result<&'a str, ExecError> {
+    c.resolved
+        .get(k)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ExecError::Refused(format!("the executor needs a text parameter `{k}`")))
+}
+
+/// An amount parameter the executor needs.
+fn amount(c: &ExecCtx<'_, '_>, k: &str) -> Result<i64, ExecError> {
+    c.resolved
+        .get(k)
+        .and_then(Value::as_i64)
+        .ok_or_else(|| ExecError::Refused(format!("the executor needs an amount parameter `{k}`")))
 }
 
 /// Appends an entry to a simulated log (ledger, outbox...) keyed by the
@@ -56,22 +70,22 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
         "bank.transfer" => {
             let entry = json!({
                 "transfer_id": format!("TX-{op_id}"),
-                "from": s(c, "from_account"),
-                "to": s(c, "payee_iban"),
-                "amount": c.resolved.get("amount"),
-                "currency": s(c, "currency"),
-                "subject": s(c, "subject"),
+                "from": s(c, "from_account")?,
+                "to": s(c, "payee_iban")?,
+                "amount": amount(c, "amount")?,
+                "currency": s(c, "currency")?,
+                "subject": s(c, "subject")?,
             });
             log(c, "bank.ledger", entry)
         }
         "bank.standing_order" => {
-            let id = s(c, "order_id").to_string();
+            let id = s(c, "order_id")?.to_string();
             let reg = declared(c, "standing_orders")?;
             let mut rec = c
                 .registries
                 .record(c.tx, reg, &id)?
                 .ok_or_else(|| ExecError::Refused(format!("no standing order `{id}`")))?;
-            rec.insert("iban".into(), json!(s(c, "payee_iban")));
+            rec.insert("iban".into(), json!(s(c, "payee_iban")?));
             if let Some(a) = c.resolved.get("amount") {
                 rec.insert("amount".into(), a.clone());
             }
@@ -89,20 +103,20 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
             log(c, "bank.account_changes", entry)
         }
         "ap.change_iban" => {
-            let vendor = s(c, "vendor_id").to_string();
+            let vendor = s(c, "vendor_id")?.to_string();
             let reg = declared(c, "vendors")?;
             let mut rec = c
                 .registries
                 .record(c.tx, reg, &vendor)?
                 .ok_or_else(|| ExecError::Refused(format!("no vendor `{vendor}`")))?;
             let old = rec.get("iban").cloned();
-            rec.insert("iban".into(), json!(s(c, "new_iban")));
+            rec.insert("iban".into(), json!(s(c, "new_iban")?));
             rec.insert("iban_changed_at".into(), json!(c.now));
             c.registries.put_record(c.tx, reg, &vendor, rec)?;
-            Ok(json!({"vendor": vendor, "old_iban": old, "new_iban": s(c, "new_iban")}))
+            Ok(json!({"vendor": vendor, "old_iban": old, "new_iban": s(c, "new_iban")?}))
         }
         "ap.pay_invoice" => {
-            let inv = s(c, "invoice_id").to_string();
+            let inv = s(c, "invoice_id")?.to_string();
             let reg = declared(c, "invoices")?;
             let mut rec = c
                 .registries
@@ -117,8 +131,8 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
             let entry = json!({
                 "payment_id": format!("PAY-{op_id}"),
                 "invoice": inv,
-                "to": s(c, "payee_iban"),
-                "amount": c.resolved.get("amount"),
+                "to": s(c, "payee_iban")?,
+                "amount": amount(c, "amount")?,
             });
             log(c, "ap.payments", entry)
         }
@@ -129,9 +143,9 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 .and_then(Value::as_str)
                 .unwrap_or("summary");
             let entry = json!({
-                "patient": s(c, "patient_id"),
+                "patient": s(c, "patient_id")?,
                 "view": view,
-                "record": format!("(simulated {view} record of {})", s(c, "patient_id")),
+                "record": format!("(simulated {view} record of {})", s(c, "patient_id")?),
             });
             log(c, "health.access_log", entry)
         }
@@ -148,9 +162,9 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
         }
         "code.merge" => {
             let entry = json!({
-                "merged": s(c, "commit"),
-                "into": s(c, "branch"),
-                "repo": s(c, "repo"),
+                "merged": s(c, "commit")?,
+                "into": s(c, "branch")?,
+                "repo": s(c, "repo")?,
             });
             log(c, "code.merges", entry)
         }
@@ -164,4 +178,64 @@ fn declared<'a>(c: &ExecCtx<'a, '_>, name: &str) -> Result<&'a crate::ir::Regist
         .iter()
         .find(|r| r.name == name)
         .ok_or_else(|| ExecError::Refused(format!("the pack declares no registry `{name}`")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::mandate::Budget;
+    use crate::gateway::world::World;
+    use crate::store::Store;
+    use crate::store::memory::MemoryStore;
+
+    /// An executor named by an action without the parameters it needs is
+    /// refused, and writes nothing.
+    #[test]
+    fn a_missing_parameter_is_refused_not_run_empty() {
+        let store = MemoryStore::new();
+        let world = World::empty();
+        let regs = Registries {
+            world: &world,
+            pack: "bank",
+            owner: "emma",
+        };
+        let m = Mandate {
+            id: "m".into(),
+            pack: "bank".into(),
+            user: "emma".into(),
+            owner: "emma".into(),
+            scopes: vec![],
+            claims: Map::new(),
+            budget: Budget {
+                amount: 0,
+                calls: 1,
+            },
+            issued_at: 0,
+            expires_at: 1,
+        };
+        let mut resolved = Map::new();
+        resolved.insert("from_account".into(), json!("emma-checking"));
+        store
+            .transaction(&mut |tx| {
+                let mut c = ExecCtx {
+                    tx,
+                    registries: &regs,
+                    declared: &[],
+                    mandate: &m,
+                    resolved: &resolved,
+                    now: 0,
+                    operation_hash: "sha256:00",
+                };
+                match execute("bank.transfer", &mut c) {
+                    Err(ExecError::Refused(e)) => assert!(e.contains("`payee_iban`"), "{e}"),
+                    other => panic!("not refused: {other:?}"),
+                }
+                assert!(
+                    c.tx.state_get("bank.ledger", "emma\u{1f}sha256:00")?
+                        .is_none()
+                );
+                Ok(Value::Null)
+            })
+            .unwrap();
+    }
 }

@@ -4,7 +4,7 @@
 //! DENY: a fact that cannot be established never counts as false.
 
 use super::registry::Registries;
-use crate::ir::{BinOp, Expr, Value as IrValue};
+use crate::ir::{BinOp, Expr};
 use crate::store::Tx;
 use serde_json::{Map, Value};
 
@@ -19,7 +19,7 @@ pub struct Env<'a> {
 
 pub fn eval(e: &Expr, env: &Env<'_>, tx: &mut dyn Tx) -> Result<Value, String> {
     Ok(match e {
-        Expr::Lit { value } => lit(value),
+        Expr::Lit { value } => value.to_json(),
         Expr::Param { name } => env
             .resolved
             .get(name)
@@ -75,15 +75,6 @@ fn declared<'a>(env: &Env<'a>, name: &str) -> Result<&'a crate::ir::Registry, St
         .iter()
         .find(|r| r.name == name)
         .ok_or_else(|| format!("unknown registry `{name}`"))
-}
-
-fn lit(v: &IrValue) -> Value {
-    match v {
-        IrValue::Int(i) | IrValue::Money(i) | IrValue::Duration(i) => Value::from(*i),
-        IrValue::Str(s) => Value::String(s.clone()),
-        IrValue::Bool(b) => Value::Bool(*b),
-        IrValue::List(items) => Value::Array(items.iter().map(lit).collect()),
-    }
 }
 
 fn boolean(v: &Value) -> Result<bool, String> {

@@ -312,6 +312,14 @@ impl Gateway {
         self.actions.get(action).map(|a| &a.policies)
     }
 
+    /// A registry as the bundle declares it (for the trusted side's changes).
+    pub fn registry(&self, pack: &str, name: &str) -> Option<&crate::ir::Registry> {
+        self.actions
+            .values()
+            .find(|a| a.pack.name == pack)
+            .and_then(|a| a.pack.registries.iter().find(|r| r.name == name))
+    }
+
     pub fn world(&self) -> &World {
         &self.world
     }

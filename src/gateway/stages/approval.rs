@@ -94,7 +94,8 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     if granted >= r.level {
         return Ok(());
     }
-    let (Some(a), level) = (r.action, r.level) else {
+    let level = r.level;
+    let Some(a) = r.action else {
         return Err(deny("no action".into()).into());
     };
     let why: Vec<String> = r

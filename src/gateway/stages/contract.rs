@@ -60,9 +60,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             None => match &p.default {
                 // a collection's default is a list of values, like a given list
                 Some(ir::Value::List(items)) => {
-                    Arg::List(items.iter().map(|i| Arg::Val(default_value(i))).collect())
+                    Arg::List(items.iter().map(|i| Arg::Val(i.to_json())).collect())
                 }
-                Some(d) => Arg::Val(default_value(d)),
+                Some(d) => Arg::Val(d.to_json()),
                 None => {
                     return Err(deny(format!("missing parameter `{}`", p.name)).into());
                 }
@@ -73,15 +73,6 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         r.args.insert(p.name.clone(), arg);
     }
     Ok(())
-}
-
-fn default_value(v: &ir::Value) -> Value {
-    match v {
-        ir::Value::Int(i) | ir::Value::Money(i) | ir::Value::Duration(i) => Value::from(*i),
-        ir::Value::Str(s) => Value::String(s.clone()),
-        ir::Value::Bool(b) => Value::Bool(*b),
-        ir::Value::List(items) => Value::Array(items.iter().map(default_value).collect()),
-    }
 }
 
 fn parse_arg(p: &Param, v: &Value) -> Result<Arg, String> {
