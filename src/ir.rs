@@ -80,6 +80,18 @@ impl Type {
     pub fn is_collection(&self) -> bool {
         matches!(self, Type::List(_) | Type::Set(_))
     }
+    /// The normaliser that gives a value of this type (or of its elements)
+    /// its one canonical spelling, when the pack names none: registry
+    /// values are stored in it, proposals compared in it.
+    pub fn canonical_normalizer(&self) -> Option<Normalizer> {
+        match self.element() {
+            Type::Iban => Some(Normalizer::Iban),
+            Type::Email => Some(Normalizer::Email),
+            Type::Phone => Some(Normalizer::Phone),
+            _ => None,
+        }
+    }
+
     /// The element type of a collection, or the type itself.
     pub fn element(&self) -> &Type {
         match self {
@@ -237,6 +249,14 @@ pub struct Param {
     /// Shown to the agent when the value is refused (where the user can fix it).
     pub hint: Option<String>,
     pub line: usize,
+}
+
+impl Param {
+    /// The normaliser the gateway applies: the pack's, or the type's
+    /// canonical one.
+    pub fn normalizer(&self) -> Option<Normalizer> {
+        self.normalize.or_else(|| self.ty.canonical_normalizer())
+    }
 }
 
 /// Where a critical value must come from.

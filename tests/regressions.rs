@@ -335,3 +335,46 @@ fn a_trusted_addition_is_found_under_the_normaliser() {
     let d = decide(&gw, p, &m);
     assert_ne!(d.stage.name(), "provenance", "{d:#?}");
 }
+
+/// An oversized or non-UTF-8 line is a DENY (contract) for that line, with
+/// a receipt, and the run goes on; it is never read whole into memory.
+#[test]
+fn oversized_and_binary_lines_are_denied_and_the_run_goes_on() {
+    let w = TestWorld::new();
+    let mpath = w.dir.path().join("m.json");
+    std::fs::write(&mpath, w.emma().to_string()).unwrap();
+    let input = w.dir.path().join("odd.jsonl");
+    let mut bytes = vec![b'{'; 3 << 20];
+    bytes.push(b'\n');
+    bytes.extend_from_slice(b"{\"action\": \"x\xff\"}\r\n");
+    bytes.extend_from_slice(transfer(LANDLORD, json!("1.00")).to_string().as_bytes());
+    std::fs::write(&input, bytes).unwrap();
+    let db = w.dir.path().join("s.db");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args([
+            "run",
+            "--bundle",
+            &path_str(&w.bundle_path),
+            "--world",
+            &path_str(&w.world_path),
+        ])
+        .args(["--store", &path_str(&db), "--mandate", &path_str(&mpath)])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let ds: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(ds.len(), 3, "{ds:?}");
+    assert_eq!(
+        (ds[0]["decision"].clone(), ds[0]["stage"].clone()),
+        (json!("DENY"), json!("contract"))
+    );
+    assert!(ds[0]["reason"].as_str().unwrap().contains("longer than"));
+    assert!(ds[1]["reason"].as_str().unwrap().contains("not UTF-8"));
+    assert_eq!(ds[2]["decision"], "ALLOW");
+    assert!(ds.iter().all(|d| d["receipt"]["seq"].is_u64()));
+}

@@ -2,7 +2,7 @@
 //! bundle, a world and a store into a gateway, and reading input lines.
 
 use crate::bundle::Bundle;
-use crate::gateway::json::parse_strict;
+use crate::gateway::json::{MAX_LINE, parse_strict};
 use crate::gateway::world::World;
 use crate::gateway::{Deny, Gateway, Input, Stage};
 use crate::store::Store;
@@ -10,6 +10,7 @@ use crate::store::memory::MemoryStore;
 use crate::store::sqlite::SqliteStore;
 use miette::Diagnostic;
 use serde_json::Value;
+use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -123,6 +124,74 @@ pub fn load_with_mandate(
         None => None,
     };
     Some((gw, mandate))
+}
+
+/// One line of input.
+pub enum Line {
+    Text(String),
+    /// Not a line the gateway can read (too long, not UTF-8): a DENY for
+    /// that line, and the input goes on.
+    Bad(String),
+}
+
+/// The next line of `r` (without its line ending), reading at most
+/// [`MAX_LINE`] bytes of it into memory; `None` at the end of the input. An
+/// I/O error is returned, so that a failing input ends the command instead
+/// of being retried forever.
+pub fn next_line(r: &mut dyn BufRead) -> std::io::Result<Option<Line>> {
+    let mut buf: Vec<u8> = vec![];
+    let mut too_long = false;
+    let mut seen = false;
+    loop {
+        let (used, ended) = {
+            let avail = r.fill_buf()?;
+            if avail.is_empty() {
+                break;
+            }
+            seen = true;
+            let (part, used, ended) = match avail.iter().position(|b| *b == b'\n') {
+                Some(i) => (&avail[..i], i + 1, true),
+                None => (avail, avail.len(), false),
+            };
+            if !too_long {
+                buf.extend_from_slice(part);
+                if buf.len() > MAX_LINE {
+                    too_long = true;
+                    buf = vec![];
+                }
+            }
+            (used, ended)
+        };
+        r.consume(used);
+        if ended {
+            break;
+        }
+    }
+    if !seen {
+        return Ok(None);
+    }
+    if too_long {
+        return Ok(Some(Line::Bad(format!(
+            "a line longer than {MAX_LINE} bytes"
+        ))));
+    }
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
+    }
+    Ok(Some(match String::from_utf8(buf) {
+        Ok(s) => Line::Text(s),
+        Err(_) => Line::Bad("the line is not UTF-8 text".into()),
+    }))
+}
+
+/// An input the gateway denies at the contract stage, with a receipt.
+pub fn malformed(reason: String, default_mandate: Option<&Value>) -> Input {
+    Input {
+        proposal: Value::Null,
+        mandate: default_mandate.cloned(),
+        approvals: vec![],
+        malformed: Some(reason),
+    }
 }
 
 /// Reads a JSON file (a mandate token, an approval).

@@ -5,7 +5,7 @@
 //! once it is durable, and a run killed mid-batch leaves no trace of the
 //! unfinished batch — re-running executes nothing twice.
 
-use super::gateway::{GatewayArgs, parse_line};
+use super::gateway::{GatewayArgs, Line, malformed, next_line, parse_line};
 use crate::gateway::{Decision, Input};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -46,18 +46,23 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> u8 {
     };
     let mut batch: Vec<Input> = vec![];
     let batch_size = args.batch.max(1);
-    for line in reader.lines() {
-        let line = match line {
-            Ok(l) => l,
-            Err(e) => {
-                // not UTF-8 or unreadable: a DENY for this line
-                batch.push(Input {
-                    proposal: serde_json::Value::Null,
-                    mandate: mandate.clone(),
-                    approvals: vec![],
-                    malformed: Some(format!("unreadable line: {}", e.to_string().to_lowercase())),
-                });
+    let mut reader = reader;
+    loop {
+        let line = match next_line(&mut reader) {
+            Ok(None) => break,
+            Ok(Some(Line::Text(l))) => l,
+            Ok(Some(Line::Bad(reason))) => {
+                batch.push(malformed(reason, mandate.as_ref()));
                 continue;
+            }
+            Err(e) => {
+                // decide what was read, then stop: a failing input is not retried
+                let _ = flush(&gw, &mut batch, out);
+                eprintln!(
+                    "error: cannot read the input: {}",
+                    e.to_string().to_lowercase()
+                );
+                return 1;
             }
         };
         if line.trim().is_empty() {

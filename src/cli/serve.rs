@@ -5,10 +5,10 @@
 //! sending the proposal again with it), `GET /v1/receipts?last=N`,
 //! `GET /v1/health`.
 
-use super::gateway::{GatewayArgs, parse_line};
+use super::gateway::{GatewayArgs, Line, malformed, next_line, parse_line};
 use crate::gateway::Gateway;
 use serde_json::json;
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
@@ -34,14 +34,22 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
         return 1;
     };
     if args.stdio {
-        let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
-            let Ok(line) = line else { break };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let mut batch = vec![parse_line(&line, mandate.as_ref())];
-            if super::run::flush(&gw, &mut batch, out).is_err() {
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let input = match next_line(&mut stdin) {
+                Ok(None) => break,
+                Ok(Some(Line::Text(l))) if l.trim().is_empty() => continue,
+                Ok(Some(Line::Text(l))) => parse_line(&l, mandate.as_ref()),
+                Ok(Some(Line::Bad(reason))) => malformed(reason, mandate.as_ref()),
+                Err(e) => {
+                    eprintln!(
+                        "error: cannot read the input: {}",
+                        e.to_string().to_lowercase()
+                    );
+                    return 1;
+                }
+            };
+            if super::run::flush(&gw, &mut vec![input], out).is_err() {
                 return 1;
             }
         }

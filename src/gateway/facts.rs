@@ -109,7 +109,7 @@ fn binary(
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                let norm = crate::gateway::registry::natural(reg.member_type());
+                let norm = reg.member_type().canonical_normalizer();
                 let hit = env
                     .registries
                     .member(tx, reg, &text, norm)

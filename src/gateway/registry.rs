@@ -6,7 +6,7 @@
 
 use super::normalize;
 use super::world::World;
-use crate::ir::{self, Normalizer, RegistryShape, Type};
+use crate::ir::{self, Normalizer, RegistryShape};
 use crate::store::{StoreError, Tx};
 use serde_json::{Map, Value};
 
@@ -20,16 +20,6 @@ pub fn added_ns(pack: &str, registry: &str) -> String {
 }
 pub fn owner_key(owner: &str, key: &str) -> String {
     format!("{owner}\u{1f}{key}")
-}
-
-/// The normaliser a value of this type gets when the pack names none.
-pub fn natural(ty: &Type) -> Option<Normalizer> {
-    match ty.element() {
-        Type::Iban => Some(Normalizer::Iban),
-        Type::Email => Some(Normalizer::Email),
-        Type::Phone => Some(Normalizer::Phone),
-        _ => None,
-    }
 }
 
 pub struct Registries<'a> {
@@ -56,7 +46,7 @@ impl Registries<'_> {
         // entries are stored in the canonical form of their type (world
         // load, `add_value`): under that same normaliser they compare as
         // they are
-        let direct = norm.is_none() || norm == natural(reg.member_type());
+        let direct = norm.is_none() || norm == reg.member_type().canonical_normalizer();
         let same = |entry: &str| match norm {
             Some(n) if !direct => normalize::apply(n, entry).is_ok_and(|e| e == value),
             _ => entry == value,
@@ -160,7 +150,7 @@ impl Registries<'_> {
         value: &str,
     ) -> Result<(), StoreError> {
         let owner = self.owner_of(reg).to_string();
-        let entry = match natural(reg.member_type()) {
+        let entry = match reg.member_type().canonical_normalizer() {
             Some(n) => normalize::apply(n, value)
                 .map_err(|e| StoreError::Aborted(format!("cannot add `{value}`: {e}")))?,
             None => value.to_string(),

@@ -224,7 +224,7 @@ fn load_registry(file: &Path, reg: &ir::Registry) -> Result<HashMap<String, Reco
                 Value::Object(records),
             ) => {
                 for (key, rec) in records {
-                    let key = match crate::gateway::registry::natural(key_ty) {
+                    let key = match key_ty.canonical_normalizer() {
                         Some(n) => crate::gateway::normalize::apply(n, &key).map_err(&bad)?,
                         None => key,
                     };
@@ -305,7 +305,7 @@ pub fn typed_value(v: &Value, ty: &Type) -> Result<Value, String> {
             _ => return Err(format!("expected a list, found {}", kind(v))),
         },
         _ => match v {
-            Value::String(s) => match crate::gateway::registry::natural(ty) {
+            Value::String(s) => match ty.canonical_normalizer() {
                 Some(n) => Value::String(crate::gateway::normalize::apply(n, s)?),
                 None => v.clone(),
             },

@@ -6,7 +6,7 @@ use crate::bundle::Bundle;
 use crate::codegen::table::{Table, TablePack};
 use crate::gateway::approval::{Approval, SignedApproval, random_id};
 use crate::gateway::json::{parse_money, parse_time_str};
-use crate::gateway::registry::{Registries, natural};
+use crate::gateway::registry::Registries;
 use crate::gateway::world::{Records, World, typed_value};
 use crate::gateway::{
     Budget, Decision, Gateway, GatewayError, Input, Mandate, MandateToken, Outcome, normalize,
@@ -530,7 +530,7 @@ impl<'a> Prepared<'a> {
                 else {
                     return Err(format!("`{registry}` is a set registry: use `add`"));
                 };
-                let key = match natural(key_ty) {
+                let key = match key_ty.canonical_normalizer() {
                     Some(n) => normalize::apply(n, key).map_err(|e| format!("key: {e}"))?,
                     None => key.clone(),
                 };

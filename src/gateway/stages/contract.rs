@@ -5,7 +5,6 @@
 
 use super::{Arg, Run, StageResult};
 use crate::gateway::json::{kind, parse_money, parse_time};
-use crate::gateway::registry::natural;
 use crate::gateway::{Deny, Stage, normalize};
 use crate::ir::{self, Param, Source, Type, Validator};
 use serde_json::Value;
@@ -150,7 +149,7 @@ fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
             if s.chars().count() > MAX_TEXT {
                 return Err(format!("longer than {MAX_TEXT} characters"));
             }
-            match p.normalize.or_else(|| natural(ty)) {
+            match p.normalizer() {
                 Some(n) => Value::String(normalize::apply(n, s)?),
                 None => Value::String(s.to_string()),
             }

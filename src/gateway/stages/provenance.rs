@@ -6,7 +6,7 @@
 //! The resolved value is the trusted spelling, and its origin is recorded.
 
 use super::{Arg, Run, StageResult};
-use crate::gateway::registry::{Registries, natural};
+use crate::gateway::registry::Registries;
 use crate::gateway::{Deny, Mandate, Stage, normalize};
 use crate::ir::{Key, Lookup, Normalizer, Param, Source};
 use serde_json::Value;
@@ -115,7 +115,7 @@ fn resolve_one(
     p: &Param,
     arg: &Arg,
 ) -> Result<(Value, String), Deny> {
-    let norm = p.normalize.or_else(|| natural(p.ty.element()));
+    let norm = p.normalizer();
     let Some(a) = r.action else {
         return Err(Deny::new(Stage::Provenance, "no action"));
     };
