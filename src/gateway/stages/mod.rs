@@ -102,10 +102,10 @@ pub(crate) fn run(
             stage: Stage::Execution,
             reason: None,
             hint: None,
-            ..base(&r)
+            ..base(&mut r)
         },
         Err(Stop::Deny(deny)) => {
-            let mut d = base(&r);
+            let mut d = base(&mut r);
             d.decision = Outcome::Deny;
             d.stage = deny.stage;
             d.reason = Some(deny.reason);
@@ -113,7 +113,7 @@ pub(crate) fn run(
             d
         }
         Err(Stop::Pending { reason, approve_by }) => {
-            let mut d = base(&r);
+            let mut d = base(&mut r);
             d.decision = Outcome::Pending;
             d.stage = Stage::Approval;
             d.reason = Some(reason);
@@ -147,21 +147,24 @@ fn pipeline(r: &mut Run<'_>) -> StageResult {
     execution::run(r)
 }
 
-fn base(r: &Run<'_>) -> Decision {
+/// The decision's common part, moved out of the finished run (only the
+/// receipt, which reads the decision, comes after).
+fn base(r: &mut Run<'_>) -> Decision {
     Decision {
         decision: Outcome::Deny,
         stage: Stage::Receipt,
         action: r.action.map(|a| a.table.action.name.clone()),
         reason: None,
         hint: None,
-        resolved: r.resolved.clone(),
-        origins: r.origins.clone(),
+        resolved: std::mem::take(&mut r.resolved),
+        origins: std::mem::take(&mut r.origins),
+        // a level is known once the operation is (provenance passed)
         level: r.action.and(r.operation_hash.as_ref()).map(|_| r.level),
-        operation_hash: r.operation_hash.clone(),
+        operation_hash: r.operation_hash.take(),
         approve_by: None,
-        approvers: r.approvers.clone(),
-        policies: r.policies.clone(),
-        result: r.result.clone(),
+        approvers: std::mem::take(&mut r.approvers),
+        policies: std::mem::take(&mut r.policies),
+        result: r.result.take(),
         replayed: r.replayed,
         receipt: None,
     }
