@@ -203,6 +203,9 @@ fn main() {
         "ratio full decision / bare cedar (memory): {:.2}x",
         mem_s / cedar_s
     );
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("memory") {
+        return;
+    }
     let small = (n / 10).max(100);
     run(
         "sqlite, one commit each",

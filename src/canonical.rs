@@ -103,44 +103,215 @@ fn write_jcs(v: &Value, out: &mut String) -> Result<(), ()> {
             }
             out.push(']');
         }
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            out.push('{');
-            for (i, (k, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_jcs(item, out)?;
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(map, out)?,
     }
     Ok(())
 }
 
-/// A string as `JSON.stringify` writes it.
+fn write_object(map: &serde_json::Map<String, Value>, out: &mut String) -> Result<(), ()> {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| key_order(a.0, b.0));
+    out.push('{');
+    for (i, (k, item)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(k, out);
+        out.push(':');
+        write_jcs(item, out)?;
+    }
+    out.push('}');
+    Ok(())
+}
+
+/// A string as `JSON.stringify` writes it: runs that need no escape are
+/// copied whole.
 fn write_string(s: &str, out: &mut String) {
     use std::fmt::Write;
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let esc = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..0x20 => "",
+            _ => continue,
+        };
+        // `i` is at an ASCII byte, hence at a char boundary
+        out.push_str(&s[start..i]);
+        if esc.is_empty() {
+            let _ = write!(out, "\\u{:04x}", b);
+        } else {
+            out.push_str(esc);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// Object keys in canonical order: by UTF-16 code units (byte order is the
+/// same for ASCII keys, the common case).
+fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        a.cmp(b)
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
+}
+
+/// Canonical JSON text (RFC 8785), only ever made by this module: what the
+/// gateway hashes and stores.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Jcs(String);
+
+impl Jcs {
+    /// The canonical text of a JSON value.
+    pub fn from_value(value: &Value) -> Result<Self, CanonicalError> {
+        value_to_jcs(value).map(Jcs)
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// Writes a canonical JSON object field by field, without building a
+/// [`Value`] first (the receipt and the operation hash on the decision
+/// path). The caller gives the keys in canonical order; debug builds check.
+pub struct ObjectWriter {
+    out: String,
+    last: Option<&'static str>,
+}
+
+impl Default for ObjectWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ObjectWriter {
+    pub fn new() -> Self {
+        let mut out = String::with_capacity(1024);
+        out.push('{');
+        ObjectWriter { out, last: None }
+    }
+
+    fn key(&mut self, key: &'static str) -> &mut String {
+        if let Some(last) = self.last {
+            debug_assert!(
+                key_order(last, key).is_lt(),
+                "key `{key}` written after `{last}`"
+            );
+            self.out.push(',');
+        }
+        self.last = Some(key);
+        write_string(key, &mut self.out);
+        self.out.push(':');
+        &mut self.out
+    }
+
+    /// A field holding any JSON value.
+    pub fn value(&mut self, key: &'static str, v: &Value) -> Result<&mut Self, CanonicalError> {
+        if write_jcs(v, self.key(key)).is_err() {
+            check_integers(v, &mut format!("$.{key}"))?;
+            return Err(CanonicalError::Encode {
+                reason: "a number has no canonical form".into(),
+            });
+        }
+        Ok(self)
+    }
+
+    /// A field holding a JSON object given as a map.
+    pub fn map(
+        &mut self,
+        key: &'static str,
+        m: &serde_json::Map<String, Value>,
+    ) -> Result<&mut Self, CanonicalError> {
+        let out = self.key(key);
+        if write_object(m, out).is_err() {
+            for (k, v) in m {
+                check_integers(v, &mut format!("$.{key}.{k}"))?;
             }
-            c => out.push(c),
+            return Err(CanonicalError::Encode {
+                reason: "a number has no canonical form".into(),
+            });
+        }
+        Ok(self)
+    }
+
+    pub fn str(&mut self, key: &'static str, s: &str) -> &mut Self {
+        write_string(s, self.key(key));
+        self
+    }
+
+    /// A string, or `null` for `None`.
+    pub fn opt_str(&mut self, key: &'static str, s: Option<&str>) -> &mut Self {
+        match s {
+            Some(s) => self.str(key, s),
+            None => self.raw(key, "null"),
         }
     }
-    out.push('"');
+
+    pub fn strs(&mut self, key: &'static str, items: &[String]) -> &mut Self {
+        let out = self.key(key);
+        out.push('[');
+        for (i, s) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_string(s, out);
+        }
+        out.push(']');
+        self
+    }
+
+    pub fn bool(&mut self, key: &'static str, b: bool) -> &mut Self {
+        self.raw(key, if b { "true" } else { "false" })
+    }
+
+    /// An unsigned integer (refused beyond 2^53 - 1), or `null`.
+    pub fn opt_uint(
+        &mut self,
+        key: &'static str,
+        n: Option<u64>,
+    ) -> Result<&mut Self, CanonicalError> {
+        match n {
+            Some(n) if n > MAX_EXACT_INTEGER => Err(CanonicalError::InexactInteger {
+                value: n.to_string(),
+                path: format!("$.{key}"),
+            }),
+            Some(n) => {
+                use std::fmt::Write;
+                let _ = write!(self.key(key), "{n}");
+                Ok(self)
+            }
+            None => Ok(self.raw(key, "null")),
+        }
+    }
+
+    /// A field whose value is already canonical text.
+    pub fn jcs(&mut self, key: &'static str, v: &Jcs) -> &mut Self {
+        self.key(key).push_str(&v.0);
+        self
+    }
+
+    fn raw(&mut self, key: &'static str, text: &str) -> &mut Self {
+        self.key(key).push_str(text);
+        self
+    }
+
+    pub fn finish(mut self) -> Jcs {
+        self.out.push('}');
+        Jcs(self.out)
+    }
 }
 
 /// Lower-case hex SHA-256 of some bytes.
@@ -227,6 +398,30 @@ mod tests {
         #[test]
         fn same_text_as_serde_jcs(v in arb_json()) {
             prop_assert_eq!(value_to_jcs(&v).unwrap(), serde_jcs::to_string(&v).unwrap());
+        }
+
+        /// An object written field by field is the canonical text of the
+        /// same object built as a value.
+        #[test]
+        fn object_writer_is_canonical(
+            a in arb_json(),
+            m in prop::collection::btree_map(any::<String>(), arb_json(), 0..6),
+            s in any::<String>(),
+            list in prop::collection::vec(any::<String>(), 0..4),
+            n in prop::option::of(0..=MAX_EXACT_INTEGER),
+            flag in any::<bool>(),
+        ) {
+            let map: serde_json::Map<String, Value> = m.into_iter().collect();
+            let mut w = ObjectWriter::new();
+            w.value("a", &a).unwrap()
+                .strs("a_list", &list)
+                .bool("b", flag)
+                .map("m", &map).unwrap()
+                .opt_uint("n", n).unwrap()
+                .opt_str("o", None)
+                .str("s", &s);
+            let v = json!({"a": a, "a_list": list, "b": flag, "m": map, "n": n, "o": null, "s": s});
+            prop_assert_eq!(w.finish().into_string(), value_to_jcs(&v).unwrap());
         }
     }
 

@@ -187,16 +187,14 @@ pub fn operation_hash(
     action: &str,
     resolved: &Map<String, Value>,
 ) -> Result<String, crate::canonical::CanonicalError> {
-    let op = serde_json::json!({
-        "mandate": mandate_id,
-        "bundle": bundle_hash,
-        "action": action,
-        "resolved": resolved,
-    });
-    let text = crate::canonical::value_to_jcs(&op)?;
+    let mut w = crate::canonical::ObjectWriter::new();
+    w.str("action", action)
+        .str("bundle", bundle_hash)
+        .str("mandate", mandate_id)
+        .map("resolved", resolved)?;
     Ok(format!(
         "sha256:{}",
-        crate::canonical::sha256_hex(text.as_bytes())
+        crate::canonical::sha256_hex(w.finish().as_str().as_bytes())
     ))
 }
 
@@ -213,8 +211,7 @@ pub struct Gateway {
     /// Token signature to the whole token and its verified mandate:
     /// verification is the costliest step, and a token is used many times.
     /// A hit counts only when the presented token equals the cached one.
-    /// step, and a token is used many times.
-    pub(crate) verified: Mutex<HashMap<String, (Value, Mandate)>>,
+    pub(crate) verified: Mutex<HashMap<String, (Value, Arc<Mandate>)>>,
     /// Compiled `pattern` validators, anchored.
     pub(crate) regexes: HashMap<String, regex::Regex>,
 }
@@ -367,5 +364,33 @@ impl Gateway {
             Ok(Value::Null)
         })?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Map, json};
+
+    /// Written directly, the operation hash is still the hash of the
+    /// canonical form of `{mandate, bundle, action, resolved}`.
+    #[test]
+    fn operation_hash_is_the_hash_of_the_canonical_operation() {
+        let mut resolved = Map::new();
+        resolved.insert("z".into(), json!(["b", "a"]));
+        resolved.insert("amount".into(), json!(120_050));
+        resolved.insert("payee".into(), json!("Ünïcode \"q\""));
+        let expected = crate::canonical::hash_of(&json!({
+            "mandate": "m-1",
+            "bundle": "sha256:bb",
+            "action": "payment.transfer",
+            "resolved": resolved,
+        }))
+        .unwrap();
+        let got = super::operation_hash("m-1", "sha256:bb", "payment.transfer", &resolved).unwrap();
+        assert_eq!(got, expected);
+        resolved.insert("amount".into(), json!(120_051));
+        let other =
+            super::operation_hash("m-1", "sha256:bb", "payment.transfer", &resolved).unwrap();
+        assert_ne!(other, expected);
     }
 }

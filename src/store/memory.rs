@@ -2,10 +2,19 @@
 //! transaction writes into an overlay that is merged only when the body
 //! returns `Ok`, so an `Err` (or a panic) leaves nothing behind.
 
-use super::{ReceiptRecord, Spent, Store, StoreError, Tx, TxFn};
+use super::{ChainLink, ReceiptRecord, Spent, Store, StoreError, Tx, TxFn};
+use crate::canonical::Jcs;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
+
+/// A receipt as kept: its link and its canonical body text (compact, and
+/// parsed only when read back).
+#[derive(Clone, Debug)]
+struct Stored {
+    link: ChainLink,
+    body: Box<str>,
+}
 
 #[derive(Default, Debug)]
 struct State {
@@ -14,7 +23,7 @@ struct State {
     executions: HashMap<String, Value>,
     revocations: HashSet<String>,
     state: HashMap<(String, String), Value>,
-    receipts: Vec<ReceiptRecord>,
+    receipts: Vec<Stored>,
     head: Option<(u64, String)>,
 }
 
@@ -44,7 +53,7 @@ struct Overlay<'a> {
     executions: HashMap<String, Value>,
     revocations: HashSet<String>,
     state: HashMap<(String, String), Value>,
-    receipts: Vec<ReceiptRecord>,
+    receipts: Vec<Stored>,
 }
 
 impl<'a> Overlay<'a> {
@@ -62,7 +71,7 @@ impl<'a> Overlay<'a> {
 
     fn head(&self) -> Option<(u64, &str)> {
         match self.receipts.last() {
-            Some(r) => Some((r.seq, r.hash.as_str())),
+            Some(r) => Some((r.link.seq, r.link.hash.as_str())),
             None => self.base.head.as_ref().map(|(s, h)| (*s, h.as_str())),
         }
     }
@@ -85,7 +94,7 @@ struct Writes {
     executions: HashMap<String, Value>,
     revocations: HashSet<String>,
     state: HashMap<(String, String), Value>,
-    receipts: Vec<ReceiptRecord>,
+    receipts: Vec<Stored>,
 }
 
 impl Writes {
@@ -96,7 +105,7 @@ impl Writes {
         s.revocations.extend(self.revocations);
         s.state.extend(self.state);
         if let Some(last) = self.receipts.last() {
-            s.head = Some((last.seq, last.hash.clone()));
+            s.head = Some((last.link.seq, last.link.hash.clone()));
         }
         s.receipts.extend(self.receipts);
     }
@@ -180,11 +189,13 @@ impl Tx for Overlay<'_> {
         Ok(())
     }
 
-    fn append_receipt(&mut self, body: &Value) -> Result<ReceiptRecord, StoreError> {
-        let record = ReceiptRecord::next(self.head(), body.clone())
-            .map_err(|e| StoreError::Backend(format!("cannot hash the receipt: {e}")))?;
-        self.receipts.push(record.clone());
-        Ok(record)
+    fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
+        let link = ChainLink::next(self.head(), body);
+        self.receipts.push(Stored {
+            link: link.clone(),
+            body: body.as_str().into(),
+        });
+        Ok(link)
     }
 }
 
@@ -199,7 +210,19 @@ impl Store for MemoryStore {
     }
 
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
-        Ok(self.lock().receipts.clone())
+        self.lock()
+            .receipts
+            .iter()
+            .map(|r| {
+                Ok(ReceiptRecord {
+                    seq: r.link.seq,
+                    prev_hash: r.link.prev_hash.clone(),
+                    hash: r.link.hash.clone(),
+                    body: serde_json::from_str(&r.body)
+                        .map_err(|e| StoreError::Backend(format!("stored receipt: {e}")))?,
+                })
+            })
+            .collect()
     }
 
     fn head(&self) -> Result<Option<(u64, String)>, StoreError> {

@@ -19,7 +19,8 @@ pub mod sqlite;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use receipts::{ChainProblem, Receipt, ReceiptRecord, verify_chain};
+use crate::canonical::Jcs;
+pub use receipts::{ChainLink, ChainProblem, Receipt, ReceiptRecord, verify_chain};
 
 /// Cumulative spending of one mandate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,9 +53,24 @@ pub trait Tx {
     fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError>;
     fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError>;
 
-    /// Appends a receipt to the chain and returns the stored record (with
-    /// its sequence number, previous hash and own hash).
-    fn append_receipt(&mut self, body: &Value) -> Result<ReceiptRecord, StoreError>;
+    /// Appends a receipt whose body is already canonical JSON (the
+    /// gateway's way: the body is written once, hashed and stored as is)
+    /// and returns its place in the chain.
+    fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError>;
+
+    /// Appends a receipt given as a JSON value and returns the stored
+    /// record (with its sequence number, previous hash and own hash).
+    fn append_receipt(&mut self, body: &Value) -> Result<ReceiptRecord, StoreError> {
+        let jcs = Jcs::from_value(body)
+            .map_err(|e| StoreError::Backend(format!("cannot hash the receipt: {e}")))?;
+        let link = self.append_receipt_jcs(&jcs)?;
+        Ok(ReceiptRecord {
+            seq: link.seq,
+            prev_hash: link.prev_hash,
+            hash: link.hash,
+            body: body.clone(),
+        })
+    }
 }
 
 /// The body of a transaction: runs against a [`Tx`]; returning `Err` rolls

@@ -9,6 +9,7 @@
 //! marker (the last sequence number and hash) so that cutting records off
 //! the end of the chain is detected too.
 
+use crate::canonical::{Jcs, ObjectWriter};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -54,14 +55,50 @@ impl ReceiptRecord {
 /// `{seq, prev_hash, body}`. Fails on a body with no exact canonical form
 /// (an integer beyond ±(2^53 − 1)), see [`crate::canonical`].
 pub fn record_hash(seq: u64, prev_hash: &str, body: &Value) -> Result<String, String> {
-    use crate::canonical::{sha256_hex, value_to_jcs};
-    // the canonical text of `{seq, prev_hash, body}`, keys in JCS order,
-    // written around the body's own canonical text (no copy of the body)
-    let body = value_to_jcs(body).map_err(|e| e.to_string())?;
-    let prev = value_to_jcs(&Value::String(prev_hash.to_string())).map_err(|e| e.to_string())?;
-    let seq = value_to_jcs(&Value::from(seq)).map_err(|e| e.to_string())?;
-    let text = format!("{{\"body\":{body},\"prev_hash\":{prev},\"seq\":{seq}}}");
-    Ok(format!("sha256:{}", sha256_hex(text.as_bytes())))
+    let body = Jcs::from_value(body).map_err(|e| e.to_string())?;
+    Ok(record_hash_jcs(seq, prev_hash, &body))
+}
+
+/// [`record_hash`] of a body already in canonical form: the canonical text
+/// of `{seq, prev_hash, body}` (keys in JCS order) is fed to SHA-256
+/// around the body's own text, never copied.
+pub fn record_hash_jcs(seq: u64, prev_hash: &str, body: &Jcs) -> String {
+    use sha2::{Digest, Sha256};
+    let mut tail = ObjectWriter::new();
+    tail.str("prev_hash", prev_hash);
+    let tail = tail.finish().into_string();
+    let mut h = Sha256::new();
+    h.update(b"{\"body\":");
+    h.update(body.as_str().as_bytes());
+    h.update(b",");
+    // `"prev_hash":"..."` without the braces of its own object
+    h.update(&tail.as_bytes()[1..tail.len() - 1]);
+    h.update(format!(",\"seq\":{seq}}}").as_bytes());
+    format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+/// Where a new record went in the chain (what `Tx::append_receipt_jcs`
+/// returns; the body is the caller's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainLink {
+    pub seq: u64,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+impl ChainLink {
+    /// The link after `prev` (or the first one) for a canonical body.
+    pub fn next(prev: Option<(u64, &str)>, body: &Jcs) -> Self {
+        let (seq, prev_hash) = match prev {
+            Some((seq, hash)) => (seq + 1, hash),
+            None => (1, GENESIS_HASH),
+        };
+        ChainLink {
+            seq,
+            hash: record_hash_jcs(seq, prev_hash, body),
+            prev_hash: prev_hash.to_string(),
+        }
+    }
 }
 
 /// The body of a receipt as the gateway writes it. Every field is optional

@@ -17,7 +17,8 @@
 //! A batch is cut at [`SqliteOptions::max_batch`] bodies so that other
 //! processes get the lock too.
 
-use super::{ReceiptRecord, Spent, Store, StoreError, Tx, TxFn};
+use super::{ChainLink, ReceiptRecord, Spent, Store, StoreError, Tx, TxFn};
+use crate::canonical::Jcs;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::Value;
@@ -97,6 +98,7 @@ struct Writer {
     outcomes: HashMap<u64, (Result<(), String>, usize)>,
     /// Threads waiting for the open batch to commit.
     waiting: usize,
+    head: Head,
 }
 
 /// A store in one SQLite file.
@@ -167,6 +169,7 @@ impl SqliteStore {
                 batch_id: 0,
                 outcomes: HashMap::new(),
                 waiting: 0,
+                head: Head::default(),
             }),
             committed: Condvar::new(),
             arrived: AtomicUsize::new(0),
@@ -193,6 +196,7 @@ impl SqliteStore {
         if !w.in_batch {
             w.conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
             w.in_batch = true;
+            w.head = Head::default();
         }
         Ok(())
     }
@@ -235,7 +239,7 @@ impl SqliteStore {
     /// false), then wakes the waiters with the outcome.
     fn end_batch(&self, w: &mut Writer, commit: bool) -> Result<(), String> {
         let outcome = if commit {
-            match w.conn.execute_batch("COMMIT") {
+            match write_head(w).and_then(|()| w.conn.execute_batch("COMMIT")) {
                 Ok(()) => Ok(()),
                 Err(e) => {
                     let _ = w.conn.execute_batch("ROLLBACK");
@@ -257,21 +261,43 @@ impl SqliteStore {
     }
 }
 
+/// Writes the head marker of the open batch, if receipts were appended.
+fn write_head(w: &mut Writer) -> Result<(), rusqlite::Error> {
+    if let (true, Some(Some((seq, hash)))) = (w.head.dirty, &w.head.known) {
+        let seq =
+            i64::try_from(*seq).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, 0))?;
+        w.conn
+            .prepare_cached(
+                "INSERT INTO head (id, seq, hash) VALUES (1, ?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET seq = ?1, hash = ?2",
+            )?
+            .execute(params![seq, hash])?;
+    }
+    w.head.dirty = false;
+    Ok(())
+}
+
 /// Runs one body in its own savepoint of the open batch. The flag is true
 /// when the savepoint could not be opened or closed: the batch can then not
 /// be trusted and must be rolled back as a whole.
 fn run_body(
-    w: &Writer,
+    w: &mut Writer,
     f: &mut TxFn<'_>,
 ) -> (std::thread::Result<Result<Value, StoreError>>, bool) {
     if let Err(e) = w.conn.execute_batch("SAVEPOINT tx") {
         return (Ok(Err(backend(e))), true);
     }
-    let mut tx = SqlTx { conn: &w.conn };
+    let saved = w.head.clone();
+    let mut tx = SqlTx {
+        conn: &w.conn,
+        head: &mut w.head,
+    };
     let run = catch_unwind(AssertUnwindSafe(|| f(&mut tx)));
     let end = if matches!(run, Ok(Ok(_))) {
         w.conn.execute_batch("RELEASE tx")
     } else {
+        // the body's receipts are gone: so is the head it moved
+        w.head = saved;
         w.conn.execute_batch("ROLLBACK TO tx; RELEASE tx")
     };
     match end {
@@ -356,7 +382,7 @@ impl Store for SqliteStore {
             self.arrived.fetch_sub(1, Ordering::SeqCst);
             return Err(e);
         }
-        let (run, broken) = run_body(&w, f);
+        let (run, broken) = run_body(&mut w, f);
         if broken {
             self.arrived.fetch_sub(1, Ordering::SeqCst);
             let _ = self.end_batch(&mut w, false);
@@ -396,7 +422,7 @@ impl Store for SqliteStore {
         }
         let mut results = Vec::with_capacity(fs.len());
         for f in fs.iter_mut() {
-            let (run, broken) = run_body(&w, &mut **f);
+            let (run, broken) = run_body(&mut w, &mut **f);
             if broken {
                 self.arrived.fetch_sub(1, Ordering::SeqCst);
                 let _ = self.end_batch(&mut w, false);
@@ -485,6 +511,19 @@ fn to_i64(n: u64) -> Result<i64, StoreError> {
 /// The operations of one transaction body, on the writer connection.
 struct SqlTx<'c> {
     conn: &'c Connection,
+    head: &'c mut Head,
+}
+
+/// The chain's head as the open batch sees it. The head marker row is
+/// written once, just before `COMMIT`, instead of after every receipt:
+/// it is in the same transaction either way.
+#[derive(Clone, Debug, Default)]
+struct Head {
+    /// `None`: not read yet in this batch (another process may have
+    /// appended since the last one).
+    known: Option<Option<(u64, String)>>,
+    /// Receipts were appended: the marker row must be written.
+    dirty: bool,
 }
 
 impl SqlTx<'_> {
@@ -631,27 +670,31 @@ impl Tx for SqlTx<'_> {
         Ok(())
     }
 
-    fn append_receipt(&mut self, body: &Value) -> Result<ReceiptRecord, StoreError> {
-        let head: Option<(i64, String)> = {
+    fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
+        if self.head.known.is_none() {
             let mut stmt = self
                 .conn
                 .prepare_cached("SELECT seq, hash FROM head WHERE id = 1")
                 .map_err(backend)?;
-            stmt.query_row([], |r| Ok((r.get(0)?, text(r.get_ref(1)?))))
+            let row: Option<(i64, String)> = stmt
+                .query_row([], |r| Ok((r.get(0)?, text(r.get_ref(1)?))))
                 .optional()
-                .map_err(backend)?
+                .map_err(backend)?;
+            let head = match row {
+                Some((seq, hash)) => Some((
+                    u64::try_from(seq)
+                        .map_err(|_| StoreError::Backend(format!("head marker has seq `{seq}`")))?,
+                    hash,
+                )),
+                None => None,
+            };
+            self.head.known = Some(head);
+        }
+        let prev = match &self.head.known {
+            Some(Some((seq, hash))) => Some((*seq, hash.as_str())),
+            _ => None,
         };
-        let prev = match &head {
-            Some((seq, hash)) => Some((
-                u64::try_from(*seq)
-                    .map_err(|_| StoreError::Backend(format!("head marker has seq `{seq}`")))?,
-                hash.as_str(),
-            )),
-            None => None,
-        };
-        let record = ReceiptRecord::next(prev, body.clone())
-            .map_err(|e| StoreError::Backend(format!("cannot hash the receipt: {e}")))?;
-        let seq = to_i64(record.seq)?;
+        let link = ChainLink::next(prev, body);
         let mut insert = self
             .conn
             .prepare_cached(
@@ -660,22 +703,14 @@ impl Tx for SqlTx<'_> {
             .map_err(backend)?;
         insert
             .execute(params![
-                seq,
-                record.prev_hash,
-                record.hash,
-                to_json_text(&record.body)?
+                to_i64(link.seq)?,
+                link.prev_hash,
+                link.hash,
+                body.as_str()
             ])
             .map_err(backend)?;
-        let mut set_head = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO head (id, seq, hash) VALUES (1, ?1, ?2)
-                 ON CONFLICT (id) DO UPDATE SET seq = ?1, hash = ?2",
-            )
-            .map_err(backend)?;
-        set_head
-            .execute(params![seq, record.hash])
-            .map_err(backend)?;
-        Ok(record)
+        self.head.known = Some(Some((link.seq, link.hash.clone())));
+        self.head.dirty = true;
+        Ok(link)
     }
 }

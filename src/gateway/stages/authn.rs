@@ -5,6 +5,7 @@
 use super::{Run, StageResult};
 use crate::canonical::to_jcs;
 use crate::gateway::{Deny, MandateToken, Stage};
+use std::sync::Arc;
 
 /// Tolerated clock skew for a token issued "in the future", in seconds.
 const SKEW: i64 = 300;
@@ -45,13 +46,14 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             let msg = to_jcs(&token.mandate).map_err(|e| deny(e.to_string()))?;
             key.verify(msg.as_bytes(), &token.signature)
                 .map_err(|_| deny("invalid mandate signature".into()))?;
+            let mandate = Arc::new(token.mandate);
             if let Ok(mut m) = r.gw.verified.lock() {
                 if m.len() > 10_000 {
                     m.clear();
                 }
-                m.insert(cache_key, (raw.clone(), token.mandate.clone()));
+                m.insert(cache_key, (raw.clone(), mandate.clone()));
             }
-            token.mandate
+            mandate
         }
     };
     if r.now >= mandate.expires_at {

@@ -16,6 +16,7 @@ use super::{ActionRt, Decision, Deny, Gateway, Input, Mandate, Outcome, ReceiptR
 use crate::store::{StoreError, Tx};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A proposal argument after the contract stage: a typed value (already
 /// normalised), a reference the gateway must resolve, or a list of them.
@@ -32,7 +33,7 @@ pub(crate) struct Run<'a> {
     pub tx: &'a mut dyn Tx,
     pub now: i64,
     pub input: &'a Input,
-    pub mandate: Option<Mandate>,
+    pub mandate: Option<Arc<Mandate>>,
     pub action: Option<&'a ActionRt>,
     pub args: BTreeMap<String, Arg>,
     pub resolved: Map<String, Value>,

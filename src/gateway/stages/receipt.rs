@@ -2,31 +2,175 @@
 //! the hash chain in the same transaction as its effects: the raw proposal,
 //! the resolved values and their origins, the stage, the decision, the
 //! approvers, the policies that decided, and the bundle hash.
+//!
+//! The body is written straight to canonical JSON (keys in RFC 8785 order)
+//! from the decision, without building a JSON value first; the store hashes
+//! and keeps that text as is.
 
 use super::Run;
-use crate::gateway::Decision;
+use crate::canonical::{CanonicalError, Jcs, ObjectWriter};
 use crate::gateway::json::format_time;
-use crate::store::{ReceiptRecord, StoreError};
-use serde_json::json;
+use crate::gateway::{Decision, Mandate};
+use crate::store::{ChainLink, StoreError};
+use serde_json::Value;
 
-pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ReceiptRecord, StoreError> {
-    let body = json!({
-        "time": format_time(r.now),
-        "bundle": r.gw.bundle_hash,
-        "mandate": r.mandate.as_ref().map(|m| json!({"id": m.id, "user": m.user, "owner": m.owner})),
-        "proposal": r.input.proposal,
-        "decision": d.decision,
-        "stage": d.stage,
-        "action": d.action,
-        "reason": d.reason,
-        "resolved": d.resolved,
-        "origins": d.origins,
-        "level": d.level,
-        "operation_hash": d.operation_hash,
-        "approvers": d.approvers,
-        "policies": d.policies,
-        "result": d.result,
-        "replayed": d.replayed,
-    });
-    r.tx.append_receipt(&body)
+pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreError> {
+    let body = body(
+        r.now,
+        &r.gw.bundle_hash,
+        r.mandate.as_deref(),
+        &r.input.proposal,
+        d,
+    )
+    .map_err(|e| StoreError::Backend(format!("cannot encode the receipt: {e}")))?;
+    r.tx.append_receipt_jcs(&body)
+}
+
+/// The receipt body of a decision, in canonical form.
+pub(crate) fn body(
+    now: i64,
+    bundle: &str,
+    mandate: Option<&Mandate>,
+    proposal: &Value,
+    d: &Decision,
+) -> Result<Jcs, CanonicalError> {
+    let mut w = ObjectWriter::new();
+    w.opt_str("action", d.action.as_deref())
+        .strs("approvers", &d.approvers)
+        .str("bundle", bundle)
+        .str("decision", outcome_name(d))
+        .opt_uint("level", d.level.map(u64::from))?;
+    match mandate {
+        Some(m) => {
+            let mut mw = ObjectWriter::new();
+            mw.str("id", &m.id)
+                .str("owner", &m.owner)
+                .str("user", &m.user);
+            w.jcs("mandate", &mw.finish())
+        }
+        None => w.value("mandate", &Value::Null)?,
+    };
+    w.opt_str("operation_hash", d.operation_hash.as_deref())
+        .map("origins", &d.origins)?
+        .strs("policies", &d.policies)
+        .value("proposal", proposal)?
+        .opt_str("reason", d.reason.as_deref())
+        .bool("replayed", d.replayed)
+        .map("resolved", &d.resolved)?
+        .value("result", d.result.as_ref().unwrap_or(&Value::Null))?
+        .str("stage", d.stage.name())
+        .str("time", &format_time(now));
+    Ok(w.finish())
+}
+
+fn outcome_name(d: &Decision) -> &'static str {
+    match d.decision {
+        crate::gateway::Outcome::Allow => "ALLOW",
+        crate::gateway::Outcome::Pending => "PENDING",
+        crate::gateway::Outcome::Deny => "DENY",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::{Budget, Outcome, Stage};
+    use serde_json::{Map, json};
+
+    fn decision(outcome: Outcome, stage: Stage) -> Decision {
+        let mut resolved = Map::new();
+        resolved.insert("payee_iban".into(), json!("DE44500105175407324931"));
+        resolved.insert("amount".into(), json!(12_050));
+        resolved.insert("tags".into(), json!(["a", "é\n"]));
+        let mut origins = Map::new();
+        origins.insert("payee_iban".into(), json!("registry.beneficiaries"));
+        Decision {
+            decision: outcome,
+            stage,
+            action: Some("payment.transfer".into()),
+            reason: (outcome != Outcome::Allow).then(|| "a \"reason\"".into()),
+            hint: Some("not in the receipt".into()),
+            resolved,
+            origins,
+            level: Some(1),
+            operation_hash: Some("sha256:ab".into()),
+            approve_by: None,
+            approvers: vec!["emma".into(), "zoe".into()],
+            policies: vec!["policy1".into()],
+            result: (outcome == Outcome::Allow).then(|| json!({"ok": true, "n": 1.5})),
+            replayed: outcome == Outcome::Allow,
+            receipt: None,
+        }
+    }
+
+    /// What the body was before it was written directly: a JSON value,
+    /// canonicalised. The direct writer must give the same bytes.
+    fn via_value(mandate: Option<&Mandate>, proposal: &Value, d: &Decision) -> String {
+        let v = json!({
+            "time": format_time(1_764_268_800),
+            "bundle": "sha256:b",
+            "mandate": mandate.map(|m| json!({"id": m.id, "user": m.user, "owner": m.owner})),
+            "proposal": proposal,
+            "decision": d.decision,
+            "stage": d.stage,
+            "action": d.action,
+            "reason": d.reason,
+            "resolved": d.resolved,
+            "origins": d.origins,
+            "level": d.level,
+            "operation_hash": d.operation_hash,
+            "approvers": d.approvers,
+            "policies": d.policies,
+            "result": d.result,
+            "replayed": d.replayed,
+        });
+        crate::canonical::value_to_jcs(&v).unwrap()
+    }
+
+    #[test]
+    fn direct_body_is_the_canonical_form_of_the_receipt_value() {
+        let m = Mandate {
+            id: "m-1".into(),
+            pack: "bank".into(),
+            user: "emma".into(),
+            owner: "emma \u{1}".into(),
+            scopes: vec![],
+            claims: Map::new(),
+            budget: Budget {
+                amount: 1,
+                calls: 1,
+            },
+            issued_at: 0,
+            expires_at: 1,
+        };
+        let proposal = json!({"action": "payment.transfer", "args": {"z": 1, "a": [null, 2.5]}});
+        for (o, s) in [
+            (Outcome::Allow, Stage::Execution),
+            (Outcome::Pending, Stage::Approval),
+            (Outcome::Deny, Stage::Authn),
+        ] {
+            let d = decision(o, s);
+            for mandate in [Some(&m), None] {
+                let direct = body(1_764_268_800, "sha256:b", mandate, &proposal, &d).unwrap();
+                assert_eq!(direct.as_str(), via_value(mandate, &proposal, &d));
+            }
+        }
+        let mut bare = decision(Outcome::Deny, Stage::Contract);
+        bare.action = None;
+        bare.level = None;
+        bare.operation_hash = None;
+        bare.resolved = Map::new();
+        let direct = body(1_764_268_800, "sha256:b", None, &json!("not json"), &bare).unwrap();
+        assert_eq!(direct.as_str(), via_value(None, &json!("not json"), &bare));
+    }
+
+    #[test]
+    fn an_inexact_integer_in_the_proposal_is_refused() {
+        let d = decision(Outcome::Deny, Stage::Contract);
+        let err = body(0, "b", None, &json!({"n": u64::MAX}), &d).unwrap_err();
+        assert!(
+            matches!(err, CanonicalError::InexactInteger { .. }),
+            "{err}"
+        );
+    }
 }
