@@ -198,21 +198,27 @@ fn main() {
         );
         s
     };
-    let mem_s = run("memory, one tx each", Arc::new(MemoryStore::new()), n, 1);
-    println!(
-        "ratio full decision / bare cedar (memory): {:.2}x",
-        mem_s / cedar_s
-    );
-    if std::env::var("BENCH_ONLY").as_deref() == Ok("memory") {
+    // BENCH_ONLY=memory or =group runs only that part (for profiling)
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    if only != "group" {
+        let mem_s = run("memory, one tx each", Arc::new(MemoryStore::new()), n, 1);
+        println!(
+            "ratio full decision / bare cedar (memory): {:.2}x",
+            mem_s / cedar_s
+        );
+    }
+    if only == "memory" {
         return;
     }
-    let small = (n / 10).max(100);
-    run(
-        "sqlite, one commit each",
-        Arc::new(SqliteStore::open(tmp.path().join("a.db")).expect("db")),
-        small,
-        1,
-    );
+    if only != "group" {
+        let small = (n / 10).max(100);
+        run(
+            "sqlite, one commit each",
+            Arc::new(SqliteStore::open(tmp.path().join("a.db")).expect("db")),
+            small,
+            1,
+        );
+    }
     run(
         "sqlite, group commit 256",
         Arc::new(SqliteStore::open(tmp.path().join("b.db")).expect("db")),

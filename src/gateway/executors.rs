@@ -1,7 +1,10 @@
 //! Executors: the only code that acts, on simulated systems of record kept
 //! in the store (a ledger, an ERP, an EHR, a mailbox, a repository). Each
 //! validates everything before it writes, so a refusal leaves no trace
-//! but its receipt. `external` acts on nothing: the caller (an MCP
+//! but its receipt. An executor that only records (a ledger line, an
+//! outbox message, an access log entry) returns the entry: the execution
+//! stage stores it under the operation hash, in the same transaction, and
+//! that table is the simulated log (one write, not two copies). `external` acts on nothing: the caller (an MCP
 //! downstream tool, a benchmark's runtime) executes with the resolved
 //! values the decision returns.
 
@@ -51,14 +54,6 @@ fn amount(c: &ExecCtx<'_, '_>, k: &str) -> Result<i64, ExecError> {
         .ok_or_else(|| ExecError::Refused(format!("the executor needs an amount parameter `{k}`")))
 }
 
-/// Appends an entry to a simulated log (ledger, outbox...) keyed by the
-/// operation, and returns the entry.
-fn log(c: &mut ExecCtx<'_, '_>, ns: &str, entry: Value) -> Result<Value, ExecError> {
-    let key = format!("{}\u{1f}{}", c.mandate.owner, c.operation_hash);
-    c.tx.state_put(ns, &key, &entry)?;
-    Ok(entry)
-}
-
 pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> {
     let op_id = c
         .operation_hash
@@ -76,7 +71,7 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 "currency": s(c, "currency")?,
                 "subject": s(c, "subject")?,
             });
-            log(c, "bank.ledger", entry)
+            Ok(entry)
         }
         "bank.standing_order" => {
             let id = s(c, "order_id")?.to_string();
@@ -100,7 +95,7 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 .map(|(k, _)| k)
                 .collect();
             let entry = json!({"account_change": name, "fields": changed});
-            log(c, "bank.account_changes", entry)
+            Ok(entry)
         }
         "ap.change_iban" => {
             let vendor = s(c, "vendor_id")?.to_string();
@@ -134,7 +129,7 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 "to": s(c, "payee_iban")?,
                 "amount": amount(c, "amount")?,
             });
-            log(c, "ap.payments", entry)
+            Ok(entry)
         }
         "health.read_record" => {
             let view = c
@@ -147,7 +142,7 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 "view": view,
                 "record": format!("(simulated {view} record of {})", s(c, "patient_id")?),
             });
-            log(c, "health.access_log", entry)
+            Ok(entry)
         }
         "workspace.send_email"
         | "workspace.invite"
@@ -158,7 +153,7 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
             for (k, v) in c.resolved.iter() {
                 entry.insert(k.clone(), v.clone());
             }
-            log(c, "workspace.outbox", Value::Object(entry))
+            Ok(Value::Object(entry))
         }
         "code.merge" => {
             let entry = json!({
@@ -166,7 +161,7 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 "into": s(c, "branch")?,
                 "repo": s(c, "repo")?,
             });
-            log(c, "code.merges", entry)
+            Ok(entry)
         }
         "external" => Ok(json!({"execute_with": c.resolved})),
         other => Err(ExecError::Refused(format!("no executor `{other}`"))),
@@ -230,10 +225,6 @@ mod tests {
                     Err(ExecError::Refused(e)) => assert!(e.contains("`payee_iban`"), "{e}"),
                     other => panic!("not refused: {other:?}"),
                 }
-                assert!(
-                    c.tx.state_get("bank.ledger", "emma\u{1f}sha256:00")?
-                        .is_none()
-                );
                 Ok(Value::Null)
             })
             .unwrap();
