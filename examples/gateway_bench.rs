@@ -10,9 +10,9 @@ use intentplane::bundle::build;
 use intentplane::gateway::world::World;
 use intentplane::gateway::{Budget, Gateway, Input, Mandate, MandateToken, Outcome};
 use intentplane::keys::SecretKey;
-use intentplane::store::Store;
 use intentplane::store::memory::MemoryStore;
 use intentplane::store::sqlite::SqliteStore;
+use intentplane::store::{ChainLink, Store};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Instant;
@@ -205,6 +205,45 @@ fn main() {
         println!(
             "ratio full decision / bare cedar (memory): {:.2}x",
             mem_s / cedar_s
+        );
+    }
+    if only != "group" {
+        // the floor: the hashing every decision owes beyond Cedar (the
+        // operation hash, the canonical receipt body and its chain hash),
+        // timed alone on a decision of this workload
+        let gw = gateway(Arc::new(MemoryStore::new()));
+        let m = token("m-floor");
+        let input = &inputs(&m, 1)[0];
+        let d = gw.decide(input).expect("decide");
+        let mandate: MandateToken = serde_json::from_value(m.clone()).expect("token");
+        let t = Instant::now();
+        let mut link = None;
+        for _ in 0..n {
+            let op = intentplane::gateway::operation_hash(
+                &mandate.mandate.id,
+                gw.bundle_hash(),
+                "payment.transfer",
+                &d.resolved,
+            )
+            .expect("op hash");
+            let body = intentplane::gateway::receipt_body(
+                now,
+                gw.bundle_hash(),
+                Some(&mandate.mandate),
+                &input.proposal,
+                &d,
+            )
+            .expect("body");
+            let prev = link.as_ref().map(|l: &ChainLink| (l.seq, l.hash.as_str()));
+            let next = ChainLink::next(prev, &body);
+            assert!(next.hash.len() > op.len() - 8);
+            link = Some(next);
+        }
+        let floor_s = t.elapsed().as_secs_f64();
+        println!(
+            "hashing floor (op hash + receipt)         {:>7.1} µs each = {:.2}x bare cedar",
+            floor_s * 1e6 / n as f64,
+            floor_s / cedar_s
         );
     }
     if only == "memory" {

@@ -110,7 +110,11 @@ fn write_jcs(v: &Value, out: &mut String) -> Result<(), ()> {
 
 fn write_object(map: &serde_json::Map<String, Value>, out: &mut String) -> Result<(), ()> {
     let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-    entries.sort_by(|a, b| key_order(a.0, b.0));
+    if map.keys().all(|k| k.is_ascii()) {
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    } else {
+        entries.sort_unstable_by(|a, b| key_order(a.0, b.0));
+    }
     out.push('{');
     for (i, (k, item)) in entries.into_iter().enumerate() {
         if i > 0 {
@@ -316,7 +320,26 @@ impl ObjectWriter {
 
 /// Lower-case hex SHA-256 of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+    let mut out = String::with_capacity(64);
+    push_hex(Sha256::digest(bytes).as_slice(), &mut out);
+    out
+}
+
+/// `sha256:` and the lower-case hex of a finished SHA-256 digest.
+pub fn sha256_tagged(digest: &[u8]) -> String {
+    let mut out = String::with_capacity(71);
+    out.push_str("sha256:");
+    push_hex(digest, &mut out);
+    out
+}
+
+/// Lower-case hex of some bytes, appended to `out`.
+fn push_hex(bytes: &[u8], out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 15)]));
+    }
 }
 
 /// `sha256:<hex>` of the canonical encoding of a value.

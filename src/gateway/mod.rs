@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use world::World;
 
 pub use mandate::{Budget, Mandate, MandateToken};
+pub use stages::receipt_body;
 
 /// What a caller hands the gateway for one decision: the agent's proposal
 /// (untrusted, exactly `{"action", "args"}`), the mandate token and any
@@ -192,10 +193,9 @@ pub fn operation_hash(
         .str("bundle", bundle_hash)
         .str("mandate", mandate_id)
         .map("resolved", resolved)?;
-    Ok(format!(
-        "sha256:{}",
-        crate::canonical::sha256_hex(w.finish().as_str().as_bytes())
-    ))
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(w.finish().as_str().as_bytes());
+    Ok(crate::canonical::sha256_tagged(digest.as_slice()))
 }
 
 fn type_name(t: &str) -> Result<cedar_policy::EntityTypeName, String> {

@@ -74,7 +74,7 @@ pub fn record_hash_jcs(seq: u64, prev_hash: &str, body: &Jcs) -> String {
     // `"prev_hash":"..."` without the braces of its own object
     h.update(&tail.as_bytes()[1..tail.len() - 1]);
     h.update(format!(",\"seq\":{seq}}}").as_bytes());
-    format!("sha256:{}", hex::encode(h.finalize()))
+    crate::canonical::sha256_tagged(h.finalize().as_slice())
 }
 
 /// Where a new record went in the chain (what `Tx::append_receipt_jcs`

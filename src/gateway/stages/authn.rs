@@ -19,13 +19,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             ))
             .into());
     };
-    let cache_key = raw
-        .get("signature")
-        .and_then(|v| v.as_str())
-        .unwrap_or("")
-        .to_string();
+    let cache_key = raw.get("signature").and_then(|v| v.as_str()).unwrap_or("");
     let cached = r.gw.verified.lock().ok().and_then(|m| {
-        m.get(&cache_key)
+        m.get(cache_key)
             .filter(|(tok, _)| tok == raw)
             .map(|(_, m)| m.clone())
     });
@@ -51,7 +47,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
                 if m.len() > 10_000 {
                     m.clear();
                 }
-                m.insert(cache_key, (raw.clone(), mandate.clone()));
+                m.insert(cache_key.to_string(), (raw.clone(), mandate.clone()));
             }
             mandate
         }

@@ -12,6 +12,8 @@ mod policy;
 mod provenance;
 mod receipt;
 
+pub use receipt::body as receipt_body;
+
 use super::{ActionRt, Decision, Deny, Gateway, Input, Mandate, Outcome, ReceiptRef, Stage};
 use crate::store::{StoreError, Tx};
 use serde_json::{Map, Value};

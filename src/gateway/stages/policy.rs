@@ -42,39 +42,49 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         r.facts.insert(f.name.clone(), v);
     }
 
-    let mut pairs: Vec<(String, RestrictedExpression)> = vec![];
-    for (k, v) in r.resolved.iter().chain(r.facts.iter()) {
+    // the context at one level, built afresh for each level tried (a
+    // clone costs as much, and most decisions stop at the first level)
+    let context = |level: u8| -> Result<Context, Deny> {
+        let mut pairs: Vec<(String, RestrictedExpression)> =
+            Vec::with_capacity(r.resolved.len() + r.facts.len() + 3);
+        for (k, v) in r.resolved.iter().chain(r.facts.iter()) {
+            pairs.push((
+                k.clone(),
+                to_cedar(v).map_err(|e| deny(format!("`{k}`: {e}")))?,
+            ));
+        }
+        let critical: Vec<(String, RestrictedExpression)> = a
+            .table
+            .action
+            .params
+            .iter()
+            .filter(|p| p.critical)
+            .map(|p| {
+                let origin = match r.origins.get(&p.name) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Array(items)) => {
+                        let mut o: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+                        o.sort_unstable();
+                        o.dedup();
+                        o.join(", ")
+                    }
+                    _ => String::new(),
+                };
+                (p.name.clone(), RestrictedExpression::new_string(origin))
+            })
+            .collect();
+        if !critical.is_empty() {
+            let rec = RestrictedExpression::new_record(critical)
+                .map_err(|e| deny(format!("provenance record: {e}")))?;
+            pairs.push((CTX_PROVENANCE.into(), rec));
+        }
+        pairs.push((CTX_NOW.into(), RestrictedExpression::new_long(r.now)));
         pairs.push((
-            k.clone(),
-            to_cedar(v).map_err(|e| deny(format!("`{k}`: {e}")))?,
+            CTX_APPROVAL_LEVEL.into(),
+            RestrictedExpression::new_long(i64::from(level)),
         ));
-    }
-    let critical: Vec<(String, RestrictedExpression)> = a
-        .table
-        .action
-        .params
-        .iter()
-        .filter(|p| p.critical)
-        .map(|p| {
-            let origin = match r.origins.get(&p.name) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Array(items)) => {
-                    let mut o: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
-                    o.sort_unstable();
-                    o.dedup();
-                    o.join(", ")
-                }
-                _ => String::new(),
-            };
-            (p.name.clone(), RestrictedExpression::new_string(origin))
-        })
-        .collect();
-    if !critical.is_empty() {
-        let rec = RestrictedExpression::new_record(critical)
-            .map_err(|e| deny(format!("provenance record: {e}")))?;
-        pairs.push((CTX_PROVENANCE.into(), rec));
-    }
-    pairs.push((CTX_NOW.into(), RestrictedExpression::new_long(r.now)));
+        Context::from_pairs(pairs).map_err(|e| deny(format!("context: {e}")))
+    };
 
     let principal =
         EntityUid::from_type_name_and_id(a.principal_type.clone(), EntityId::new(&m.user));
@@ -84,12 +94,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let entities = Entities::empty();
     let mut last_forbids: Vec<String> = vec![];
     for level in 0..=2u8 {
-        let mut ctx = pairs.clone();
-        ctx.push((
-            CTX_APPROVAL_LEVEL.into(),
-            RestrictedExpression::new_long(i64::from(level)),
-        ));
-        let context = Context::from_pairs(ctx).map_err(|e| deny(format!("context: {e}")))?;
+        let context = context(level)?;
         let request = Request::new(
             principal.clone(),
             a.cedar_action.clone(),

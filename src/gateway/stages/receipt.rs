@@ -26,8 +26,9 @@ pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreEr
     r.tx.append_receipt_jcs(&body)
 }
 
-/// The receipt body of a decision, in canonical form.
-pub(crate) fn body(
+/// The receipt body of a decision, in canonical form: what the store
+/// hashes into the chain (see [`crate::store::receipts`]).
+pub fn body(
     now: i64,
     bundle: &str,
     mandate: Option<&Mandate>,
