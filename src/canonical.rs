@@ -133,6 +133,12 @@ fn write_object(map: &serde_json::Map<String, Value>, out: &mut String) -> Resul
 fn write_string(s: &str, out: &mut String) {
     use std::fmt::Write;
     out.push('"');
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        // the common case: nothing to escape
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     let mut start = 0;
     for (i, b) in s.bytes().enumerate() {
         let esc = match b {
