@@ -17,6 +17,13 @@ pub mod mandate;
 pub mod normalize;
 pub mod registry;
 mod stages;
+/// A test world — the shipped packs built into a bundle, fresh issuer and
+/// approver keys, the packs' registries, a fixed clock — and the helpers
+/// the tests share, for unit tests, integration tests and examples. Only in
+/// test builds and with the `testkit` feature (which the crate's
+/// dev-dependency on itself enables): it panics, as test code does.
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod world;
 
 use crate::bundle::Bundle;

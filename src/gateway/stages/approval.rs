@@ -122,3 +122,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         approve_by,
     })
 }
+
+#[cfg(test)]
+#[path = "tests/approval.rs"]
+mod tests;

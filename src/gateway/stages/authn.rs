@@ -66,3 +66,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     r.mandate = Some(mandate);
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "tests/authn.rs"]
+mod tests;

@@ -75,3 +75,7 @@ mod tests {
         assert_eq!(super::money(-250), "-2.50");
     }
 }
+
+#[cfg(test)]
+#[path = "tests/budget.rs"]
+mod stage_tests;

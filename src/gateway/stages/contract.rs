@@ -228,3 +228,7 @@ fn check_scalar(
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "tests/contract.rs"]
+mod tests;

@@ -20,3 +20,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "tests/delegation.rs"]
+mod tests;

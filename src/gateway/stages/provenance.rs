@@ -241,3 +241,7 @@ fn lookup(
         .record(r.tx, reg, &key)?
         .and_then(|rec| rec.get(&l.field).cloned()))
 }
+
+#[cfg(test)]
+#[path = "tests/provenance.rs"]
+mod tests;

@@ -1,0 +1,282 @@
+//! What the gateway's tests share: [`TestWorld`] (on disk, in a temporary
+//! folder), [`MandateSpec`], proposals ([`transfer`], [`input`]),
+//! [`decide`] and [`assert_deny`].
+//!
+//! This is test code in the library, so that the stage modules' unit tests
+//! and the integration tests use one copy: compiled for `cfg(test)` and
+//! with the `testkit` feature only (which cargo turns on for tests and
+//! examples), never by `cargo build` or `cargo install`. Like any test
+//! code it panics, with a message, when the world cannot be set up, and
+//! its assertions panic when they fail.
+
+use crate::bundle::{Bundle, build};
+use crate::gateway::approval::{Approval, SignedApproval, random_id};
+use crate::gateway::json::parse_time_str;
+use crate::gateway::world::World;
+use crate::gateway::{Budget, Decision, Gateway, Input, Mandate, MandateToken, Outcome};
+use crate::keys::SecretKey;
+use crate::store::Store;
+use crate::store::memory::MemoryStore;
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The world's fixed clock.
+pub const NOW: &str = "2026-11-27T18:40:00Z";
+/// The IBAN of the fraudster's PDF invoice: in no registry.
+pub const ATTACKER_IBAN: &str = "DE89 3704 0044 0532 0130 00";
+/// Emma's landlord, one of her beneficiaries.
+pub const LANDLORD: &str = "DE44500105175407324931";
+/// Acme's vendor Stadtwerke Nord (invoice INV-1001); not one of emma's
+/// beneficiaries.
+pub const SUPPLIER: &str = "DE02120300000000202051";
+/// On the (global) sanctions list.
+pub const SANCTIONED: &str = "GB29NWBK60161331926819";
+
+/// The shipped packs.
+const PACKS: [&str; 5] = ["bank", "ap", "health", "workspace", "code"];
+/// The approvers the world knows, each with a fresh key.
+const APPROVERS: [&str; 8] = [
+    "emma", "noah", "cfo", "clerk", "maria", "dr_lee", "dev_ana", "lead_bo",
+];
+
+/// A world on disk (in a temporary folder that lives as long as it does):
+/// `bundle.json`, `world.toml`, the issuer's and the approvers' key pairs.
+pub struct TestWorld {
+    pub dir: tempfile::TempDir,
+    pub bundle: Bundle,
+    pub bundle_path: PathBuf,
+    pub world_path: PathBuf,
+    pub issuer: SecretKey,
+    pub approvers: Vec<(String, SecretKey)>,
+}
+
+/// The crate's folder (where `packs/` is).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// [`NOW`] in seconds.
+pub fn now() -> i64 {
+    parse_time_str(NOW).expect("NOW is a valid time")
+}
+
+impl Default for TestWorld {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestWorld {
+    pub fn new() -> Self {
+        let packs: Vec<PathBuf> = PACKS.iter().map(|p| root().join("packs").join(p)).collect();
+        let report = build(&packs);
+        let bundle = report.bundle.clone().expect("shipped packs build");
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let bundle_path = dir.path().join("bundle.json");
+        bundle.write(&bundle_path).expect("bundle written");
+        let issuer = SecretKey::generate().expect("issuer key");
+        issuer
+            .write_pair(&dir.path().join("issuer"))
+            .expect("issuer key written");
+        let mut approvers = vec![];
+        let mut approver_lines = String::new();
+        for name in APPROVERS {
+            let k = SecretKey::generate().expect("approver key");
+            k.write_pair(&dir.path().join(name))
+                .expect("approver key written");
+            approver_lines.push_str(&format!("{name} = \"{name}.pub\"\n"));
+            approvers.push((name.to_string(), k));
+        }
+        let mut regs = String::new();
+        for p in PACKS {
+            regs.push_str(&format!(
+                "{p} = {:?}\n",
+                root()
+                    .join("packs")
+                    .join(p)
+                    .join("registries")
+                    .display()
+                    .to_string()
+            ));
+        }
+        let world_path = dir.path().join("world.toml");
+        std::fs::write(
+            &world_path,
+            format!(
+                "clock = \"{NOW}\"\nmandate_keys = [\"issuer.pub\"]\n[approvers]\n{approver_lines}[registries]\n{regs}"
+            ),
+        )
+        .expect("world.toml written");
+        TestWorld {
+            dir,
+            bundle,
+            bundle_path,
+            world_path,
+            issuer,
+            approvers,
+        }
+    }
+
+    pub fn world(&self) -> World {
+        World::load(&self.world_path, &self.bundle.table).expect("world.toml loads")
+    }
+
+    /// A gateway over a fresh in-memory store.
+    pub fn gateway(&self) -> Gateway {
+        self.gateway_with(Arc::new(MemoryStore::new()))
+    }
+
+    pub fn gateway_with(&self, store: Arc<dyn Store>) -> Gateway {
+        Gateway::new(&self.bundle, self.world(), store).expect("gateway over the test bundle")
+    }
+
+    /// An approver's key; panics on a name the world does not know.
+    pub fn key(&self, name: &str) -> &SecretKey {
+        &self
+            .approvers
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no approver `{name}` in the test world"))
+            .1
+    }
+
+    /// Emma's bank mandate: her account, EUR, 2,000.00, 10 calls.
+    pub fn emma(&self) -> Value {
+        self.mandate(MandateSpec::bank("emma"))
+    }
+
+    /// A mandate token (JSON) signed by the world's issuer, issued a
+    /// minute before [`NOW`].
+    pub fn mandate(&self, s: MandateSpec) -> Value {
+        let m = Mandate {
+            id: s.id,
+            pack: s.pack,
+            user: s.user,
+            owner: s.owner,
+            scopes: s.scopes,
+            claims: s.claims,
+            budget: Budget {
+                amount: s.budget,
+                calls: s.calls,
+            },
+            issued_at: now() - 60,
+            expires_at: now() + s.ttl,
+        };
+        let token = MandateToken::sign(m, &self.issuer).expect("mandate signed");
+        serde_json::to_value(token).expect("mandate token as JSON")
+    }
+
+    /// `who`'s approval of an operation, valid ten minutes, fresh nonce.
+    pub fn approve(&self, who: &str, op: &str) -> Value {
+        self.approve_with(who, op, now() + 600, &random_id())
+    }
+
+    pub fn approve_with(&self, who: &str, op: &str, expires_at: i64, nonce: &str) -> Value {
+        let approval = SignedApproval::sign(
+            Approval {
+                approver: who.into(),
+                operation_hash: op.into(),
+                expires_at,
+                nonce: nonce.into(),
+            },
+            self.key(who),
+        )
+        .expect("approval signed");
+        serde_json::to_value(approval).expect("approval as JSON")
+    }
+}
+
+/// What a mandate holds, to edit before [`TestWorld::mandate`] signs it.
+pub struct MandateSpec {
+    pub id: String,
+    pub pack: String,
+    pub user: String,
+    pub owner: String,
+    pub scopes: Vec<String>,
+    pub claims: Map<String, Value>,
+    /// In cents.
+    pub budget: i64,
+    pub calls: u64,
+    /// Seconds from [`NOW`] to expiry.
+    pub ttl: i64,
+}
+
+impl MandateSpec {
+    /// A bank mandate for `user`: `<user>-checking`, EUR, no named payee,
+    /// `payments.write` and `account.write`, 2,000.00, 10 calls, one hour.
+    pub fn bank(user: &str) -> Self {
+        let mut claims = Map::new();
+        claims.insert("account".into(), json!(format!("{user}-checking")));
+        claims.insert("currency".into(), json!("EUR"));
+        claims.insert("payee".into(), json!([]));
+        MandateSpec {
+            id: format!("m-{user}-{}", random_id()),
+            pack: "bank".into(),
+            user: user.into(),
+            owner: user.into(),
+            scopes: vec!["payments.write".into(), "account.write".into()],
+            claims,
+            budget: 200_000,
+            calls: 10,
+            ttl: 3600,
+        }
+    }
+
+    /// A mandate on any pack, without claims: 100,000.00, 100 calls.
+    pub fn for_pack(pack: &str, user: &str, owner: &str, scopes: &[&str]) -> Self {
+        MandateSpec {
+            id: format!("m-{user}-{}", random_id()),
+            pack: pack.into(),
+            user: user.into(),
+            owner: owner.into(),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            claims: Map::new(),
+            budget: 10_000_000,
+            calls: 100,
+            ttl: 3600,
+        }
+    }
+
+    pub fn claim(mut self, k: &str, v: Value) -> Self {
+        self.claims.insert(k.into(), v);
+        self
+    }
+}
+
+/// A `payment.transfer` from emma's account, in EUR.
+pub fn transfer(iban: &str, amount: Value) -> Value {
+    json!({"action": "payment.transfer", "args": {
+        "from_account": "emma-checking", "payee_iban": iban, "amount": amount, "currency": "EUR"}})
+}
+
+pub fn input(proposal: Value, mandate: &Value, approvals: Vec<Value>) -> Input {
+    Input {
+        proposal,
+        mandate: Some(mandate.clone()),
+        approvals,
+        malformed: None,
+    }
+}
+
+/// Decides on a proposal under a mandate, without approvals.
+pub fn decide(gw: &Gateway, proposal: Value, mandate: &Value) -> Decision {
+    gw.decide(&input(proposal, mandate, vec![]))
+        .expect("the gateway decides")
+}
+
+/// A DENY at `stage` whose reason contains `needle`, without a result.
+pub fn assert_deny(d: &Decision, stage: &str, needle: &str) {
+    assert_eq!(d.decision, Outcome::Deny, "{d:#?}");
+    assert_eq!(d.stage.name(), stage, "{d:#?}");
+    let reason = d.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains(needle),
+        "reason {reason:?} lacks {needle:?}"
+    );
+    assert!(d.result.is_none(), "a DENY never has a result");
+}
+
+pub fn path_str(p: &Path) -> String {
+    p.display().to_string()
+}
