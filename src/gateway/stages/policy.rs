@@ -108,7 +108,11 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         if !errors.is_empty() {
             return Err(deny(format!("policy evaluation error: {}", errors.join("; "))).into());
         }
-        let reasons: Vec<String> = resp.diagnostics().reason().map(|p| p.to_string()).collect();
+        let reasons: Vec<String> = resp
+            .diagnostics()
+            .reason()
+            .map(|p| AsRef::<str>::as_ref(p).to_string())
+            .collect();
         if resp.decision() == CedarDecision::Allow {
             r.level = level;
             // the permit, and the approval rules that demanded this level
@@ -168,3 +172,7 @@ pub(crate) fn to_cedar(v: &Value) -> Result<RestrictedExpression, String> {
         .map_err(|e| e.to_string())?,
     })
 }
+
+#[cfg(test)]
+#[path = "tests/policy.rs"]
+mod tests;
