@@ -102,75 +102,72 @@ fn main() {
     let action: EntityUid = r#"bank::Action::"payment.transfer""#.parse().expect("uid");
     let auth = Authorizer::new();
     let entities = Entities::empty();
-    let t = Instant::now();
-    for i in 0..n {
-        let ctx = Context::from_pairs([
-            (
-                "from_account".to_string(),
-                RestrictedExpression::new_string("emma-checking".into()),
-            ),
-            (
-                "payee_iban".to_string(),
-                RestrictedExpression::new_string(LANDLORD.into()),
-            ),
-            (
-                "amount".to_string(),
-                RestrictedExpression::new_long(100 + i as i64),
-            ),
-            (
-                "currency".to_string(),
-                RestrictedExpression::new_string("EUR".into()),
-            ),
-            (
-                "subject".to_string(),
-                RestrictedExpression::new_string(String::new()),
-            ),
-            (
-                "sanctioned".to_string(),
-                RestrictedExpression::new_bool(false),
-            ),
-            (
-                "provenance".to_string(),
-                RestrictedExpression::new_record([
-                    (
-                        "from_account".to_string(),
-                        RestrictedExpression::new_string("mandate.account".into()),
-                    ),
-                    (
-                        "payee_iban".to_string(),
-                        RestrictedExpression::new_string("registry.beneficiaries".into()),
-                    ),
-                    (
-                        "currency".to_string(),
-                        RestrictedExpression::new_string("mandate.currency".into()),
-                    ),
-                ])
-                .expect("record"),
-            ),
-            ("now".to_string(), RestrictedExpression::new_long(now)),
-            (
-                "approval_level".to_string(),
-                RestrictedExpression::new_long(0),
-            ),
-        ])
-        .expect("context");
-        let req = Request::new(
-            principal.clone(),
-            action.clone(),
-            resource.clone(),
-            ctx,
-            None,
-        )
-        .expect("request");
-        let resp = auth.is_authorized(&req, &set, &entities);
-        assert_eq!(resp.decision(), cedar_policy::Decision::Allow);
-    }
-    let cedar_s = t.elapsed().as_secs_f64();
-    println!(
-        "bare cedar evaluation      {:>10.0} /s   {:>7.1} µs each",
-        n as f64 / cedar_s,
-        cedar_s * 1e6 / n as f64
-    );
+    let bare = || -> f64 {
+        let t = Instant::now();
+        for i in 0..n {
+            let ctx = Context::from_pairs([
+                (
+                    "from_account".to_string(),
+                    RestrictedExpression::new_string("emma-checking".into()),
+                ),
+                (
+                    "payee_iban".to_string(),
+                    RestrictedExpression::new_string(LANDLORD.into()),
+                ),
+                (
+                    "amount".to_string(),
+                    RestrictedExpression::new_long(100 + i as i64),
+                ),
+                (
+                    "currency".to_string(),
+                    RestrictedExpression::new_string("EUR".into()),
+                ),
+                (
+                    "subject".to_string(),
+                    RestrictedExpression::new_string(String::new()),
+                ),
+                (
+                    "sanctioned".to_string(),
+                    RestrictedExpression::new_bool(false),
+                ),
+                (
+                    "provenance".to_string(),
+                    RestrictedExpression::new_record([
+                        (
+                            "from_account".to_string(),
+                            RestrictedExpression::new_string("mandate.account".into()),
+                        ),
+                        (
+                            "payee_iban".to_string(),
+                            RestrictedExpression::new_string("registry.beneficiaries".into()),
+                        ),
+                        (
+                            "currency".to_string(),
+                            RestrictedExpression::new_string("mandate.currency".into()),
+                        ),
+                    ])
+                    .expect("record"),
+                ),
+                ("now".to_string(), RestrictedExpression::new_long(now)),
+                (
+                    "approval_level".to_string(),
+                    RestrictedExpression::new_long(0),
+                ),
+            ])
+            .expect("context");
+            let req = Request::new(
+                principal.clone(),
+                action.clone(),
+                resource.clone(),
+                ctx,
+                None,
+            )
+            .expect("request");
+            let resp = auth.is_authorized(&req, &set, &entities);
+            assert_eq!(resp.decision(), cedar_policy::Decision::Allow);
+        }
+        t.elapsed().as_secs_f64()
+    };
 
     let run = |name: &str, store: Arc<dyn Store>, n: usize, batch: usize| -> f64 {
         let gw = gateway(store);
@@ -196,26 +193,12 @@ fn main() {
         let recs = gw.store().receipts().expect("receipts");
         intentplane::store::verify_chain(&recs, gw.store().head().expect("head"))
             .expect("chain verifies");
-        println!(
-            "{name:<26} {:>10.0} /s   {:>7.1} µs each",
-            n as f64 / s,
-            s * 1e6 / n as f64
-        );
         s
     };
-    // BENCH_ONLY=memory or =group runs only that part (for profiling)
-    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    if only != "group" {
-        let mem_s = run("memory, one tx each", Arc::new(MemoryStore::new()), n, 1);
-        println!(
-            "ratio full decision / bare cedar (memory): {:.2}x",
-            mem_s / cedar_s
-        );
-    }
-    if only != "group" {
-        // the floor: the hashing every decision owes beyond Cedar (the
-        // operation hash, the canonical receipt body and its chain hash),
-        // timed alone on a decision of this workload
+    // The floor: the hashing every decision owes beyond Cedar (the
+    // operation hash, the canonical receipt body and its chain hash), timed
+    // alone on a decision of this workload.
+    let floor = |cedar_s: f64| {
         let gw = gateway(Arc::new(MemoryStore::new()));
         let m = token("m-floor");
         let input = &inputs(&m, 0, 1)[0];
@@ -266,28 +249,61 @@ fn main() {
             ("together", op_s + body_s + chain_s),
         ] {
             println!(
-                "  {what:<24} {:>7.2} µs each = {:.2}x bare cedar",
+                "  {what:<26} {:>6.2} µs each = {:.2}x bare cedar",
                 s * 1e6 / n as f64,
                 s / cedar_s
             );
         }
+    };
+    // BENCH_ONLY=memory or =group runs only that part (for profiling)
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let reps: usize = std::env::var("BENCH_REPS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    println!("# each figure: median of {reps} runs (best in brackets)");
+    let line = |name: &str, count: usize, times: &mut Vec<f64>| -> (f64, f64) {
+        times.sort_by(f64::total_cmp);
+        let (med, best) = (times[times.len() / 2], times[0]);
+        println!(
+            "{name:<28} {:>8.0} /s  {:>6.1} µs each  [{:.0} /s]",
+            count as f64 / med,
+            med * 1e6 / count as f64,
+            count as f64 / best
+        );
+        (med, best)
+    };
+    if only != "group" {
+        // bare Cedar and the full decision alternate, so that a noisy
+        // neighbour weighs on both alike
+        let (mut cedar_t, mut mem_t) = (vec![], vec![]);
+        for _ in 0..reps {
+            cedar_t.push(bare());
+            mem_t.push(run("memory", Arc::new(MemoryStore::new()), n, 1));
+        }
+        let (cedar_med, cedar_best) = line("bare cedar evaluation", n, &mut cedar_t);
+        let (mem_med, mem_best) = line("memory, one tx each", n, &mut mem_t);
+        println!(
+            "ratio full decision / bare cedar (memory): {:.2}x  [best to best {:.2}x]",
+            mem_med / cedar_med,
+            mem_best / cedar_best
+        );
+        floor(cedar_med);
     }
     if only == "memory" {
         return;
     }
+    let mut k = 0;
+    let mut db = || {
+        k += 1;
+        Arc::new(SqliteStore::open(tmp.path().join(format!("{k}.db"))).expect("db"))
+    };
     if only != "group" {
         let small = (n / 10).max(100);
-        run(
-            "sqlite, one commit each",
-            Arc::new(SqliteStore::open(tmp.path().join("a.db")).expect("db")),
-            small,
-            1,
-        );
+        let mut t: Vec<f64> = (0..reps).map(|_| run("one", db(), small, 1)).collect();
+        line("sqlite, one commit each", small, &mut t);
     }
-    run(
-        "sqlite, group commit 256",
-        Arc::new(SqliteStore::open(tmp.path().join("b.db")).expect("db")),
-        n,
-        256,
-    );
+    let mut t: Vec<f64> = (0..reps).map(|_| run("group", db(), n, 256)).collect();
+    line("sqlite, group commit 256", n, &mut t);
 }

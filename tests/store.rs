@@ -146,6 +146,21 @@ fn budgets_accumulate_per_mandate() {
         // overflow is an error, not a wrap or a panic
         let err = tx(s, |t| t.spend("m-a", i64::MAX).map(|_| Value::Null)).unwrap_err();
         assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+        assert!(err.to_string().contains("`m-a` overflows"), "{err}");
+        // ... and changes nothing
+        tx(s, |t| {
+            let a = t.spent("m-a")?;
+            assert_eq!((a.amount, a.calls), (351, 3));
+            Ok(Value::Null)
+        })
+        .unwrap();
+        // the same on the negative side
+        tx(s, |t| t.spend("m-n", i64::MIN).map(|sp| json!(sp))).unwrap();
+        let err = tx(s, |t| t.spend("m-n", -1).map(|_| Value::Null)).unwrap_err();
+        assert!(err.to_string().contains("`m-n` overflows"), "{err}");
+        let up = tx(s, |t| t.spend("m-n", 1).map(|sp| json!(sp))).unwrap();
+        assert_eq!(up["amount"], json!(i64::MIN + 1));
+        assert_eq!(up["calls"], json!(2));
     });
 }
 

@@ -582,23 +582,36 @@ impl Tx for SqlTx<'_> {
     }
 
     fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
-        let now = self.spent(mandate_id)?;
-        let next = Spent {
-            amount: now.amount.checked_add(amount).ok_or_else(|| {
-                StoreError::Backend(format!("budget of `{mandate_id}` overflows"))
-            })?,
-            calls: now.calls.saturating_add(1),
-        };
+        // one statement: add and read back. A sum that would leave i64 is
+        // NULL, which the NOT NULL column refuses (SQLite would otherwise
+        // turn it into a float)
         let mut stmt = self
             .conn
             .prepare_cached(
-                "INSERT INTO budgets (mandate_id, amount, calls) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (mandate_id) DO UPDATE SET amount = ?2, calls = ?3",
+                "INSERT INTO budgets (mandate_id, amount, calls) VALUES (?1, ?2, 1)
+                 ON CONFLICT (mandate_id) DO UPDATE SET
+                   amount = CASE
+                     WHEN ?2 > 0 AND amount > 9223372036854775807 - ?2 THEN NULL
+                     WHEN ?2 < 0 AND amount < -9223372036854775807 - 1 - ?2 THEN NULL
+                     ELSE amount + ?2 END,
+                   calls = CASE WHEN calls < 9223372036854775807 THEN calls + 1 ELSE calls END
+                 RETURNING amount, calls",
             )
             .map_err(backend)?;
-        stmt.execute(params![mandate_id, next.amount, to_i64(next.calls)?])
-            .map_err(backend)?;
-        Ok(next)
+        let (amount, calls): (i64, i64) = stmt
+            .query_row(params![mandate_id, amount], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    StoreError::Backend(format!("budget of `{mandate_id}` overflows"))
+                }
+                e => backend(e),
+            })?;
+        Ok(Spent {
+            amount,
+            calls: u64::try_from(calls).unwrap_or(0),
+        })
     }
 
     fn nonce_used(&mut self, nonce: &str) -> Result<bool, StoreError> {
