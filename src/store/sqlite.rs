@@ -323,27 +323,47 @@ fn connect(path: &Path, create: bool, options: &SqliteOptions) -> Result<Connect
     conn.busy_timeout(options.busy_timeout)
         .map_err(|e| e.to_string())?;
     let not_a_db = |e: rusqlite::Error| format!("not an SQLite database ({e})");
-    let app_id: i64 = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(not_a_db)?;
-    let tables: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .map_err(not_a_db)?;
+    // Both read in one read transaction: another process creating the
+    // store commits its tables and its application id together, and two
+    // separate reads could see the tables without the id (a store taken
+    // for a foreign database).
+    conn.execute_batch("BEGIN").map_err(not_a_db)?;
+    let read = (|| -> Result<(i64, i64), rusqlite::Error> {
+        let app_id = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        let tables = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        Ok((app_id, tables))
+    })();
+    let _ = conn.execute_batch("COMMIT");
+    let (app_id, tables) = read.map_err(not_a_db)?;
     let foreign = || "an SQLite database that is not an intentplane store".to_string();
     if app_id != APPLICATION_ID && (tables > 0 || !create) {
         return Err(foreign());
     }
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(|e| e.to_string())?;
+    // SQLite answers a journal-mode switch that another connection blocks
+    // with SQLITE_BUSY at once, without its busy handler: wait here
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(1);
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if f.code == rusqlite::ErrorCode::DatabaseBusy
+                    && started.elapsed() < options.busy_timeout =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => break other.map_err(|e| format!("cannot switch to WAL mode: {e}"))?,
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(format!("cannot switch to WAL mode (journal mode `{mode}`)"));
     }
-    conn.execute_batch(PRAGMAS).map_err(|e| e.to_string())?;
+    conn.execute_batch(PRAGMAS)
+        .map_err(|e| format!("cannot set up the connection: {e}"))?;
     // Create or check the schema under the write lock, so that two
     // processes opening a new file at once do not race.
     conn.execute_batch("BEGIN IMMEDIATE")
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("cannot take the write lock: {e}"))?;
     let result = (|| -> Result<(), String> {
         let app_id: i64 = conn
             .query_row("PRAGMA application_id", [], |r| r.get(0))

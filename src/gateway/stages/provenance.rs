@@ -37,23 +37,24 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             return Err(Deny::new(Stage::Provenance, "circular lookups").into());
         }
     }
+    // the agent's own values, moved (the arguments are not read again)
     for p in decl.params.iter().filter(|p| !p.critical) {
-        if let Some(Arg::Val(v)) = r.args.get(&p.name) {
-            r.resolved.insert(p.name.clone(), v.clone());
-            r.origins
-                .insert(p.name.clone(), Value::String("proposal".into()));
-        } else if let Some(Arg::List(items)) = r.args.get(&p.name) {
-            let vals: Vec<Value> = items
-                .iter()
-                .filter_map(|i| match i {
-                    Arg::Val(v) => Some(v.clone()),
-                    _ => None,
-                })
-                .collect();
-            r.resolved.insert(p.name.clone(), Value::Array(vals));
-            r.origins
-                .insert(p.name.clone(), Value::String("proposal".into()));
-        }
+        let value = match r.args.remove(&p.name) {
+            Some(Arg::Val(v)) => v,
+            Some(Arg::List(items)) => Value::Array(
+                items
+                    .into_iter()
+                    .filter_map(|i| match i {
+                        Arg::Val(v) => Some(v),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            Some(Arg::Ref(_)) | None => continue,
+        };
+        r.resolved.insert(p.name.clone(), value);
+        r.origins
+            .insert(p.name.clone(), Value::String("proposal".into()));
     }
     Ok(())
 }
@@ -77,7 +78,7 @@ fn keys_of(p: &Param) -> Vec<&str> {
 }
 
 fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
-    let arg = r.args.get(&p.name).cloned().unwrap_or(Arg::List(vec![]));
+    let arg = r.args.remove(&p.name).unwrap_or(Arg::List(vec![]));
     match arg {
         Arg::List(items) => {
             let mut vals = vec![];
