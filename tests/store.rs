@@ -65,6 +65,36 @@ fn an_err_rolls_everything_back() {
     });
 }
 
+/// A failing body after committed ones (on SQLite, the first body of its
+/// batch, which runs without a savepoint): the chain and the head are the
+/// committed ones, and the next receipt links to them.
+#[test]
+fn an_err_after_commits_leaves_the_chain_as_it_was() {
+    each_store(|s| {
+        tx(s, |t| {
+            t.append_receipt(&json!({"n": 1})).map(|_| Value::Null)
+        })
+        .unwrap();
+        let head = s.head().unwrap();
+        let err = tx(s, |t| {
+            t.append_receipt(&json!({"n": "lost"}))?;
+            t.spend("m", 5)?;
+            Err(StoreError::Aborted("no".into()))
+        })
+        .unwrap_err();
+        assert!(matches!(err, StoreError::Aborted(_)), "{err:?}");
+        assert_eq!(s.head().unwrap(), head);
+        tx(s, |t| {
+            assert_eq!(t.spent("m")?.amount, 0);
+            t.append_receipt(&json!({"n": 2})).map(|_| Value::Null)
+        })
+        .unwrap();
+        let records = s.receipts().unwrap();
+        assert_eq!(verify_chain(&records, s.head().unwrap()), Ok(2));
+        assert_eq!(records[1].body, json!({"n": 2}));
+    });
+}
+
 #[test]
 fn a_panicking_body_leaves_nothing_and_the_store_keeps_working() {
     each_store(|s| {
