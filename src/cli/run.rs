@@ -96,11 +96,13 @@ pub(crate) fn flush(
         }
     };
     batch.clear();
+    // the batch's lines leave in one write (stdout alone would write each
+    // line on its own), all of them durable already
+    let mut buf = std::io::BufWriter::with_capacity(1 << 16, out);
     for d in decided {
-        let line = serde_json::to_string(&d).unwrap_or_default();
-        if writeln!(out, "{line}").is_err() {
+        if serde_json::to_writer(&mut buf, &d).is_err() || buf.write_all(b"\n").is_err() {
             return Err(());
         }
     }
-    out.flush().map_err(|_| ())
+    buf.flush().map_err(|_| ())
 }
