@@ -94,3 +94,54 @@ fn authn_cache_never_accepts_an_edited_token_under_a_verified_signature() {
     let d = decide(&gw, transfer(LANDLORD, json!("12.00")), &m);
     assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
 }
+
+mod same_json {
+    use super::super::same_json;
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-3i64..3).prop_map(Value::from),
+            "[ab]{0,2}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(("[abc]", inner), 0..4)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The same object with its keys in reverse order, at every depth.
+    fn reversed(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut out = Map::new();
+                for (k, x) in m.iter().rev() {
+                    out.insert(k.clone(), reversed(x));
+                }
+                Value::Object(out)
+            }
+            Value::Array(items) => Value::Array(items.iter().map(reversed).collect()),
+            other => other.clone(),
+        }
+    }
+
+    proptest! {
+        /// The fast comparison the token cache uses is exactly `==`:
+        /// on unrelated values, on a value and its copy, and on a value
+        /// and the same with its keys in another order.
+        #[test]
+        fn is_equality(a in arb_json(), b in arb_json()) {
+            prop_assert_eq!(same_json(&a, &b), a == b);
+            prop_assert!(same_json(&a, &a.clone()));
+            let r = reversed(&a);
+            prop_assert!(same_json(&a, &r));
+            prop_assert_eq!(same_json(&r, &b), r == b);
+        }
+    }
+}
