@@ -128,9 +128,9 @@ fn write_object(map: &serde_json::Map<String, Value>, out: &mut String) -> Resul
     Ok(())
 }
 
-/// A string as `JSON.stringify` writes it: runs that need no escape are
-/// copied whole.
-fn write_string(s: &str, out: &mut String) {
+/// A string as `JSON.stringify` writes it (its canonical form), appended
+/// to `out`: runs that need no escape are copied whole.
+pub fn write_string(s: &str, out: &mut String) {
     use std::fmt::Write;
     out.push('"');
     if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
@@ -190,6 +190,10 @@ impl Jcs {
     }
     pub fn into_string(self) -> String {
         self.0
+    }
+    /// `sha256:<hex>` of the text.
+    pub fn hash(&self) -> String {
+        sha256_tagged(Sha256::digest(self.0.as_bytes()).as_slice())
     }
 }
 
@@ -350,7 +354,7 @@ fn push_hex(bytes: &[u8], out: &mut String) {
 
 /// `sha256:<hex>` of the canonical encoding of a value.
 pub fn hash_of<T: Serialize + ?Sized>(v: &T) -> Result<String, CanonicalError> {
-    Ok(format!("sha256:{}", sha256_hex(to_jcs(v)?.as_bytes())))
+    Ok(Jcs(to_jcs(v)?).hash())
 }
 
 fn check_integers(v: &Value, path: &mut String) -> Result<(), CanonicalError> {

@@ -109,6 +109,9 @@ fn http_decides_takes_approvals_and_shows_receipts() {
     let r = r.as_array().unwrap();
     assert_eq!(r.len(), 2);
     assert_eq!(r[1]["body"]["decision"], "ALLOW");
+    let (st, e) = http(port, "GET", "/v1/receipts?last=two", "");
+    assert_eq!(st, 400, "a bad `last` is an error, not the default: {e}");
+    assert!(e["error"].as_str().unwrap().contains("`two`"), "{e}");
     let (st, _) = http(port, "GET", "/nope", "");
     assert_eq!(st, 404);
     let (st, d) = http(port, "POST", "/v1/decide", "{\"a\":1,\"a\":2}");

@@ -42,6 +42,30 @@ impl BuildReport {
             .filter(|d| !d.is_error())
             .count()
     }
+
+    /// The checker's diagnostics (errors only, or warnings too) and the
+    /// build's problems, rendered for a person, one block each. The
+    /// bundle's own failure is left to the caller, which may have its own.
+    pub fn render_human(&self, errors_only: bool, color: bool) -> String {
+        let mut text = String::new();
+        for c in &self.checked {
+            for d in c
+                .diagnostics
+                .iter()
+                .filter(|d| !errors_only || d.is_error())
+            {
+                text.push_str(&crate::diagnostics::render_human_report(
+                    d, &c.file, &c.source, color,
+                ));
+                text.push('\n');
+            }
+        }
+        for p in &self.problems {
+            text.push_str(&p.render(color));
+            text.push('\n');
+        }
+        text
+    }
 }
 
 /// Builds a bundle from pack folders or files.

@@ -81,19 +81,7 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
     let warnings = report.warnings();
     let result = match args.format {
         Format::Human => {
-            let mut text = String::new();
-            for c in &report.checked {
-                for d in &c.diagnostics {
-                    text.push_str(&crate::diagnostics::render_human_report(
-                        d, &c.file, &c.source, color,
-                    ));
-                    text.push('\n');
-                }
-            }
-            for p in &report.problems {
-                text.push_str(&p.render(color));
-                text.push('\n');
-            }
+            let mut text = report.render_human(false, color);
             if let Some(e) = &failure {
                 text.push_str(&render_error(e, color));
                 text.push('\n');

@@ -407,8 +407,14 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
             return 1;
         }
     };
-    let recs = s.gw.store().receipts().unwrap_or_default();
-    let head = s.gw.store().head().ok().flatten();
+    // a store that cannot be read back is an error, never an empty chain
+    let (recs, head) = match (s.gw.store().receipts(), s.gw.store().head()) {
+        (Ok(recs), Ok(head)) => (recs, head),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: cannot read the receipts back: {e}");
+            return 1;
+        }
+    };
     let verified = crate::store::verify_chain(&recs, head);
     let r = match args.format {
         Format::Json => {

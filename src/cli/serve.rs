@@ -122,20 +122,28 @@ fn route(
             }
             let input = parse_line(&body, mandate);
             match gw.decide(&input) {
-                Ok(d) => (200, serde_json::to_string(&d).unwrap_or_default()),
+                Ok(d) => ok_json(&d),
                 Err(e) => (500, json!({"error": e.to_string()}).to_string()),
             }
         }
         (tiny_http::Method::Get, "/v1/receipts") => {
-            let last: usize = query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix("last="))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(50);
+            let last: usize = match query.split('&').find_map(|kv| kv.strip_prefix("last=")) {
+                None => 50,
+                Some(n) => match n.parse() {
+                    Ok(n) => n,
+                    Err(_) => {
+                        return (
+                            400,
+                            json!({"error": format!("`last` must be a whole number, not `{n}`")})
+                                .to_string(),
+                        );
+                    }
+                },
+            };
             match gw.store().receipts() {
                 Ok(all) => {
                     let skip = all.len().saturating_sub(last);
-                    (200, serde_json::to_string(&all[skip..]).unwrap_or_default())
+                    ok_json(&all[skip..])
                 }
                 Err(e) => (500, json!({"error": e.to_string()}).to_string()),
             }
@@ -143,6 +151,17 @@ fn route(
         _ => (
             404,
             json!({"error": format!("no route `{path}`")}).to_string(),
+        ),
+    }
+}
+
+/// A 200 with the value as JSON, or a 500 that says why it has none.
+fn ok_json<T: serde::Serialize + ?Sized>(v: &T) -> (u16, String) {
+    match serde_json::to_string(v) {
+        Ok(body) => (200, body),
+        Err(e) => (
+            500,
+            json!({"error": format!("cannot encode the answer: {e}")}).to_string(),
         ),
     }
 }

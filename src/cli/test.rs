@@ -33,19 +33,7 @@ pub fn run(args: &TestArgs, out: &mut dyn Write) -> u8 {
     let color = super::use_color();
     let report = build(&args.paths);
     let Some(bundle) = report.bundle.clone() else {
-        let mut text = String::new();
-        for c in &report.checked {
-            for d in c.diagnostics.iter().filter(|d| d.is_error()) {
-                text.push_str(&crate::diagnostics::render_human_report(
-                    d, &c.file, &c.source, color,
-                ));
-                text.push('\n');
-            }
-        }
-        for p in &report.problems {
-            text.push_str(&p.render(color));
-            text.push('\n');
-        }
+        let mut text = report.render_human(true, color);
         if let Some(e) = &report.failure {
             text.push_str(&format!("{e}\n"));
         }

@@ -200,9 +200,7 @@ pub fn operation_hash(
         .str("bundle", bundle_hash)
         .str("mandate", mandate_id)
         .map("resolved", resolved)?;
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(w.finish().as_str().as_bytes());
-    Ok(crate::canonical::sha256_tagged(digest.as_slice()))
+    Ok(w.finish().hash())
 }
 
 fn type_name(t: &str) -> Result<cedar_policy::EntityTypeName, String> {

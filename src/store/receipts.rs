@@ -9,7 +9,7 @@
 //! marker (the last sequence number and hash) so that cutting records off
 //! the end of the chain is detected too.
 
-use crate::canonical::{Jcs, ObjectWriter};
+use crate::canonical::Jcs;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -64,16 +64,13 @@ pub fn record_hash(seq: u64, prev_hash: &str, body: &Value) -> Result<String, St
 /// around the body's own text, never copied.
 pub fn record_hash_jcs(seq: u64, prev_hash: &str, body: &Jcs) -> String {
     use sha2::{Digest, Sha256};
-    let mut tail = ObjectWriter::new();
-    tail.str("prev_hash", prev_hash);
-    let tail = tail.finish().into_string();
+    let mut tail = String::from(",\"prev_hash\":");
+    crate::canonical::write_string(prev_hash, &mut tail);
+    tail.push_str(&format!(",\"seq\":{seq}}}"));
     let mut h = Sha256::new();
     h.update(b"{\"body\":");
     h.update(body.as_str().as_bytes());
-    h.update(b",");
-    // `"prev_hash":"..."` without the braces of its own object
-    h.update(&tail.as_bytes()[1..tail.len() - 1]);
-    h.update(format!(",\"seq\":{seq}}}").as_bytes());
+    h.update(tail.as_bytes());
     crate::canonical::sha256_tagged(h.finalize().as_slice())
 }
 

@@ -305,7 +305,8 @@ fn run_body(
     if savepoint && let Err(e) = w.conn.execute_batch("SAVEPOINT tx") {
         return (Ok(Err(backend(e))), true);
     }
-    let saved = w.head.clone();
+    // the head to restore if the body's savepoint is rolled back
+    let saved = savepoint.then(|| w.head.clone());
     let mut tx = SqlTx {
         conn: &w.conn,
         head: &mut w.head,
@@ -319,7 +320,9 @@ fn run_body(
         w.conn.execute_batch("RELEASE tx")
     } else {
         // the body's receipts are gone: so is the head it moved
-        w.head = saved;
+        if let Some(h) = saved {
+            w.head = h;
+        }
         w.conn.execute_batch("ROLLBACK TO tx; RELEASE tx")
     };
     match end {

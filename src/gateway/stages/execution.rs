@@ -27,7 +27,10 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let (Some(a), Some(m)) = (r.action, r.mandate.clone()) else {
         return Err(Deny::new(Stage::Execution, "no action").into());
     };
-    let op = r.operation_hash.clone().unwrap_or_default();
+    // set by the replay check; never execute under an empty hash
+    let Some(op) = r.operation_hash.clone() else {
+        return Err(Deny::new(Stage::Execution, "no operation hash").into());
+    };
     let amount = amount_of(r)?;
     let regs = Registries {
         world: &r.gw.world,
