@@ -2,7 +2,7 @@
 //! (from a PENDING decision) as a named approver, with an expiry and a
 //! fresh nonce (single use).
 
-use crate::gateway::approval::{Approval, SignedApproval, random_id};
+use crate::gateway::approval::SignedApproval;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -36,13 +36,10 @@ pub fn sign(args: &ApproveArgs) -> Result<SignedApproval, String> {
         ));
     }
     let now = super::token::now_or(&args.now)?;
-    SignedApproval::sign(
-        Approval {
-            approver: args.approver.clone(),
-            operation_hash: args.operation.clone(),
-            expires_at: now.saturating_add(args.ttl),
-            nonce: random_id(),
-        },
+    SignedApproval::issue(
+        &args.approver,
+        &args.operation,
+        now.saturating_add(args.ttl),
         &key,
     )
     .map_err(|e| e.to_string())

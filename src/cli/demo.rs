@@ -6,7 +6,7 @@
 
 use super::Format;
 use crate::bundle::build;
-use crate::gateway::approval::{Approval, SignedApproval, random_id};
+use crate::gateway::approval::{SignedApproval, random_id};
 use crate::gateway::json::parse_time_str;
 use crate::gateway::registry::Registries;
 use crate::gateway::world::World;
@@ -182,16 +182,8 @@ impl Setup {
             .find(|(n, _)| n == who)
             .map(|(_, k)| k)
             .ok_or("no such approver")?;
-        let a = SignedApproval::sign(
-            Approval {
-                approver: who.into(),
-                operation_hash: op.clone().unwrap_or_default(),
-                expires_at: self.now + 300,
-                nonce: random_id(),
-            },
-            key,
-        )
-        .map_err(|e| e.to_string())?;
+        let op = op.as_deref().ok_or("no operation hash to approve")?;
+        let a = SignedApproval::issue(who, op, self.now + 300, key).map_err(|e| e.to_string())?;
         serde_json::to_value(a).map_err(|e| e.to_string())
     }
 }

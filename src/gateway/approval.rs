@@ -38,6 +38,25 @@ impl SignedApproval {
             approval,
         })
     }
+
+    /// `approver`'s approval of one operation until `expires_at`, with a
+    /// fresh nonce, signed: what the trusted side hands the gateway.
+    pub fn issue(
+        approver: &str,
+        operation_hash: &str,
+        expires_at: i64,
+        key: &SecretKey,
+    ) -> Result<Self, crate::canonical::CanonicalError> {
+        Self::sign(
+            Approval {
+                approver: approver.to_string(),
+                operation_hash: operation_hash.to_string(),
+                expires_at,
+                nonce: random_id(),
+            },
+            key,
+        )
+    }
 }
 
 /// A random nonce (hex), for approvals and token ids.

@@ -169,7 +169,9 @@ impl TestWorld {
 
     /// `who`'s approval of an operation, valid ten minutes, fresh nonce.
     pub fn approve(&self, who: &str, op: &str) -> Value {
-        self.approve_with(who, op, now() + 600, &random_id())
+        let approval =
+            SignedApproval::issue(who, op, now() + 600, self.key(who)).expect("approval signed");
+        serde_json::to_value(approval).expect("approval as JSON")
     }
 
     pub fn approve_with(&self, who: &str, op: &str, expires_at: i64, nonce: &str) -> Value {

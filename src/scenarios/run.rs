@@ -4,7 +4,7 @@
 use super::{DecideStep, Expect, MandateSpec, Step, Suite, TestCase, Trusted, scenario_files};
 use crate::bundle::Bundle;
 use crate::codegen::table::{Table, TablePack};
-use crate::gateway::approval::{Approval, SignedApproval, random_id};
+use crate::gateway::approval::SignedApproval;
 use crate::gateway::json::{parse_money, parse_time_str};
 use crate::gateway::registry::Registries;
 use crate::gateway::world::{Records, World, typed_value};
@@ -391,16 +391,8 @@ impl<'a> Prepared<'a> {
                 .people
                 .get(who)
                 .ok_or_else(|| format!("no key for `{who}`"))?;
-            let a = SignedApproval::sign(
-                Approval {
-                    approver: who.clone(),
-                    operation_hash: op.clone(),
-                    expires_at: self.suite.clock + 600,
-                    nonce: random_id(),
-                },
-                key,
-            )
-            .map_err(|e| e.to_string())?;
+            let a = SignedApproval::issue(who, &op, self.suite.clock + 600, key)
+                .map_err(|e| e.to_string())?;
             approvals.push(serde_json::to_value(a).map_err(|e| e.to_string())?);
         }
         let second = gw
