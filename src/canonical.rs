@@ -357,6 +357,12 @@ pub fn hash_of<T: Serialize + ?Sized>(v: &T) -> Result<String, CanonicalError> {
     Ok(Jcs(to_jcs(v)?).hash())
 }
 
+/// Whether `v` has an exact canonical encoding: every integer within
+/// ±(2^53 − 1). `root` names `v` in the error (`$.proposal`).
+pub fn check_exact(v: &Value, root: &str) -> Result<(), CanonicalError> {
+    check_integers(v, &mut root.to_string())
+}
+
 fn check_integers(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
     match v {
         Value::Number(n) => {

@@ -342,10 +342,28 @@ fn keygen_build_sign_verify_inspect() {
     let (code, out) = ipc(&["bundle", "verify", s(&out_file), "--key", s(&pk)]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(&format!("verified with key {id}")), "{out}");
-    let (code, out) = ipc(&["bundle", "verify", s(&out_file), "--format", "json"]);
+    // issue #11, item 4: without a key, a signed bundle is never `ok`
+    let (code, out) = ipc(&["bundle", "verify", s(&out_file)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("ipc::bundle::key_required"), "{out}");
+    assert!(!out.contains("ok "), "{out}");
+    let (code, out) = ipc(&["bundle", "verify", s(&out_file), "--allow-unsigned"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("intact "), "{out}");
+    assert!(out.contains("NOT checked"), "{out}");
+    let (code, out) = ipc(&[
+        "bundle",
+        "verify",
+        s(&out_file),
+        "--allow-unsigned",
+        "--format",
+        "json",
+    ]);
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["signed"], true);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["intact"], true);
     assert_eq!(v["signature_verified"], false);
 
     // the wrong key

@@ -19,6 +19,7 @@
 //! loaded bundle into the Cedar schema and policy sets the gateway uses.
 
 mod build;
+pub mod invariants;
 
 pub use crate::codegen::{PackInfo, PolicyEntry, Table, TableAction, TablePack};
 pub use build::{BuildReport, build};
@@ -151,6 +152,32 @@ pub enum BundleError {
         reason: String,
     },
 
+    #[error("`{path}` breaks an invariant of every built bundle: {reason}")]
+    #[diagnostic(
+        code(ipc::bundle::invariant),
+        help(
+            "the table was edited after `ipc build`: rebuild the bundle from its packs, and do not run this one"
+        )
+    )]
+    Invariant { path: String, reason: String },
+    #[error("`{path}` would run without its signature checked: no bundle key is pinned")]
+    #[diagnostic(
+        code(ipc::bundle::key_required),
+        help(
+            "pin the key your bundles are signed with: `bundle_keys = [\"bundle.pub\"]` in the world, or `--bundle-key FILE`; `--allow-unsigned` runs an unverified bundle, for development only"
+        )
+    )]
+    KeyRequired { path: String },
+    #[error(
+        "`{path}` is signed by key `{signed_by}`, which is not one of the world's `bundle_keys`"
+    )]
+    #[diagnostic(
+        code(ipc::bundle::untrusted_key),
+        help(
+            "sign the bundle with a pinned key (`ipc build --sign`), or add its public key to `bundle_keys` if you trust it"
+        )
+    )]
+    UntrustedKey { path: String, signed_by: String },
     #[error("the bundle's cedar does not load: {reason}")]
     #[diagnostic(code(ipc::bundle::cedar))]
     Cedar { reason: String },
@@ -316,10 +343,47 @@ impl Bundle {
             reason: e.to_string(),
         })?;
         bundle.check_references(path)?;
+        invariants::check(&bundle.table).map_err(|reason| BundleError::Invariant {
+            path: path.into(),
+            reason,
+        })?;
         if let Some(k) = key {
             bundle.verify_signature(path, k)?;
         }
         Ok(bundle)
+    }
+
+    /// Checks the signature against the keys the gateway pins: the one
+    /// given (`--bundle-key`), else the world's `bundle_keys` (signed by
+    /// any of them). With no key pinned, only `allow_unsigned` lets the
+    /// bundle run, unverified; otherwise this is a refusal to start.
+    pub fn authenticate(
+        &self,
+        path: &str,
+        given: Option<&PublicKey>,
+        pinned: &std::collections::HashMap<String, PublicKey>,
+        allow_unsigned: bool,
+    ) -> Result<(), BundleError> {
+        if let Some(k) = given {
+            return self.verify_signature(path, k);
+        }
+        if !pinned.is_empty() {
+            let Some(sig) = &self.signature else {
+                return Err(BundleError::Unsigned { path: path.into() });
+            };
+            let Some(k) = pinned.get(&sig.key_id) else {
+                return Err(BundleError::UntrustedKey {
+                    path: path.into(),
+                    signed_by: sig.key_id.clone(),
+                });
+            };
+            return self.verify_signature(path, k);
+        }
+        if allow_unsigned {
+            Ok(())
+        } else {
+            Err(BundleError::KeyRequired { path: path.into() })
+        }
     }
 
     /// Checks the signature with a key (the hash is assumed verified).
@@ -418,6 +482,27 @@ impl Bundle {
                 })?;
                 set.add(p.clone())
                     .map_err(|e| cerr(format!("policy `{id}`: {e}")))?;
+            }
+            // a rule is a forbid (approval rules are guarded forbids), and
+            // an action is allowed only through a permit of its own
+            if let Some(id) = a.rule_policy_ids.iter().find(|id| {
+                parsed
+                    .get(id.as_str())
+                    .is_none_or(|p| p.effect() != cedar_policy::Effect::Forbid)
+            }) {
+                return Err(cerr(format!(
+                    "action `{}`: the policy `{id}` of a rule is not a forbid",
+                    a.action.name
+                )));
+            }
+            if !set
+                .policies()
+                .any(|p| p.effect() == cedar_policy::Effect::Permit)
+            {
+                return Err(cerr(format!(
+                    "action `{}` has no permit policy",
+                    a.action.name
+                )));
             }
             by_action.insert(a.action.name.clone(), set);
         }

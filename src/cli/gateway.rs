@@ -19,9 +19,14 @@ pub struct GatewayArgs {
     /// The bundle (from `ipc build`).
     #[arg(long, value_name = "FILE")]
     pub bundle: PathBuf,
-    /// Verify the bundle's signature with this public key.
+    /// Verify the bundle's signature with this public key (else with the
+    /// world's `bundle_keys`).
     #[arg(long, value_name = "PUBFILE")]
     pub bundle_key: Option<PathBuf>,
+    /// Run a bundle whose signature is not checked, when no key is pinned
+    /// (development only; the gateway refuses to start otherwise).
+    #[arg(long)]
+    pub allow_unsigned: bool,
     /// The world: keys, approvers, registries, clock, store (TOML).
     #[arg(long, value_name = "FILE")]
     pub world: Option<PathBuf>,
@@ -39,11 +44,27 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
         Some(p) => Some(crate::keys::load_public(p).map_err(|e| Box::new(e) as LoadError)?),
         None => None,
     };
-    let bundle = Bundle::load(&args.bundle, key.as_ref()).map_err(|e| Box::new(e) as LoadError)?;
+    // format, hash and the table's invariants first; the signature once the
+    // world (which pins the bundle keys) is read
+    let bundle = Bundle::load(&args.bundle, None).map_err(|e| Box::new(e) as LoadError)?;
     let world = match &args.world {
         Some(w) => World::load(w, &bundle.table).map_err(|e| Box::new(e) as LoadError)?,
         None => World::empty(),
     };
+    bundle
+        .authenticate(
+            &args.bundle.display().to_string(),
+            key.as_ref(),
+            &world.bundle_keys,
+            args.allow_unsigned,
+        )
+        .map_err(|e| Box::new(e) as LoadError)?;
+    if key.is_none() && world.bundle_keys.is_empty() {
+        eprintln!(
+            "warning: `{}` runs unverified (--allow-unsigned): anyone who can write it decides what is allowed",
+            args.bundle.display()
+        );
+    }
     let store_path = args.store.clone().or_else(|| world.store.clone());
     let store: Arc<dyn Store> = match store_path {
         Some(p) => Arc::new(SqliteStore::open(&p).map_err(|e| Box::new(e) as LoadError)?),
@@ -66,8 +87,15 @@ pub fn parse_line(line: &str, default_mandate: Option<&Value>) -> Input {
 }
 
 fn parse_envelope(line: &str, default_mandate: Option<&Value>) -> Result<Input, Deny> {
-    let v =
-        parse_strict(line).map_err(|e| Deny::new(Stage::Contract, format!("invalid json: {e}")))?;
+    // a blank line is an input too: every line gets its decision, so that a
+    // caller matching answers to lines never goes out of step
+    if line.trim().is_empty() {
+        return Err(Deny::new(
+            Stage::Contract,
+            "an empty line is not a proposal: one JSON proposal per line",
+        ));
+    }
+    let v = parse_strict(line).map_err(|e| Deny::new(Stage::Contract, e))?;
     let mut input = Input {
         mandate: default_mandate.cloned(),
         ..Input::default()

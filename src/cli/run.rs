@@ -65,9 +65,6 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> u8 {
                 return 1;
             }
         };
-        if line.trim().is_empty() {
-            continue;
-        }
         batch.push(parse_line(&line, mandate.as_ref()));
         if batch.len() >= batch_size && flush(&gw, &mut batch, out).is_err() {
             return 1;

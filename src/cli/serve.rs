@@ -38,7 +38,6 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
         loop {
             let input = match next_line(&mut stdin) {
                 Ok(None) => break,
-                Ok(Some(Line::Text(l))) if l.trim().is_empty() => continue,
                 Ok(Some(Line::Text(l))) => parse_line(&l, mandate.as_ref()),
                 Ok(Some(Line::Bad(reason))) => malformed(reason, mandate.as_ref()),
                 Err(e) => {

@@ -54,7 +54,36 @@ fn amount(c: &ExecCtx<'_, '_>, k: &str) -> Result<i64, ExecError> {
         .ok_or_else(|| ExecError::Refused(format!("the executor needs an amount parameter `{k}`")))
 }
 
+/// What an executor will do, decided before anything is written: the
+/// records it changes and its result.
+struct Plan<'r> {
+    writes: Vec<(&'r crate::ir::Registry, String, Map<String, Value>)>,
+    result: Value,
+}
+
+impl<'r> Plan<'r> {
+    fn result(result: Value) -> Self {
+        Plan {
+            writes: vec![],
+            result,
+        }
+    }
+}
+
+/// Runs an executor in two steps: [`plan`] reads and validates everything
+/// (every parameter it needs, every record, the system of record's own
+/// checks) and may refuse; only then are its writes applied. An executor
+/// cannot write before it has validated, because planning has no write to
+/// make: a refusal leaves nothing behind but the receipt.
 pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> {
+    let p = plan(name, c)?;
+    for (reg, key, record) in p.writes {
+        c.registries.put_record(c.tx, reg, &key, record)?;
+    }
+    Ok(p.result)
+}
+
+fn plan<'r>(name: &str, c: &mut ExecCtx<'r, '_>) -> Result<Plan<'r>, ExecError> {
     let op_id = c
         .operation_hash
         .trim_start_matches("sha256:")
@@ -71,21 +100,25 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 "currency": s(c, "currency")?,
                 "subject": s(c, "subject")?,
             });
-            Ok(entry)
+            Ok(Plan::result(entry))
         }
         "bank.standing_order" => {
             let id = s(c, "order_id")?.to_string();
+            let iban = s(c, "payee_iban")?.to_string();
             let reg = declared(c, "standing_orders")?;
             let mut rec = c
                 .registries
                 .record(c.tx, reg, &id)?
                 .ok_or_else(|| ExecError::Refused(format!("no standing order `{id}`")))?;
-            rec.insert("iban".into(), json!(s(c, "payee_iban")?));
+            rec.insert("iban".into(), json!(iban));
             if let Some(a) = c.resolved.get("amount") {
                 rec.insert("amount".into(), a.clone());
             }
-            c.registries.put_record(c.tx, reg, &id, rec.clone())?;
-            Ok(json!({"standing_order": id, "now": rec}))
+            let result = json!({"standing_order": id, "now": rec});
+            Ok(Plan {
+                writes: vec![(reg, id, rec)],
+                result,
+            })
         }
         "bank.update_user" | "bank.update_password" => {
             let changed: Vec<&String> = c
@@ -95,23 +128,33 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 .map(|(k, _)| k)
                 .collect();
             let entry = json!({"account_change": name, "fields": changed});
-            Ok(entry)
+            Ok(Plan::result(entry))
         }
         "ap.change_iban" => {
             let vendor = s(c, "vendor_id")?.to_string();
+            let new_iban = s(c, "new_iban")?.to_string();
             let reg = declared(c, "vendors")?;
             let mut rec = c
                 .registries
                 .record(c.tx, reg, &vendor)?
                 .ok_or_else(|| ExecError::Refused(format!("no vendor `{vendor}`")))?;
             let old = rec.get("iban").cloned();
-            rec.insert("iban".into(), json!(s(c, "new_iban")?));
+            rec.insert("iban".into(), json!(new_iban));
             rec.insert("iban_changed_at".into(), json!(c.now));
-            c.registries.put_record(c.tx, reg, &vendor, rec)?;
-            Ok(json!({"vendor": vendor, "old_iban": old, "new_iban": s(c, "new_iban")?}))
+            let result = json!({"vendor": vendor, "old_iban": old, "new_iban": new_iban});
+            Ok(Plan {
+                writes: vec![(reg, vendor, rec)],
+                result,
+            })
         }
         "ap.pay_invoice" => {
             let inv = s(c, "invoice_id")?.to_string();
+            let entry = json!({
+                "payment_id": format!("PAY-{op_id}"),
+                "invoice": inv,
+                "to": s(c, "payee_iban")?,
+                "amount": amount(c, "amount")?,
+            });
             let reg = declared(c, "invoices")?;
             let mut rec = c
                 .registries
@@ -122,14 +165,10 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 return Err(ExecError::Refused(format!("invoice `{inv}` is not open")));
             }
             rec.insert("status".into(), json!("paid"));
-            c.registries.put_record(c.tx, reg, &inv, rec)?;
-            let entry = json!({
-                "payment_id": format!("PAY-{op_id}"),
-                "invoice": inv,
-                "to": s(c, "payee_iban")?,
-                "amount": amount(c, "amount")?,
-            });
-            Ok(entry)
+            Ok(Plan {
+                writes: vec![(reg, inv, rec)],
+                result: entry,
+            })
         }
         "health.read_record" => {
             let view = c
@@ -142,7 +181,7 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 "view": view,
                 "record": format!("(simulated {view} record of {})", s(c, "patient_id")?),
             });
-            Ok(entry)
+            Ok(Plan::result(entry))
         }
         "workspace.send_email"
         | "workspace.invite"
@@ -153,7 +192,7 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
             for (k, v) in c.resolved.iter() {
                 entry.insert(k.clone(), v.clone());
             }
-            Ok(Value::Object(entry))
+            Ok(Plan::result(Value::Object(entry)))
         }
         "code.merge" => {
             let entry = json!({
@@ -161,9 +200,9 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
                 "into": s(c, "branch")?,
                 "repo": s(c, "repo")?,
             });
-            Ok(entry)
+            Ok(Plan::result(entry))
         }
-        "external" => Ok(json!({"execute_with": c.resolved})),
+        "external" => Ok(Plan::result(json!({"execute_with": c.resolved}))),
         other => Err(ExecError::Refused(format!("no executor `{other}`"))),
     }
 }
@@ -178,55 +217,210 @@ fn declared<'a>(c: &ExecCtx<'a, '_>, name: &str) -> Result<&'a crate::ir::Regist
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canonical::Jcs;
     use crate::gateway::mandate::Budget;
-    use crate::gateway::world::World;
-    use crate::store::Store;
+    use crate::gateway::testkit::TestWorld;
     use crate::store::memory::MemoryStore;
+    use crate::store::{ChainLink, Spent, Store};
 
-    /// An executor named by an action without the parameters it needs is
-    /// refused, and writes nothing.
+    /// A transaction that counts the writes made through it.
+    struct Counting<'a> {
+        inner: &'a mut dyn Tx,
+        writes: usize,
+    }
+
+    impl Tx for Counting<'_> {
+        fn spent(&mut self, m: &str) -> Result<Spent, StoreError> {
+            self.inner.spent(m)
+        }
+        fn spend(&mut self, m: &str, a: i64) -> Result<Spent, StoreError> {
+            self.writes += 1;
+            self.inner.spend(m, a)
+        }
+        fn nonce_used(&mut self, n: &str) -> Result<bool, StoreError> {
+            self.inner.nonce_used(n)
+        }
+        fn use_nonce(&mut self, n: &str) -> Result<(), StoreError> {
+            self.writes += 1;
+            self.inner.use_nonce(n)
+        }
+        fn executed(&mut self, op: &str) -> Result<Option<Value>, StoreError> {
+            self.inner.executed(op)
+        }
+        fn record_execution(&mut self, op: &str, r: &Value) -> Result<(), StoreError> {
+            self.writes += 1;
+            self.inner.record_execution(op, r)
+        }
+        fn revoked(&mut self, t: &str) -> Result<bool, StoreError> {
+            self.inner.revoked(t)
+        }
+        fn revoke(&mut self, t: &str) -> Result<(), StoreError> {
+            self.writes += 1;
+            self.inner.revoke(t)
+        }
+        fn state_get(&mut self, ns: &str, k: &str) -> Result<Option<Value>, StoreError> {
+            self.inner.state_get(ns, k)
+        }
+        fn state_put(&mut self, ns: &str, k: &str, v: &Value) -> Result<(), StoreError> {
+            self.writes += 1;
+            self.inner.state_put(ns, k, v)
+        }
+        fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
+            self.writes += 1;
+            self.inner.append_receipt_jcs(body)
+        }
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!("an object literal"),
+        }
+    }
+
+    /// Issue #11, item 7: every executor validates everything before its
+    /// first write. For each executor, the complete parameters execute (and
+    /// those that change a system of record write); then, with each needed
+    /// parameter left out in turn, the executor refuses having written
+    /// nothing.
     #[test]
-    fn a_missing_parameter_is_refused_not_run_empty() {
-        let store = MemoryStore::new();
-        let world = World::empty();
-        let regs = Registries {
-            world: &world,
-            pack: "bank",
-            owner: "emma",
-        };
-        let m = Mandate {
-            id: "m".into(),
-            pack: "bank".into(),
-            user: "emma".into(),
-            owner: "emma".into(),
-            scopes: vec![],
-            claims: Map::new(),
-            budget: Budget {
-                amount: 0,
-                calls: 1,
-            },
-            issued_at: 0,
-            expires_at: 1,
-        };
-        let mut resolved = Map::new();
-        resolved.insert("from_account".into(), json!("emma-checking"));
-        store
-            .transaction(&mut |tx| {
-                let mut c = ExecCtx {
-                    tx,
-                    registries: &regs,
-                    declared: &[],
-                    mandate: &m,
-                    resolved: &resolved,
-                    now: 0,
-                    operation_hash: "sha256:00",
-                };
-                match execute("bank.transfer", &mut c) {
-                    Err(ExecError::Refused(e)) => assert!(e.contains("`payee_iban`"), "{e}"),
-                    other => panic!("not refused: {other:?}"),
-                }
-                Ok(Value::Null)
-            })
-            .unwrap();
+    fn a_refusal_leaves_no_trace() {
+        let tw = TestWorld::new();
+        let world = tw.world();
+        // (executor, pack, owner, complete parameters, writes when it runs)
+        type Case = (
+            &'static str,
+            &'static str,
+            &'static str,
+            Map<String, Value>,
+            bool,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "bank.transfer",
+                "bank",
+                "emma",
+                obj(json!({"from_account": "emma-checking",
+                "payee_iban": "DE44500105175407324931", "amount": 100, "currency": "EUR",
+                "subject": "rent"})),
+                false,
+            ),
+            (
+                "bank.standing_order",
+                "bank",
+                "emma",
+                obj(json!({"order_id": "SO-rent",
+                "payee_iban": "DE44500105175407324931", "amount": 120_000})),
+                true,
+            ),
+            (
+                "ap.change_iban",
+                "ap",
+                "acme",
+                obj(json!({"vendor_id": "V-PAPER",
+                "new_iban": "DE02100500000024290661"})),
+                true,
+            ),
+            (
+                "ap.pay_invoice",
+                "ap",
+                "acme",
+                obj(json!({"invoice_id": "INV-1003",
+                "payee_iban": "DE02100500000024290661", "amount": 31_040})),
+                true,
+            ),
+            (
+                "health.read_record",
+                "health",
+                "dr-lee",
+                obj(json!({"patient_id": "P-1001",
+                "view": "summary"})),
+                false,
+            ),
+            (
+                "code.merge",
+                "code",
+                "payments-api",
+                obj(json!({"repo": "payments-api",
+                "commit": "a".repeat(40), "branch": "main"})),
+                false,
+            ),
+        ];
+        for (name, pack, owner, full, writes) in cases {
+            let decl = tw
+                .bundle
+                .table
+                .pack(pack)
+                .map(|p| p.registries.clone())
+                .unwrap();
+            let regs = Registries {
+                world: &world,
+                pack,
+                owner,
+            };
+            let m = Mandate {
+                id: "m".into(),
+                pack: pack.into(),
+                user: owner.into(),
+                owner: owner.into(),
+                scopes: vec![],
+                claims: Map::new(),
+                budget: Budget {
+                    amount: 0,
+                    calls: 1,
+                },
+                issued_at: 0,
+                expires_at: 1,
+            };
+            let needed: Vec<String> = full
+                .keys()
+                // optional to these executors: a read's view, an order's amount
+                .filter(|k| *k != "view" && !(name == "bank.standing_order" && *k == "amount"))
+                .cloned()
+                .collect();
+            let mut variants = vec![(None, full.clone())];
+            for k in &needed {
+                let mut less = full.clone();
+                less.remove(k);
+                variants.push((Some(k.clone()), less));
+            }
+            for (missing, resolved) in variants {
+                let store = MemoryStore::new();
+                store
+                    .transaction(&mut |tx| {
+                        let mut counting = Counting {
+                            inner: tx,
+                            writes: 0,
+                        };
+                        let got = execute(
+                            name,
+                            &mut ExecCtx {
+                                tx: &mut counting,
+                                registries: &regs,
+                                declared: &decl,
+                                mandate: &m,
+                                resolved: &resolved,
+                                now: 0,
+                                operation_hash: "sha256:00",
+                            },
+                        );
+                        match (&missing, got) {
+                            (None, Ok(_)) => assert_eq!(
+                                counting.writes > 0,
+                                writes,
+                                "{name}: writes of a complete execution"
+                            ),
+                            (None, Err(e)) => panic!("{name} refused complete parameters: {e:?}"),
+                            (Some(k), Err(ExecError::Refused(e))) => {
+                                assert!(e.contains(&format!("`{k}`")), "{name}: {e}");
+                                assert_eq!(counting.writes, 0, "{name} without `{k}` wrote");
+                            }
+                            (Some(k), other) => panic!("{name} without `{k}`: {other:?}"),
+                        }
+                        Ok(Value::Null)
+                    })
+                    .unwrap();
+            }
+        }
     }
 }

@@ -54,7 +54,12 @@ pub fn eval(e: &Expr, env: &Env<'_>, tx: &mut dyn Tx) -> Result<Value, String> {
                 .registries
                 .record(tx, reg, &k)
                 .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("no record `{}` in `{registry}`", k.escape_debug()))?;
+                .ok_or_else(|| {
+                    format!(
+                        "no record `{}` in `{registry}`",
+                        crate::gateway::json::echo(&k)
+                    )
+                })?;
             rec.get(field)
                 .cloned()
                 .ok_or_else(|| format!("record `{k}` of `{registry}` has no `{field}`"))?

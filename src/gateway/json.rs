@@ -9,8 +9,9 @@ use std::fmt;
 /// Largest proposal line accepted, in bytes.
 pub const MAX_LINE: usize = 1 << 20;
 
-/// Parses JSON refusing duplicate object keys at any depth. serde_json's
-/// recursion limit (128) bounds the depth.
+/// Parses JSON refusing duplicate object keys at any depth, and any number
+/// whose value as read would differ from the decimal written (see
+/// [`check_numbers`]). serde_json's recursion limit (128) bounds the depth.
 pub fn parse_strict(text: &str) -> Result<Value, String> {
     if text.len() > MAX_LINE {
         return Err(format!(
@@ -21,9 +22,96 @@ pub fn parse_strict(text: &str) -> Result<Value, String> {
     let mut de = serde_json::Deserializer::from_str(text);
     let v = de
         .deserialize_any(StrictVisitor)
-        .map_err(|e| e.to_string().to_lowercase())?;
-    de.end().map_err(|e| e.to_string().to_lowercase())?;
+        .map_err(|e| format!("invalid json: {}", e.to_string().to_lowercase()))?;
+    de.end()
+        .map_err(|e| format!("invalid json: {}", e.to_string().to_lowercase()))?;
+    check_numbers(text)?;
     Ok(v)
+}
+
+/// Every number of `text` (JSON that parsed) that is read as a float — one
+/// with a fraction or an exponent, or an integer beyond 64 bits — must be
+/// exactly the decimal written: its text, as a decimal, equals the shortest
+/// decimal of the float it is read as. `98.70`, `0.1` and `1e3` are; a
+/// number with more significant digits than a float holds
+/// (`1000.00000000000001`, read as 1000) is refused instead of being
+/// silently rounded, so everything downstream reads the value the caller
+/// wrote — an amount with a third decimal is refused, never rounded.
+pub fn check_numbers(text: &str) -> Result<(), String> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
+                    i += 1;
+                }
+                let tok = &text[start..i];
+                if !number_is_exact(tok) {
+                    return Err(format!(
+                        "the number `{tok}` has more digits than a JSON number holds \
+                         exactly; send it as a string (`\"{tok}\"`)"
+                    ));
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    Ok(())
+}
+
+/// Whether the float serde_json reads `tok` as is exactly the decimal
+/// `tok` (integers within 64 bits are read exactly, as integers).
+fn number_is_exact(tok: &str) -> bool {
+    let integer = !tok.contains(['.', 'e', 'E']);
+    if integer && (tok.parse::<i64>().is_ok() || tok.parse::<u64>().is_ok()) {
+        return true;
+    }
+    let Ok(f) = tok.parse::<f64>() else {
+        return false;
+    };
+    if !f.is_finite() {
+        return false;
+    }
+    match (decimal(tok), decimal(&format!("{f:e}"))) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// A decimal number as (negative, significant digits without leading or
+/// trailing zeros, exponent of the last digit); zero is `(false, "", 0)`.
+fn decimal(tok: &str) -> Option<(bool, String, i64)> {
+    let (neg, rest) = match tok.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, tok),
+    };
+    let (mant, exp) = match rest.find(['e', 'E']) {
+        Some(k) => (&rest[..k], rest[k + 1..].parse::<i64>().ok()?),
+        None => (rest, 0),
+    };
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    if !(int.bytes().all(|c| c.is_ascii_digit()) && frac.bytes().all(|c| c.is_ascii_digit())) {
+        return None;
+    }
+    let digits = format!("{int}{frac}");
+    let mut exp = exp.checked_sub(i64::try_from(frac.len()).ok()?)?;
+    let lead = digits.trim_start_matches('0');
+    let sig = lead.trim_end_matches('0');
+    if sig.is_empty() {
+        return Some((false, String::new(), 0));
+    }
+    exp = exp.checked_add(i64::try_from(lead.len() - sig.len()).ok()?)?;
+    Some((neg, sig.to_string(), exp))
 }
 
 struct StrictVisitor;
@@ -102,7 +190,7 @@ pub fn parse_money(v: &Value) -> Result<i64, String> {
             } else if let Some(f) = n.as_f64() {
                 let s = format!("{f}");
                 if s.contains('e') || s.contains("inf") || s.contains("NaN") {
-                    return Err(format!("`{s}` is not a plain decimal amount"));
+                    return Err(format!("`{}` is not a plain decimal amount", echo(&s)));
                 }
                 s
             } else {
@@ -123,11 +211,12 @@ pub fn parse_decimal_minor(text: &str) -> Result<i64, String> {
     let (units, frac) = body.split_once('.').unwrap_or((body, ""));
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     if !digits(units) || (!frac.is_empty() && !digits(frac)) || body.ends_with('.') {
-        return Err(format!("`{text}` is not a decimal amount"));
+        return Err(format!("`{}` is not a decimal amount", echo(text)));
     }
     if frac.len() > 2 {
         return Err(format!(
-            "`{text}` has more than two decimals; amounts are in cents"
+            "`{}` has more than two decimals; amounts are in cents",
+            echo(text)
         ));
     }
     let frac_val: i64 = format!("{frac:0<2}").parse().unwrap_or(0);
@@ -137,8 +226,44 @@ pub fn parse_decimal_minor(text: &str) -> Result<i64, String> {
         .and_then(|u| u.checked_mul(100))
         .and_then(|u| u.checked_add(frac_val))
         .filter(|m| (*m as u64) <= crate::canonical::MAX_EXACT_INTEGER)
-        .ok_or_else(|| format!("`{text}` is too large"))?;
+        .ok_or_else(|| format!("`{}` is too large", echo(text)))?;
     Ok(if neg { -minor } else { minor })
+}
+
+/// A value as a message shows it (a DENY reason, a hint, an error): every
+/// character that could hide or disguise text — controls, newlines, NUL,
+/// bidi and zero-width marks, non-ASCII spaces, combining marks — written
+/// as an escape (`\u{202e}`), backslashes doubled, and at most 80
+/// characters. A reason the agent reads, or a person reads in a log, never
+/// carries an invisible character or a line break of the attacker's.
+pub fn echo(s: &str) -> String {
+    const MAX: usize = 80;
+    let mut out = String::with_capacity(s.len().min(4 * MAX));
+    for (i, c) in s.chars().enumerate() {
+        if i == MAX {
+            out.push('\u{2026}');
+            break;
+        }
+        match c {
+            '\\' => out.push_str("\\\\"),
+            ' ' => out.push(' '),
+            c if c.is_ascii_graphic() => out.push(c),
+            c if c.is_ascii() || c.is_whitespace() || c.is_control() || invisible(c) => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.extend(c.escape_debug()),
+        }
+    }
+    out
+}
+
+/// Characters that render as nothing (or change how the text around them
+/// renders) without being controls or spaces.
+pub(crate) fn invisible(c: char) -> bool {
+    matches!(c as u32,
+        0xAD | 0x34F | 0x61C | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+        | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0xE0000..=0xE0FFF)
 }
 
 /// What kind of JSON value this is, for messages.
@@ -166,7 +291,12 @@ pub fn parse_time(v: &Value) -> Result<i64, String> {
 }
 
 pub fn parse_time_str(s: &str) -> Result<i64, String> {
-    let bad = || format!("`{s}` is not a date (YYYY-MM-DD) or UTC time (YYYY-MM-DDTHH:MM:SSZ)");
+    let bad = || {
+        format!(
+            "`{}` is not a date (YYYY-MM-DD) or UTC time (YYYY-MM-DDTHH:MM:SSZ)",
+            echo(s)
+        )
+    };
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
         let part = s.get(r).ok_or_else(bad)?;
@@ -255,6 +385,51 @@ mod tests {
         );
         assert!(parse_strict(r#"{"x":{"args":{"p":1,"p":2}}}"#).is_err());
         assert!(parse_strict(r#"[{"k":1},{"k":2}]"#).is_ok());
+    }
+
+    /// Issue #11, item 3: a JSON number is never rounded on its way in.
+    #[test]
+    fn numbers_are_read_from_their_decimal_text() {
+        for bad in [
+            r#"{"amount": 1000.00000000000001}"#,
+            r#"{"amount": 1000.0099999999999999}"#,
+            r#"[0.1000000000000000055511151231257827]"#,
+            r#"[18446744073709551616]"#,
+            r#"[-9223372036854775809]"#,
+            r#"[1.00000000000000000000000000001e2]"#,
+        ] {
+            let e = parse_strict(bad).unwrap_err();
+            assert!(e.contains("send it as a string"), "{bad}: {e}");
+        }
+        for good in [
+            r#"{"amount": 98.70}"#,
+            r#"[0.1, 1e3, 1E+2, -0.0, 0e-999, 12345678901234567890, -9223372036854775808]"#,
+            r#"{"s": "1000.00000000000001 \\\" 1.0000000000000000001"}"#,
+            r#"[1000.01, 5e-324, 1.7976931348623157e308]"#,
+        ] {
+            assert!(parse_strict(good).is_ok(), "{good}");
+        }
+        // what is accepted is the value written
+        assert_eq!(parse_money(&parse_strict("1000.01").unwrap()), Ok(100_001));
+        assert!(parse_money(&parse_strict("1000.019").unwrap()).is_err());
+    }
+
+    /// Issue #11, item 9: no value is echoed with a character that hides.
+    #[test]
+    fn echoed_values_show_every_hidden_character() {
+        let e = echo("DE89\u{202e}37\u{200b}04\n00\u{0}44\u{a0}05\u{3000}x\\u{41}");
+        assert_eq!(
+            e,
+            "DE89\\u{202e}37\\u{200b}04\\u{a}00\\u{0}44\\u{a0}05\\u{3000}x\\\\u{41}"
+        );
+        assert!(e.chars().all(|c| c.is_ascii_graphic() || c == ' '));
+        assert_eq!(echo("Zoë Müller"), "Zoë Müller");
+        assert_eq!(
+            echo(&"a".repeat(100)),
+            format!("{}\u{2026}", "a".repeat(80))
+        );
+        let reason = parse_money(&json!("1\u{202e}0")).unwrap_err();
+        assert!(!reason.contains('\u{202e}'), "{reason}");
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! (world configuration), never a key that came inside a token.
 
 use crate::canonical::to_jcs;
+use crate::codegen::table::TablePack;
+use crate::ir::Type;
 use crate::keys::SecretKey;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -60,5 +62,58 @@ impl MandateToken {
             key_id: key.public().id(),
             mandate,
         })
+    }
+}
+
+impl Mandate {
+    /// Checks every claim against its declaration in the pack and puts it
+    /// in its canonical runtime form (an IBAN without spaces, an e-mail in
+    /// lower case, a set without repeats), once, when the token is verified:
+    /// whoever issued the token, a resolved value is always the canonical
+    /// spelling of the trusted value (a sanctions list compares against that
+    /// spelling). An undeclared claim, a value of the wrong type or one that
+    /// does not normalise is refused.
+    pub fn canonicalize_claims(&mut self, pack: &TablePack) -> Result<(), String> {
+        for (name, v) in self.claims.iter_mut() {
+            let Some(decl) = pack.claims.iter().find(|c| &c.name == name) else {
+                return Err(format!(
+                    "claim `{}` is not declared by pack `{}`",
+                    crate::gateway::json::echo(name),
+                    pack.name
+                ));
+            };
+            *v = runtime_value(v, &decl.ty).map_err(|e| format!("claim `{name}`: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A claim value in the form the gateway compares: amounts, times and
+/// durations as exact integers (as `ipc token issue` writes them), strings
+/// in their type's canonical spelling, collections element by element.
+fn runtime_value(v: &Value, ty: &Type) -> Result<Value, String> {
+    use crate::gateway::json::kind;
+    match ty {
+        Type::List(el) | Type::Set(el) => {
+            let Value::Array(items) = v else {
+                return Err(format!("expected a list, found {}", kind(v)));
+            };
+            let mut out: Vec<Value> = Vec::with_capacity(items.len());
+            for it in items {
+                let one = runtime_value(it, el)?;
+                if matches!(ty, Type::List(_)) || !out.contains(&one) {
+                    out.push(one);
+                }
+            }
+            Ok(Value::Array(out))
+        }
+        t if t.is_numeric() => match v.as_i64() {
+            Some(i) if i.unsigned_abs() <= crate::canonical::MAX_EXACT_INTEGER => Ok(v.clone()),
+            _ => Err(format!(
+                "expected a whole number within ±(2^53 - 1), found {}",
+                kind(v)
+            )),
+        },
+        t => crate::gateway::world::typed_value(v, t),
     }
 }

@@ -4,6 +4,7 @@
 //! equals a trusted one by accident — and never differs from it by a trick
 //! either: the comparison is on the canonical form.
 
+use crate::gateway::json::echo;
 use crate::ir::Normalizer;
 
 pub fn apply(n: Normalizer, s: &str) -> Result<String, String> {
@@ -11,17 +12,39 @@ pub fn apply(n: Normalizer, s: &str) -> Result<String, String> {
         Normalizer::Iban => iban(s),
         Normalizer::Email => email(s),
         Normalizer::Phone => phone(s),
-        Normalizer::Lower => Ok(s.trim().to_lowercase()),
-        Normalizer::Upper => Ok(s.trim().to_uppercase()),
-        Normalizer::Trim => Ok(s.trim().to_string()),
+        Normalizer::Lower => plain(s).map(|t| t.to_ascii_lowercase()),
+        Normalizer::Upper => plain(s).map(|t| t.to_ascii_uppercase()),
+        Normalizer::Trim => plain(s).map(str::to_string),
     }
+}
+
+/// The text `lower`, `upper` and `trim` work on: ASCII spaces and tabs
+/// trimmed from both ends; a control character, a non-ASCII space (no-break,
+/// ideographic) or an invisible mark anywhere is refused, never trimmed or
+/// folded. Case is then folded for ASCII letters only: any other character
+/// is compared as it is, so a look-alike (`Ρ-1001` with a Greek Rho) or a
+/// letter whose Unicode case mapping changes the text (`ß` to `SS`) never
+/// becomes the value it imitates.
+fn plain(s: &str) -> Result<&str, String> {
+    let t = s.trim_matches([' ', '\t']);
+    if let Some(c) = t.chars().find(|c| {
+        c.is_control() || (c.is_whitespace() && *c != ' ') || crate::gateway::json::invisible(*c)
+    }) {
+        return Err(format!(
+            "`{}` contains U+{:04X}, which is refused rather than removed",
+            echo(s),
+            c as u32
+        ));
+    }
+    Ok(t)
 }
 
 /// Spaces removed, upper-case, ISO 13616 shape and mod-97 checksum.
 pub fn iban(s: &str) -> Result<String, String> {
     if let Some(c) = s.chars().find(|c| !c.is_ascii()) {
         return Err(format!(
-            "`{s}` is not an IBAN: it contains the non-ASCII character U+{:04X}",
+            "`{}` is not an IBAN: it contains the non-ASCII character U+{:04X}",
+            echo(s),
             c as u32
         ));
     }
@@ -36,7 +59,7 @@ pub fn iban(s: &str) -> Result<String, String> {
         && b[2..4].iter().all(u8::is_ascii_digit)
         && b[4..].iter().all(u8::is_ascii_alphanumeric);
     if !shape {
-        return Err(format!("`{s}` is not an IBAN"));
+        return Err(format!("`{}` is not an IBAN", echo(s)));
     }
     let rearranged = compact[4..].bytes().chain(compact[..4].bytes());
     let mut rem: u32 = 0;
@@ -53,7 +76,7 @@ pub fn iban(s: &str) -> Result<String, String> {
         };
     }
     if rem != 1 {
-        return Err(format!("`{s}` is not a valid IBAN: wrong checksum"));
+        return Err(format!("`{}` is not a valid IBAN: wrong checksum", echo(s)));
     }
     Ok(compact)
 }
@@ -66,14 +89,14 @@ pub fn email(s: &str) -> Result<String, String> {
     if let Some(c) = t.chars().find(|c| !c.is_ascii() || c.is_ascii_control()) {
         return Err(format!(
             "`{}` is not an accepted e-mail address: it contains U+{:04X}",
-            t.escape_debug(),
+            echo(t),
             c as u32
         ));
     }
     let lower = t.to_ascii_lowercase();
     let mut parts = lower.split('@');
     let (Some(local), Some(domain), None) = (parts.next(), parts.next(), parts.next()) else {
-        return Err(format!("`{t}` is not an e-mail address"));
+        return Err(format!("`{}` is not an e-mail address", echo(t)));
     };
     let ok_domain = domain.contains('.')
         && !domain.starts_with('.')
@@ -82,7 +105,7 @@ pub fn email(s: &str) -> Result<String, String> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
     if local.is_empty() || !ok_domain || lower.contains(' ') {
-        return Err(format!("`{t}` is not an e-mail address"));
+        return Err(format!("`{}` is not an e-mail address", echo(t)));
     }
     Ok(lower)
 }
@@ -95,11 +118,11 @@ pub fn phone(s: &str) -> Result<String, String> {
             '0'..='9' => out.push(c),
             '+' if i == 0 => out.push(c),
             ' ' | '.' | '-' | '(' | ')' => {}
-            _ => return Err(format!("`{s}` is not a phone number")),
+            _ => return Err(format!("`{}` is not a phone number", echo(s))),
         }
     }
     if out.trim_start_matches('+').len() < 5 {
-        return Err(format!("`{s}` is not a phone number"));
+        return Err(format!("`{}` is not a phone number", echo(s)));
     }
     Ok(out)
 }
@@ -128,6 +151,34 @@ mod tests {
         assert!(email("alice@example.com\u{200D}").is_err());
         assert!(email("a@b@c.com").is_err());
         assert!(email("alice@localhost").is_err());
+    }
+
+    /// Issue #11, item 9: the text normalisers refuse what they used to
+    /// fold (Unicode spaces trimmed, Unicode case mapped).
+    #[test]
+    fn text_normalisers_refuse_rather_than_fold() {
+        use Normalizer::{Lower, Trim, Upper};
+        assert_eq!(apply(Upper, " p-1001\t").unwrap(), "P-1001");
+        assert_eq!(apply(Lower, "ABC").unwrap(), "abc");
+        assert_eq!(apply(Trim, "  main ").unwrap(), "main");
+        for n in [Lower, Upper, Trim] {
+            for bad in [
+                "\u{a0}p-1001\u{3000}",
+                "p-10\u{200b}01",
+                "\u{202e}p-1001",
+                "p-1001\n",
+                "p\u{0}1",
+                "p-1001\u{feff}",
+            ] {
+                let e = apply(n, bad).unwrap_err();
+                assert!(e.contains("refused rather than removed"), "{bad:?}: {e}");
+                assert!(!e.contains(['\u{a0}', '\u{200b}', '\u{202e}', '\n', '\u{0}']));
+            }
+        }
+        // only ASCII letters change case: a look-alike stays what it is
+        assert_eq!(apply(Upper, "ρ-1001").unwrap(), "ρ-1001");
+        assert_eq!(apply(Upper, "straße").unwrap(), "STRAßE");
+        assert_eq!(apply(Lower, "İD").unwrap(), "İd");
     }
 
     #[test]

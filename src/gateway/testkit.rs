@@ -71,8 +71,14 @@ impl TestWorld {
     pub fn new() -> Self {
         let packs: Vec<PathBuf> = PACKS.iter().map(|p| root().join("packs").join(p)).collect();
         let report = build(&packs);
-        let bundle = report.bundle.clone().expect("shipped packs build");
+        let mut bundle = report.bundle.clone().expect("shipped packs build");
         let dir = tempfile::tempdir().expect("a temporary folder");
+        // signed, and its key pinned in the world, as a deployment runs it
+        let bundle_key = SecretKey::generate().expect("bundle key");
+        bundle_key
+            .write_pair(&dir.path().join("bundle"))
+            .expect("bundle key written");
+        bundle.sign(&bundle_key);
         let bundle_path = dir.path().join("bundle.json");
         bundle.write(&bundle_path).expect("bundle written");
         let issuer = SecretKey::generate().expect("issuer key");
@@ -104,7 +110,7 @@ impl TestWorld {
         std::fs::write(
             &world_path,
             format!(
-                "clock = \"{NOW}\"\nmandate_keys = [\"issuer.pub\"]\n[approvers]\n{approver_lines}[registries]\n{regs}"
+                "clock = \"{NOW}\"\nmandate_keys = [\"issuer.pub\"]\nbundle_keys = [\"bundle.pub\"]\n[approvers]\n{approver_lines}[registries]\n{regs}"
             ),
         )
         .expect("world.toml written");

@@ -4,6 +4,7 @@
 //! ```toml
 //! clock = "2026-11-29T18:40:00Z"      # optional: a fixed time (scenarios)
 //! mandate_keys = ["keys/issuer.pub"]  # verifying keys for mandate tokens
+//! bundle_keys = ["keys/bundle.pub"]   # a bundle must be signed by one of them
 //! store = "state.db"                  # optional: SQLite file (default: memory)
 //!
 //! [approvers]                         # who may approve, and their keys
@@ -39,6 +40,24 @@ pub enum WorldError {
     #[error("invalid registry file `{path}`: {reason}")]
     #[diagnostic(code(ipc::world::registry))]
     Registry { path: String, reason: String },
+    #[error("registry file `{path}` is missing: pack `{pack}` declares the registry `{registry}`")]
+    #[diagnostic(
+        code(ipc::world::missing_registry),
+        help(
+            "a missing registry is never read as an empty one; if it is meant to be empty, write `{{}}` to the file"
+        )
+    )]
+    MissingRegistry {
+        path: String,
+        pack: String,
+        registry: String,
+    },
+    #[error("the world names no registry folder for pack `{pack}`, which declares {registries}")]
+    #[diagnostic(
+        code(ipc::world::missing_registries),
+        help("add `{pack} = \"path/to/registries\"` under `[registries]` in the world")
+    )]
+    MissingRegistries { pack: String, registries: String },
     #[error(transparent)]
     #[diagnostic(transparent)]
     Key(#[from] crate::keys::KeyError),
@@ -50,6 +69,8 @@ struct WorldFile {
     clock: Option<String>,
     #[serde(default)]
     mandate_keys: Vec<PathBuf>,
+    #[serde(default)]
+    bundle_keys: Vec<PathBuf>,
     store: Option<PathBuf>,
     #[serde(default)]
     approvers: BTreeMap<String, PathBuf>,
@@ -71,6 +92,8 @@ pub struct World {
     pub clock: Option<i64>,
     /// By key id.
     pub mandate_keys: HashMap<String, PublicKey>,
+    /// Keys a bundle may be signed with, by key id.
+    pub bundle_keys: HashMap<String, PublicKey>,
     pub approvers: HashMap<String, PublicKey>,
     pub store: Option<PathBuf>,
     /// `(pack, registry)` to owner (`"*"` for global) to records.
@@ -83,6 +106,7 @@ impl World {
         World {
             clock: None,
             mandate_keys: HashMap::new(),
+            bundle_keys: HashMap::new(),
             approvers: HashMap::new(),
             store: None,
             registries: HashMap::new(),
@@ -113,6 +137,10 @@ impl World {
             let key = crate::keys::load_public(&base.join(k))?;
             w.mandate_keys.insert(key.id(), key);
         }
+        for k in &wf.bundle_keys {
+            let key = crate::keys::load_public(&base.join(k))?;
+            w.bundle_keys.insert(key.id(), key);
+        }
         for (name, k) in &wf.approvers {
             w.approvers
                 .insert(name.clone(), crate::keys::load_public(&base.join(k))?);
@@ -126,6 +154,20 @@ impl World {
                 });
             }
             w.load_registries(pack, &base.join(dir), table)?;
+        }
+        // every pack that trusts records must be given them
+        for tp in &table.packs {
+            if !tp.registries.is_empty() && !wf.registries.contains_key(&tp.name) {
+                let names: Vec<String> = tp
+                    .registries
+                    .iter()
+                    .map(|r| format!("`{}`", r.name))
+                    .collect();
+                return Err(WorldError::MissingRegistries {
+                    pack: tp.name.clone(),
+                    registries: names.join(", "),
+                });
+            }
         }
         Ok(w)
     }
@@ -147,8 +189,15 @@ impl World {
         };
         for reg in &tp.registries {
             let file = dir.join(format!("{}.json", reg.name));
-            if !file.exists() {
-                continue; // an absent registry is empty: nothing is trusted from it
+            // a missing file is not an empty registry: an empty sanctions
+            // list or list of protected branches would let through what it
+            // exists to stop, so an empty registry is written explicitly
+            if !file.is_file() {
+                return Err(WorldError::MissingRegistry {
+                    path: file.display().to_string(),
+                    pack: pack.to_string(),
+                    registry: reg.name.clone(),
+                });
             }
             let recs = load_registry(&file, reg)?;
             self.registries

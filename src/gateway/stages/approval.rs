@@ -47,7 +47,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         let Some(key) = r.gw.world.approvers.get(&ap.approver) else {
             return Err(deny(format!(
                 "`{}` is not a known approver",
-                ap.approver.escape_debug()
+                crate::gateway::json::echo(&ap.approver)
             ))
             .into());
         };

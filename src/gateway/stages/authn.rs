@@ -63,7 +63,23 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             let msg = to_jcs(&token.mandate).map_err(|e| deny(e.to_string()))?;
             key.verify(msg.as_bytes(), &token.signature)
                 .map_err(|_| deny("invalid mandate signature".into()))?;
-            let mandate = Arc::new(token.mandate);
+            let mut mandate = token.mandate;
+            let Some(pack) =
+                r.gw.actions
+                    .values()
+                    .find(|a| a.pack.name == mandate.pack)
+                    .map(|a| &a.pack)
+            else {
+                return Err(deny(format!(
+                    "mandate for pack `{}`, which this gateway's bundle does not hold",
+                    crate::gateway::json::echo(&mandate.pack)
+                ))
+                .into());
+            };
+            mandate
+                .canonicalize_claims(pack)
+                .map_err(|e| deny(format!("invalid mandate: {e}")))?;
+            let mandate = Arc::new(mandate);
             if let Ok(mut m) = r.gw.verified.lock() {
                 if m.len() > 10_000 {
                     m.clear();

@@ -38,11 +38,18 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let Some(Value::Object(args)) = obj.get("args") else {
         return Err(deny("the proposal has no `args` object".into()).into());
     };
+    // an integer no hash can hold exactly is refused wherever it is, before
+    // anything reads it (it would otherwise reach the operation hash)
+    crate::canonical::check_exact(&r.input.proposal, "$").map_err(|e| deny(e.to_string()))?;
     let pack = r.mandate.as_ref().map(|m| m.pack.as_str()).unwrap_or("");
     let action = match r.gw.actions.get(name.as_str()) {
         Some(a) if a.table.pack == pack => a,
         _ => {
-            return Err(deny(format!("unknown action `{}`", name.escape_debug())).into());
+            return Err(deny(format!(
+                "unknown action `{}`",
+                crate::gateway::json::echo(name)
+            ))
+            .into());
         }
     };
     r.action = Some(action);
@@ -50,7 +57,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     if let Some(k) = args.keys().find(|k| decl.param(k).is_none()) {
         return Err(deny(format!(
             "unknown parameter `{}` for `{name}`",
-            k.escape_debug()
+            crate::gateway::json::echo(k)
         ))
         .into());
     }
@@ -130,7 +137,7 @@ fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
             Some(s) => {
                 return Err(format!(
                     "`{}` is not one of {}",
-                    s.escape_debug(),
+                    crate::gateway::json::echo(s),
                     vs.join(", ")
                 ));
             }
@@ -146,8 +153,18 @@ fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
             let Some(s) = v.as_str() else {
                 return Err(format!("expected {ty} (a string), found {}", kind(v)));
             };
-            if s.chars().count() > MAX_TEXT {
-                return Err(format!("longer than {MAX_TEXT} characters"));
+            // the parameter's own limit first: a 100,001-character subject
+            // is refused for its `max_len 140`, not for the global bound
+            let limit = p
+                .validators
+                .iter()
+                .filter_map(|v| match v {
+                    Validator::MaxLen { len } => usize::try_from(*len).ok(),
+                    _ => None,
+                })
+                .fold(MAX_TEXT, usize::min);
+            if s.chars().nth(limit).is_some() {
+                return Err(format!("longer than {limit} characters"));
             }
             match p.normalizer() {
                 Some(n) => Value::String(normalize::apply(n, s)?),
@@ -215,7 +232,10 @@ fn check_scalar(
             if let Some(s) = val.as_str() {
                 let ok = regexes.get(regex).is_some_and(|re| re.is_match(s));
                 if !ok {
-                    return Err(format!("`{}` does not match `{regex}`", s.escape_debug()));
+                    return Err(format!(
+                        "`{}` does not match `{regex}`",
+                        crate::gateway::json::echo(s)
+                    ));
                 }
             }
         }

@@ -104,7 +104,7 @@ fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
 
 fn show(v: &Value) -> String {
     match v {
-        Value::String(s) => s.escape_debug().to_string(),
+        Value::String(s) => crate::gateway::json::echo(s),
         other => other.to_string(),
     }
 }
@@ -142,7 +142,10 @@ fn resolve_one(
             }
             match found {
                 Some((v, origin)) => {
-                    return Ok((v, format!("{origin} (ref `{}`)", id.escape_debug())));
+                    return Ok((
+                        v,
+                        format!("{origin} (ref `{}`)", crate::gateway::json::echo(id)),
+                    ));
                 }
                 None => {
                     return Err(Deny::new(
@@ -150,7 +153,7 @@ fn resolve_one(
                         format!(
                             "`{}`: the reference `{}` names none of your records",
                             p.name,
-                            id.escape_debug()
+                            crate::gateway::json::echo(id)
                         ),
                     )
                     .hint(p.hint.clone()));

@@ -53,9 +53,18 @@ pub fn body(
     };
     w.opt_str("operation_hash", d.operation_hash.as_deref())
         .map("origins", &d.origins)?
-        .strs("policies", &d.policies)
-        .value("proposal", proposal)?
-        .opt_str("reason", d.reason.as_deref())
+        .strs("policies", &d.policies);
+    // the agent's proposal as it came, whatever it holds: a value canonical
+    // JSON cannot hold exactly (an integer beyond ±(2^53 − 1)) is kept as
+    // its JSON text instead, so that no line can make its receipt fail
+    match crate::canonical::check_exact(proposal, "$.proposal") {
+        Ok(()) => w.value("proposal", proposal)?,
+        Err(_) => w.value("proposal", &Value::Null)?.str(
+            "proposal_text",
+            &serde_json::to_string(proposal).unwrap_or_else(|e| format!("(unencodable: {e})")),
+        ),
+    };
+    w.opt_str("reason", d.reason.as_deref())
         .bool("replayed", d.replayed)
         .map("resolved", &d.resolved)?
         .value("result", d.result.as_ref().unwrap_or(&Value::Null))?
@@ -165,13 +174,21 @@ mod tests {
         assert_eq!(direct.as_str(), via_value(None, &json!("not json"), &bare));
     }
 
+    /// Issue #11, item 2: whatever the agent wrote, its receipt encodes;
+    /// a proposal canonical JSON cannot hold exactly is kept as its text.
     #[test]
-    fn an_inexact_integer_in_the_proposal_is_refused() {
+    fn an_inexact_integer_in_the_proposal_is_kept_as_text() {
         let d = decision(Outcome::Deny, Stage::Contract);
-        let err = body(0, "b", None, &json!({"n": u64::MAX}), &d).unwrap_err();
-        assert!(
-            matches!(err, CanonicalError::InexactInteger { .. }),
-            "{err}"
-        );
+        let proposal =
+            json!({"action": "x", "args": {"n": u64::MAX, "m": -9_007_199_254_740_993i64}});
+        let b = body(0, "b", None, &proposal, &d).unwrap();
+        let v: Value = serde_json::from_str(b.as_str()).unwrap();
+        assert_eq!(v["proposal"], Value::Null);
+        let text = v["proposal_text"].as_str().unwrap();
+        assert!(text.contains("18446744073709551615") && text.contains("-9007199254740993"));
+        assert_eq!(crate::canonical::value_to_jcs(&v).unwrap(), b.as_str());
+        // an exact one is kept as a value, with no text beside it
+        let b = body(0, "b", None, &json!({"n": 9_007_199_254_740_991u64}), &d).unwrap();
+        assert!(!b.as_str().contains("proposal_text"));
     }
 }
