@@ -337,7 +337,8 @@ fn an_edited_bundle_is_refused() {
     assert!(out.stdout.is_empty());
 
     // the table's invariants hold whatever the signature, even unsigned
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut Value)>, &str)> = vec![
+    type Edit = Box<dyn FnOnce(&mut Value)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
         (
             "non-critical with sources",
             Box::new(|v| param(v, "payment.transfer", "payee_iban")["critical"] = json!(false)),
