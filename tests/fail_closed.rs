@@ -541,3 +541,122 @@ fn a_long_value_is_refused_for_its_own_limit() {
     let d = decide(&gw, p, &w.emma());
     assert_deny(&d, "contract", "longer than 140 characters");
 }
+
+// ---- the classes of items 1, 2, 3 and 9 as properties ---------------------
+
+mod properties {
+    use super::*;
+    use intentplane::cli::gateway::parse_line;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    fn world() -> &'static TestWorld {
+        static W: OnceLock<TestWorld> = OnceLock::new();
+        W.get_or_init(TestWorld::new)
+    }
+
+    /// The exact value of a decimal text in cents, when it has one (at most
+    /// two decimals once trailing zeros are dropped), computed here from the
+    /// text alone.
+    fn cents(int: &str, frac: &str) -> Option<i128> {
+        let frac = frac.trim_end_matches('0');
+        if frac.len() > 2 {
+            return None;
+        }
+        Some(int.parse::<i128>().ok()? * 100 + format!("{frac:0<2}").parse::<i128>().ok()?)
+    }
+
+    /// A line the agent may write around a transfer: an amount as a JSON
+    /// number with any number of digits, an extra integer anywhere, a blank.
+    fn hostile_line() -> impl Strategy<Value = (String, Option<i128>)> {
+        let amount = ("[1-9][0-9]{0,5}", "[0-9]{0,22}");
+        let big = prop_oneof![
+            Just(None),
+            (9_007_199_254_740_992u64..=u64::MAX).prop_map(|n| Some(n.to_string())),
+            (i64::MIN..=-9_007_199_254_740_992i64).prop_map(|n| Some(n.to_string())),
+        ];
+        (amount, big, 0..4u8).prop_map(|((int, frac), big, shape)| {
+            let num = if frac.is_empty() { int.clone() } else { format!("{int}.{frac}") };
+            let exact = if big.is_some() || shape == 3 { None } else { cents(&int, &frac) };
+            let extra = match (&big, shape) {
+                (Some(b), 0) => format!(r#","subject":{{"n":[{b}]}}"#),
+                (Some(b), 1) => format!(r#","n":{b}"#),
+                (Some(b), _) => format!(r#","subject":"s","x":{{"y":{b}}}"#),
+                (None, _) => String::new(),
+            };
+            let line = if shape == 3 && big.is_none() {
+                "   ".to_string()
+            } else {
+                format!(
+                    r#"{{"action":"payment.transfer","args":{{"from_account":"emma-checking","payee_iban":"{LANDLORD}","amount":{num},"currency":"EUR"{extra}}}}}"#
+                )
+            };
+            (line, exact)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Every hostile line is decided, in a batch that commits: never a
+        /// store error, never a rounded amount; what is allowed is the
+        /// amount written, to the cent; the chain verifies.
+        #[test]
+        fn every_line_is_decided_and_no_amount_is_rounded(
+            batch in prop::collection::vec(hostile_line(), 1..8)
+        ) {
+            let w = world();
+            let gw = w.gateway();
+            let mandate = w.mandate(MandateSpec::bank("emma").claim("payee", json!([])));
+            let inputs: Vec<_> = batch.iter().map(|(l, _)| parse_line(l, Some(&mandate))).collect();
+            let decided = gw.decide_batch(&inputs).expect("a batch of hostile lines commits");
+            prop_assert_eq!(decided.len(), batch.len());
+            for (d, (line, exact)) in decided.iter().zip(&batch) {
+                prop_assert!(d.receipt.is_some());
+                match exact {
+                    None => prop_assert_eq!(d.decision, Outcome::Deny, "{}", line),
+                    Some(c) if d.decision != Outcome::Deny || d.stage.name() != "contract" => {
+                        prop_assert_eq!(
+                            d.resolved.get("amount").and_then(Value::as_i64).map(i128::from),
+                            Some(*c),
+                            "{}", line
+                        );
+                    }
+                    Some(_) => {}
+                }
+            }
+            let records = gw.store().receipts().unwrap();
+            prop_assert!(intentplane::store::receipts::verify_chain(&records, gw.store().head().unwrap()).is_ok());
+        }
+
+        /// A payee claim in any spelling resolves to the canonical IBAN, so
+        /// the sanctions list always sees it.
+        #[test]
+        fn a_claim_in_any_spelling_is_checked_as_the_canonical_iban(
+            sanctioned in any::<bool>(),
+            cuts in prop::collection::vec(0..22usize, 0..6),
+            lower in prop::collection::vec(any::<bool>(), 22),
+        ) {
+            let w = world();
+            let gw = w.gateway();
+            let iban = if sanctioned { SANCTIONED } else { "DE89370400440532013000" };
+            let mut spelled: String = iban
+                .chars()
+                .zip(&lower)
+                .map(|(c, l)| if *l { c.to_ascii_lowercase() } else { c })
+                .collect();
+            for c in cuts.iter().rev() {
+                spelled.insert(*c.min(&spelled.len()), ' ');
+            }
+            let m = w.mandate(MandateSpec::bank("emma").claim("payee", json!([spelled])));
+            let d = decide(&gw, transfer(iban, json!("10.00")), &m);
+            if sanctioned {
+                prop_assert_eq!(d.decision, Outcome::Deny, "{:?}", spelled);
+                prop_assert!(d.reason.as_deref().unwrap_or("").contains("sanctioned"));
+            } else {
+                prop_assert_eq!(d.decision, Outcome::Allow, "{:?}", spelled);
+                prop_assert_eq!(&d.result.as_ref().unwrap()["to"], &json!(iban));
+            }
+        }
+    }
+}

@@ -9,7 +9,7 @@ mod keygen;
 // the gateway and the trusted side
 mod approve;
 mod demo;
-mod gateway;
+pub mod gateway;
 mod receipts;
 mod run;
 mod serve;
