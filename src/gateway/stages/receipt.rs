@@ -6,6 +6,13 @@
 //! The body is written straight to canonical JSON (keys in RFC 8785 order)
 //! from the decision, without building a JSON value first; the store hashes
 //! and keeps that text as is.
+//!
+//! A decision that executed also records what it took from the store,
+//! `"consumed": {"amount": <minor units spent>, "nonces": [<approval
+//! nonces used up>]}`, so that `ipc receipts verify` can recompute the
+//! budgets, used nonces and executed operations from the chain alone and
+//! compare them with the store's (see [`crate::store::audit`]). Other
+//! receipts have no `consumed` key.
 
 use super::Run;
 use crate::canonical::{CanonicalError, Jcs, ObjectWriter};
@@ -15,31 +22,53 @@ use crate::store::{ChainLink, StoreError};
 use serde_json::Value;
 
 pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreError> {
+    let consumed = r.spent.map(|amount| Consumed {
+        amount,
+        nonces: &r.nonces,
+    });
     let body = body(
         r.now,
         &r.gw.bundle_hash,
         r.mandate.as_deref(),
         &r.input.proposal,
         d,
+        consumed.as_ref(),
     )
     .map_err(|e| StoreError::Backend(format!("cannot encode the receipt: {e}")))?;
     r.tx.append_receipt_jcs(&body)
 }
 
+/// What an executed decision took from the store: the amount spent from
+/// the mandate's budget (minor units; 0 for an action without a budget
+/// parameter; one call) and the approval nonces it used up.
+#[derive(Clone, Copy, Debug)]
+pub struct Consumed<'a> {
+    pub amount: i64,
+    pub nonces: &'a [String],
+}
+
 /// The receipt body of a decision, in canonical form: what the store
-/// hashes into the chain (see [`crate::store::receipts`]).
+/// hashes into the chain (see [`crate::store::receipts`]). `consumed` is
+/// given for a decision that executed, and only then.
 pub fn body(
     now: i64,
     bundle: &str,
     mandate: Option<&Mandate>,
     proposal: &Value,
     d: &Decision,
+    consumed: Option<&Consumed<'_>>,
 ) -> Result<Jcs, CanonicalError> {
     let mut w = ObjectWriter::new();
     w.opt_str("action", d.action.as_deref())
         .strs("approvers", &d.approvers)
-        .str("bundle", bundle)
-        .str("decision", outcome_name(d))
+        .str("bundle", bundle);
+    if let Some(c) = consumed {
+        let mut cw = ObjectWriter::new();
+        cw.value("amount", &Value::from(c.amount))?
+            .strs("nonces", c.nonces);
+        w.jcs("consumed", &cw.finish());
+    }
+    w.str("decision", outcome_name(d))
         .opt_uint("level", d.level.map(u64::from))?;
     match mandate {
         Some(m) => {
@@ -106,8 +135,13 @@ mod tests {
 
     /// What the body was before it was written directly: a JSON value,
     /// canonicalised. The direct writer must give the same bytes.
-    fn via_value(mandate: Option<&Mandate>, proposal: &Value, d: &Decision) -> String {
-        let v = json!({
+    fn via_value(
+        mandate: Option<&Mandate>,
+        proposal: &Value,
+        d: &Decision,
+        consumed: Option<&Consumed<'_>>,
+    ) -> String {
+        let mut v = json!({
             "time": format_time(1_764_268_800),
             "bundle": "sha256:b",
             "mandate": mandate.map(|m| json!({"id": m.id, "user": m.user, "owner": m.owner})),
@@ -125,6 +159,9 @@ mod tests {
             "result": d.result,
             "replayed": d.replayed,
         });
+        if let Some(c) = consumed {
+            v["consumed"] = json!({"amount": c.amount, "nonces": c.nonces});
+        }
         crate::canonical::value_to_jcs(&v).unwrap()
     }
 
@@ -151,9 +188,21 @@ mod tests {
             (Outcome::Deny, Stage::Authn),
         ] {
             let d = decision(o, s);
+            let nonces = ["n-2".to_string(), "n-1\u{7f}".to_string()];
+            let executed = Consumed {
+                amount: 12_050,
+                nonces: &nonces,
+            };
+            let none = Consumed {
+                amount: 0,
+                nonces: &[],
+            };
             for mandate in [Some(&m), None] {
-                let direct = body(1_764_268_800, "sha256:b", mandate, &proposal, &d).unwrap();
-                assert_eq!(direct.as_str(), via_value(mandate, &proposal, &d));
+                for consumed in [None, Some(&executed), Some(&none)] {
+                    let direct =
+                        body(1_764_268_800, "sha256:b", mandate, &proposal, &d, consumed).unwrap();
+                    assert_eq!(direct.as_str(), via_value(mandate, &proposal, &d, consumed));
+                }
             }
         }
         let mut bare = decision(Outcome::Deny, Stage::Contract);
@@ -161,14 +210,25 @@ mod tests {
         bare.level = None;
         bare.operation_hash = None;
         bare.resolved = Map::new();
-        let direct = body(1_764_268_800, "sha256:b", None, &json!("not json"), &bare).unwrap();
-        assert_eq!(direct.as_str(), via_value(None, &json!("not json"), &bare));
+        let direct = body(
+            1_764_268_800,
+            "sha256:b",
+            None,
+            &json!("not json"),
+            &bare,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            direct.as_str(),
+            via_value(None, &json!("not json"), &bare, None)
+        );
     }
 
     #[test]
     fn an_inexact_integer_in_the_proposal_is_refused() {
         let d = decision(Outcome::Deny, Stage::Contract);
-        let err = body(0, "b", None, &json!({"n": u64::MAX}), &d).unwrap_err();
+        let err = body(0, "b", None, &json!({"n": u64::MAX}), &d, None).unwrap_err();
         assert!(
             matches!(err, CanonicalError::InexactInteger { .. }),
             "{err}"
