@@ -8,6 +8,10 @@
 //! `seq = 1` and `prev_hash = GENESIS_HASH`. The store also keeps a head
 //! marker (the last sequence number and hash) so that cutting records off
 //! the end of the chain is detected too.
+//!
+//! [`verify_chain`] checks the chain alone, as parsed records; a store is
+//! verified whole (stored bytes, its state against the chain, a signed
+//! checkpoint) by [`super::audit::verify_store`].
 
 use crate::canonical::Jcs;
 use serde::{Deserialize, Serialize};
