@@ -980,6 +980,25 @@ fn tamper_rewrite_the_chain_and_head_consistently_after_a_checkpoint_is_seen() {
     );
 }
 
+/// Known gap, left to the gateway: a bare proposal line may be 127 levels
+/// deep (`parse_strict`), its receipt body is then 128 deep, one more than
+/// serde_json reads back, so verify takes the record for edited (and
+/// `ipc receipts checkpoint` refuses the store) although nobody touched
+/// it. The receipt stage should record such a proposal in a form that
+/// reads back (as it does for a line that is not JSON).
+#[test]
+#[ignore = "known gap: a proposal 127 levels deep gives a receipt body verify cannot read back"]
+fn a_deep_proposal_leaves_a_receipt_that_verifies() {
+    let w = TestWorld::new();
+    let store = Arc::new(MemoryStore::new());
+    let gw = w.gateway_with(store.clone());
+    let line = format!("{}{}", "[".repeat(127), "]".repeat(127));
+    let proposal = intentplane::gateway::json::parse_strict(&line).unwrap();
+    let d = decide(&gw, proposal, &w.emma());
+    assert_eq!(d.decision, Outcome::Deny);
+    assert_eq!(verify_store(&store.snapshot().unwrap(), None), Ok(1));
+}
+
 #[test]
 fn a_checkpoint_file_is_checked_with_the_trusted_key() {
     let (dir, path) = store_file(3);
