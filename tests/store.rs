@@ -980,6 +980,30 @@ fn tamper_rewrite_the_chain_and_head_consistently_after_a_checkpoint_is_seen() {
     );
 }
 
+/// An agent's number such as `1e17` is a double; its canonical text has no
+/// exponent (`100000000000000000`), which a plain JSON read takes for an
+/// integer beyond 2^53 with no exact canonical form: the record looked
+/// edited (and a checkpoint was refused) though nobody touched it.
+#[test]
+fn a_receipt_holding_a_large_double_verifies() {
+    let w = TestWorld::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let memory = Arc::new(MemoryStore::new());
+    let stores: [Arc<dyn Store>; 2] = [memory, Arc::new(SqliteStore::open(&path).unwrap())];
+    for store in stores {
+        let gw = w.gateway_with(store.clone());
+        let line = r#"{"action": "payment.transfer", "args": {"from_account": "emma-checking",
+            "payee_iban": "DE44500105175407324931", "amount": 1e17, "currency": "EUR",
+            "note": [1.0694069464974614e17, -1e17]}}"#;
+        let proposal = intentplane::gateway::json::parse_strict(line).unwrap();
+        assert_eq!(decide(&gw, proposal, &w.emma()).decision, Outcome::Deny);
+        let records = store.receipts().unwrap();
+        assert_eq!(verify_chain(&records, store.head().unwrap()), Ok(1));
+        assert_eq!(verify_store(&store.snapshot().unwrap(), None), Ok(1));
+    }
+}
+
 /// Known gap, left to the gateway: a bare proposal line may be 127 levels
 /// deep (`parse_strict`), its receipt body is then 128 deep, one more than
 /// serde_json reads back, so verify takes the record for edited (and

@@ -88,7 +88,7 @@ impl Snapshot {
 fn parse_body(text: &str) -> Value {
     // A body that is not JSON (tampered) is kept as a string: its hash will
     // not match, and verify says so.
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+    crate::canonical::read_json(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
 /// Verifies a store: stored bytes, chain and head, the accounts against
@@ -111,7 +111,7 @@ pub fn verify_store(
         }
         // a text that is not JSON is left to the hash check (it cannot
         // match: the record was edited)
-        let parsed: Option<Value> = serde_json::from_str(&r.body).ok();
+        let parsed: Option<Value> = crate::canonical::read_json(&r.body).ok();
         if let Some(p) = parsed.as_ref().and_then(|v| stored_form(r.seq, &r.body, v)) {
             problems.push(p);
         }

@@ -220,7 +220,7 @@ impl Store for MemoryStore {
                     seq: r.link.seq,
                     prev_hash: r.link.prev_hash.clone(),
                     hash: r.link.hash.clone(),
-                    body: serde_json::from_str(&r.body)
+                    body: crate::canonical::read_json(&r.body)
                         .map_err(|e| StoreError::Backend(format!("stored receipt: {e}")))?,
                 })
             })

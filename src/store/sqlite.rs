@@ -526,7 +526,7 @@ impl Store for SqliteStore {
                         let raw = text(row.get_ref(3)?);
                         // A body that is not JSON (tampered) is kept as a
                         // string: its hash will not match, and verify says so.
-                        serde_json::from_str(&raw).unwrap_or(Value::String(raw))
+                        crate::canonical::read_json(&raw).unwrap_or(Value::String(raw))
                     },
                 })
             })
