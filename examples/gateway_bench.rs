@@ -213,6 +213,11 @@ fn main() {
             )
             .expect("op hash")
         };
+        // what the decision consumed, as the gateway records it
+        let consumed = intentplane::gateway::Consumed {
+            amount: d.resolved["amount"].as_i64().expect("amount"),
+            nonces: &[],
+        };
         let body = || {
             intentplane::gateway::receipt_body(
                 now,
@@ -220,6 +225,7 @@ fn main() {
                 Some(&mandate.mandate),
                 &input.proposal,
                 &d,
+                Some(&consumed),
             )
             .expect("body")
         };

@@ -352,6 +352,37 @@ fn push_hex(bytes: &[u8], out: &mut String) {
     }
 }
 
+/// JSON text read the way RFC 8785 reads it, every number a double: an
+/// integer beyond ±(2^53 − 1) becomes the double it denotes. That is how
+/// [`value_to_jcs`] wrote it: a double such as `1e17` is written without
+/// an exponent (`100000000000000000`), which a plain read takes for an
+/// integer with no exact canonical form. Canonical text read with this
+/// and written again is the same text (a property test), so receipt
+/// bodies read back hash as they were written.
+pub fn read_json(text: &str) -> Result<Value, serde_json::Error> {
+    let mut v: Value = serde_json::from_str(text)?;
+    widen_integers(&mut v);
+    Ok(v)
+}
+
+/// Integers beyond ±(2^53 − 1) to doubles, in place (the depth is bounded
+/// by serde_json's recursion limit on the text just read).
+fn widen_integers(v: &mut Value) {
+    match v {
+        Value::Number(n) => {
+            let inexact = n.as_u64().is_some_and(|u| u > MAX_EXACT_INTEGER)
+                || n.as_i64()
+                    .is_some_and(|i| i.unsigned_abs() > MAX_EXACT_INTEGER);
+            if inexact && let Some(f) = n.as_f64().and_then(serde_json::Number::from_f64) {
+                *n = f;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(widen_integers),
+        Value::Object(m) => m.values_mut().for_each(widen_integers),
+        Value::Null | Value::Bool(_) | Value::String(_) => {}
+    }
+}
+
 /// `sha256:<hex>` of the canonical encoding of a value.
 pub fn hash_of<T: Serialize + ?Sized>(v: &T) -> Result<String, CanonicalError> {
     Ok(Jcs(to_jcs(v)?).hash())
@@ -439,6 +470,17 @@ mod tests {
             prop_assert_eq!(value_to_jcs(&v).unwrap(), serde_jcs::to_string(&v).unwrap());
         }
 
+        /// Canonical text read back and written again is the same text:
+        /// `ipc receipts verify` refuses a stored body that is not its own
+        /// canonical form, so a body the gateway wrote must never be
+        /// taken for one.
+        #[test]
+        fn canonical_text_reads_back_to_itself(v in arb_json()) {
+            let text = value_to_jcs(&v).unwrap();
+            let back = read_json(&text).unwrap();
+            prop_assert_eq!(value_to_jcs(&back).unwrap(), text);
+        }
+
         /// An object written field by field is the canonical text of the
         /// same object built as a value.
         #[test]
@@ -462,6 +504,26 @@ mod tests {
             let v = json!({"a": a, "a_list": list, "b": flag, "m": map, "n": n, "o": null, "s": s});
             prop_assert_eq!(w.finish().into_string(), value_to_jcs(&v).unwrap());
         }
+    }
+
+    /// The case the property found: a double written without exponent
+    /// beyond 2^53 is read back as that double, not as an integer that has
+    /// no exact canonical form; an integer spelled so is read the same way.
+    #[test]
+    fn large_doubles_read_back_as_doubles() {
+        let v = json!([1.0694069464974614e17, -1e17, 1e300, 9007199254740991_u64]);
+        let text = value_to_jcs(&v).unwrap();
+        assert_eq!(
+            text,
+            "[106940694649746140,-100000000000000000,1e+300,9007199254740991]"
+        );
+        assert!(value_to_jcs(&serde_json::from_str(&text).unwrap()).is_err());
+        assert_eq!(value_to_jcs(&read_json(&text).unwrap()).unwrap(), text);
+        // not the shortest form of its double: read, but written otherwise
+        assert_eq!(
+            value_to_jcs(&read_json("106940694649746141").unwrap()).unwrap(),
+            "106940694649746140"
+        );
     }
 
     #[test]

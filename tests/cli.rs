@@ -178,3 +178,275 @@ fn build_lint_reports_dead_and_unreachable_rules() {
     assert!(text.contains("ipc::lint::approval-unreachable"), "{text}");
     assert_eq!(run(true).status.code(), Some(1));
 }
+
+// ------------------------------------------------------------ ipc receipts
+
+use intentplane::store::sqlite::SqliteStore;
+use intentplane::store::{Store, Tx};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// `ipc` run inside `dir`, so that the output names files relatively.
+fn ipc_in(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run ipc");
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+macro_rules! cli_snapshot_in {
+    ($name:expr, $dir:expr, $args:expr) => {
+        insta::with_settings!({
+            snapshot_path => "../snapshots/cli",
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!($name, ipc_in($dir, $args));
+        })
+    };
+}
+
+/// `n` more receipts in `dir/store.db`, as the gateway writes them, with
+/// their effects in the same transaction: every third (from the first) a
+/// DENY, the others executed ALLOWs of mandate `m-1` spending `100 × i`
+/// and, for an even `i`, using up an approval nonce. Deterministic: the
+/// hashes in the snapshots do not change from run to run.
+fn receipts(dir: &Path, n: u64) {
+    let s = SqliteStore::open(dir.join("store.db")).unwrap();
+    let start = s.receipts().unwrap().len() as u64;
+    for i in start..start + n {
+        s.transaction(&mut |t: &mut dyn Tx| {
+            let body = if i % 3 == 0 {
+                json!({"decision": "DENY", "stage": "provenance",
+                       "action": "payment.transfer", "i": i})
+            } else {
+                let op = format!("sha256:op-{i}");
+                let nonces: Vec<String> =
+                    (i % 2 == 0).then(|| format!("n-{i}")).into_iter().collect();
+                t.record_execution(&op, &json!({"i": i}))?;
+                t.spend("m-1", 100 * i as i64)?;
+                for n in &nonces {
+                    t.use_nonce(n)?;
+                }
+                json!({"decision": "ALLOW", "stage": "execution",
+                       "action": "payment.transfer", "i": i, "replayed": false,
+                       "mandate": {"id": "m-1"}, "operation_hash": op,
+                       "consumed": {"amount": 100 * i, "nonces": nonces}})
+            };
+            t.append_receipt(&body).map(|r| json!(r.seq))
+        })
+        .unwrap();
+    }
+}
+
+/// A folder with `store.db` (`n` receipts) and two key pairs, `ops` (signs
+/// the checkpoints) and `other`.
+fn receipts_dir(n: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    receipts(dir.path(), n);
+    for (name, seed) in [("ops", 42u8), ("other", 7)] {
+        intentplane::keys::SecretKey::from_seed(&[seed; 32])
+            .write_pair(&dir.path().join(name))
+            .unwrap();
+    }
+    dir
+}
+
+fn tamper(dir: &Path, sql: &str) {
+    rusqlite::Connection::open(dir.join("store.db"))
+        .unwrap()
+        .execute_batch(sql)
+        .unwrap();
+}
+
+const CHECKPOINT: &[&str] = &[
+    "receipts",
+    "checkpoint",
+    "store.db",
+    "--key",
+    "ops.key",
+    "--now",
+    "2026-11-27T18:40:00Z",
+    "-o",
+    "cp.json",
+];
+
+const VERIFY_CHECKPOINT: &[&str] = &[
+    "receipts",
+    "verify",
+    "store.db",
+    "--checkpoint",
+    "cp.json",
+    "--key",
+    "ops.pub",
+];
+
+#[test]
+fn receipts_checkpoint_and_a_chain_that_extends_it() {
+    let dir = receipts_dir(5);
+    let d = dir.path();
+    cli_snapshot_in!("receipts_checkpoint", d, CHECKPOINT);
+    insta::with_settings!({
+        snapshot_path => "../snapshots/cli",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!(
+            "receipts_checkpoint_file",
+            std::fs::read_to_string(d.join("cp.json")).unwrap()
+        );
+    });
+    // without -o the checkpoint itself is printed
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(&CHECKPOINT[..7])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        std::fs::read_to_string(d.join("cp.json")).unwrap()
+    );
+    // the gateway goes on: the chain still holds the checkpoint's record
+    receipts(d, 2);
+    cli_snapshot_in!("receipts_verify_extends_checkpoint", d, VERIFY_CHECKPOINT);
+    let mut json_args = VERIFY_CHECKPOINT.to_vec();
+    json_args.extend(["--format", "json"]);
+    let out = ipc_in(d, &json_args);
+    assert!(out.starts_with("exit: 0\n"), "{out}");
+    let doc: Value = serde_json::from_str(
+        out.split("--- stdout\n")
+            .nth(1)
+            .unwrap()
+            .split("--- stderr")
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(doc["ok"], json!(true));
+    assert_eq!(doc["count"], json!(7));
+    assert_eq!(doc["checkpoint"]["seq"], json!(5));
+    assert_eq!(doc["checkpoint"]["time"], json!("2026-11-27T18:40:00Z"));
+}
+
+#[test]
+fn receipts_verify_sees_a_cut_tail_with_the_head_moved_back() {
+    let dir = receipts_dir(6);
+    let d = dir.path();
+    assert!(ipc_in(d, CHECKPOINT).starts_with("exit: 0\n"));
+    tamper(
+        d,
+        "DELETE FROM receipts WHERE seq > 3;
+         UPDATE head SET seq = 3, hash = (SELECT hash FROM receipts WHERE seq = 3);",
+    );
+    // by the store's state alone, then also against the checkpoint
+    cli_snapshot_in!(
+        "receipts_verify_cut_tail",
+        d,
+        &["receipts", "verify", "store.db"]
+    );
+    cli_snapshot_in!("receipts_verify_cut_tail_checkpoint", d, VERIFY_CHECKPOINT);
+    let mut json_args = VERIFY_CHECKPOINT.to_vec();
+    json_args.extend(["--format", "json"]);
+    cli_snapshot_in!("receipts_verify_cut_tail_json", d, &json_args);
+}
+
+#[test]
+fn receipts_verify_sees_every_record_and_the_head_deleted() {
+    let dir = receipts_dir(3);
+    let d = dir.path();
+    assert!(ipc_in(d, CHECKPOINT).starts_with("exit: 0\n"));
+    tamper(d, "DELETE FROM receipts; DELETE FROM head;");
+    cli_snapshot_in!("receipts_verify_all_deleted", d, VERIFY_CHECKPOINT);
+}
+
+#[test]
+fn receipts_verify_refuses_bodies_not_stored_canonically() {
+    let dir = receipts_dir(4);
+    let d = dir.path();
+    // record 2 executed a payment; SQL would now read DENY for it
+    tamper(
+        d,
+        r#"UPDATE receipts SET body = '{"decision":"DENY",' || substr(body, 2) WHERE seq = 2;
+           UPDATE receipts SET body = replace(body, ',"', ', "') WHERE seq = 3;"#,
+    );
+    cli_snapshot_in!(
+        "receipts_verify_not_canonical",
+        d,
+        &["receipts", "verify", "store.db"]
+    );
+}
+
+#[test]
+fn receipts_checkpoint_refused_with_another_key_or_edited() {
+    let dir = receipts_dir(3);
+    let d = dir.path();
+    assert!(ipc_in(d, CHECKPOINT).starts_with("exit: 0\n"));
+    let other = [
+        "receipts",
+        "verify",
+        "store.db",
+        "--checkpoint",
+        "cp.json",
+        "--key",
+        "other.pub",
+    ];
+    cli_snapshot_in!("receipts_verify_checkpoint_wrong_key", d, &other);
+    let mut json_args = other.to_vec();
+    json_args.extend(["--format", "json"]);
+    cli_snapshot_in!("receipts_verify_checkpoint_wrong_key_json", d, &json_args);
+    // a secret key is not a verifying key
+    let secret = [
+        "receipts",
+        "verify",
+        "store.db",
+        "--checkpoint",
+        "cp.json",
+        "--key",
+        "ops.key",
+    ];
+    let out = ipc_in(d, &secret);
+    assert!(out.starts_with("exit: 1\n"), "{out}");
+    assert!(out.contains("ipc::key::format"), "{out}");
+    // moved back a record: the signature no longer holds
+    let text = std::fs::read_to_string(d.join("cp.json")).unwrap();
+    std::fs::write(d.join("cp.json"), text.replace("\"seq\": 3", "\"seq\": 2")).unwrap();
+    cli_snapshot_in!("receipts_verify_checkpoint_edited", d, VERIFY_CHECKPOINT);
+    std::fs::write(d.join("cp.json"), "{\"seq\": 3}").unwrap();
+    cli_snapshot_in!("receipts_verify_checkpoint_malformed", d, VERIFY_CHECKPOINT);
+    // a checkpoint without its key is a usage error
+    let out = ipc_in(
+        d,
+        &["receipts", "verify", "store.db", "--checkpoint", "cp.json"],
+    );
+    assert!(out.starts_with("exit: 2\n"), "{out}");
+}
+
+#[test]
+fn receipts_checkpoint_refuses_a_store_that_does_not_verify() {
+    let dir = receipts_dir(3);
+    let d = dir.path();
+    tamper(d, "DELETE FROM receipts WHERE seq = 2");
+    cli_snapshot_in!("receipts_checkpoint_unverified", d, CHECKPOINT);
+    assert!(!d.join("cp.json").exists());
+    let mut json_args = CHECKPOINT.to_vec();
+    json_args.extend(["--format", "json"]);
+    let out = ipc_in(d, &json_args);
+    assert!(out.starts_with("exit: 1\n"), "{out}");
+    assert!(
+        out.contains("\"code\": \"ipc::receipts::unverified\""),
+        "{out}"
+    );
+    assert!(out.contains("\"problem\": \"missing\""), "{out}");
+    // an empty store has nothing to checkpoint
+    let empty = receipts_dir(0);
+    cli_snapshot_in!("receipts_checkpoint_empty", empty.path(), CHECKPOINT);
+}

@@ -804,7 +804,9 @@ proptest! {
         // every decision left a receipt, and the chain verifies
         let recs = gw.store().receipts().unwrap();
         prop_assert_eq!(recs.len(), r.unwrap_or(0));
-        prop_assert!(intentplane::store::verify_chain(&recs, gw.store().head().unwrap()).is_ok());
+        // and the budgets, nonces and executions are what the receipts say
+        let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
+        prop_assert!(audit.is_ok(), "{:?}", audit);
     }
 }
 
@@ -827,7 +829,9 @@ proptest! {
         prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
         let recs = gw.store().receipts().unwrap();
         prop_assert_eq!(recs.len(), r.unwrap_or(0));
-        prop_assert!(intentplane::store::verify_chain(&recs, gw.store().head().unwrap()).is_ok());
+        // and the budgets, nonces and executions are what the receipts say
+        let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
+        prop_assert!(audit.is_ok(), "{:?}", audit);
     }
 }
 

@@ -50,6 +50,11 @@ fn eight_threads_pay_one_invoice_once() {
     let recs = gw.store().receipts().unwrap();
     assert_eq!(recs.len(), 8);
     intentplane::store::verify_chain(&recs, gw.store().head().unwrap()).unwrap();
+    // one payment executed, one spend, one receipt that allows it
+    assert_eq!(
+        intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None),
+        Ok(8)
+    );
 }
 
 #[test]

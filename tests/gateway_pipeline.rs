@@ -113,4 +113,13 @@ fn every_decision_is_a_receipt_and_the_chain_verifies() {
     );
     let head = gw.store().head().unwrap();
     assert_eq!(intentplane::store::verify_chain(&recs, head).unwrap(), 4);
+    // the ALLOW records what it consumed; the store agrees with the chain
+    assert_eq!(recs[1].body["consumed"]["amount"], json!(100));
+    for r in [&recs[0], &recs[2], &recs[3]] {
+        assert!(r.body.get("consumed").is_none(), "{}", r.body);
+    }
+    assert_eq!(
+        intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None),
+        Ok(4)
+    );
 }

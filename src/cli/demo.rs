@@ -400,14 +400,16 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
         }
     };
     // a store that cannot be read back is an error, never an empty chain
-    let (recs, head) = match (s.gw.store().receipts(), s.gw.store().head()) {
-        (Ok(recs), Ok(head)) => (recs, head),
-        (Err(e), _) | (_, Err(e)) => {
+    let snap = match s.gw.store().snapshot() {
+        Ok(snap) => snap,
+        Err(e) => {
             eprintln!("error: cannot read the receipts back: {e}");
             return 1;
         }
     };
-    let verified = crate::store::verify_chain(&recs, head);
+    // the chain, and the budgets, nonces and executions against it
+    let verified = crate::store::verify_store(&snap, None);
+    let recs = &snap.receipts;
     let r = match args.format {
         Format::Json => {
             let doc = json!({

@@ -1,10 +1,18 @@
-//! `ipc receipts verify STORE` (exit 1 on any chain problem, each named)
-//! and `ipc receipts show STORE` (the receipts, readably or as JSON).
+//! `ipc receipts verify STORE` (exit 1 on any problem, each named: the
+//! chain, the stored bytes, the store's state against the chain, and a
+//! signed checkpoint the chain must extend), `ipc receipts checkpoint
+//! STORE --key K` (signs the head of a store that verifies) and `ipc
+//! receipts show STORE` (the receipts, readably or as JSON).
 
 use super::Format;
+use crate::keys::{PublicKey, SecretKey};
 use crate::store::sqlite::SqliteStore;
-use crate::store::{ReceiptRecord, Store, StoreError, verify_chain};
+use crate::store::{
+    ChainProblem, Checkpoint, CheckpointError, ReceiptRecord, Snapshot, Store, StoreError,
+    verify_store,
+};
 use clap::Subcommand;
+use miette::Diagnostic;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,9 +25,14 @@ pub struct ReceiptsArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum ReceiptsCommand {
-    /// Check the hash chain: detects edited, deleted, reordered and
-    /// truncated receipts, and names each.
+    /// Check the store: the hash chain and its head (edited, deleted,
+    /// reordered, truncated receipts), the stored bytes (canonical, no key
+    /// twice), the budgets, nonces and executed operations against the
+    /// receipts, and optionally a signed checkpoint the chain must extend.
     Verify(VerifyArgs),
+    /// Sign the head of a store that verifies (sequence number and hash)
+    /// into a checkpoint, to keep where the store's writers cannot reach.
+    Checkpoint(CheckpointArgs),
     /// Print the receipts: sequence number, decision, action, stage, hash.
     Show(ShowArgs),
 }
@@ -28,7 +41,34 @@ pub enum ReceiptsCommand {
 pub struct VerifyArgs {
     /// The store file (SQLite).
     pub store: PathBuf,
+    /// A checkpoint from `ipc receipts checkpoint`: the chain must still
+    /// hold its record (same hash), so nothing up to it was cut or rewritten.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub checkpoint: Option<PathBuf>,
+    /// The public key that verifies the checkpoint (`NAME.pub` from `ipc
+    /// keygen`), from the trusted side: never taken from the checkpoint.
+    #[arg(long, value_name = "KEY.pub", requires = "checkpoint")]
+    pub key: Option<PathBuf>,
     /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CheckpointArgs {
+    /// The store file (SQLite).
+    pub store: PathBuf,
+    /// The secret key that signs (`NAME.key` from `ipc keygen`).
+    #[arg(long, value_name = "KEY.key")]
+    pub key: PathBuf,
+    /// Where to write the checkpoint (replaced whole); default: print it.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The time to sign (`YYYY-MM-DDTHH:MM:SSZ`); default now.
+    #[arg(long, value_name = "TIME", value_parser = crate::gateway::json::parse_time_str)]
+    pub now: Option<i64>,
+    /// Output format (of the summary, with `-o`; the checkpoint itself is
+    /// JSON).
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }
@@ -48,78 +88,80 @@ pub struct ShowArgs {
 pub fn run(args: &ReceiptsArgs, out: &mut dyn Write) -> u8 {
     match &args.command {
         ReceiptsCommand::Verify(a) => verify(a, out),
+        ReceiptsCommand::Checkpoint(a) => checkpoint(a, out),
         ReceiptsCommand::Show(a) => show(a, out),
     }
 }
 
-/// The head marker: last sequence number and hash.
-type Head = Option<(u64, String)>;
-
-/// The chain and head marker of a store file.
-fn load(path: &Path) -> Result<(Vec<ReceiptRecord>, Head), StoreError> {
-    let store = SqliteStore::open_existing(path)?;
-    Ok((store.receipts()?, store.head()?))
+/// The receipts, head marker and accounts of a store file.
+fn load(path: &Path) -> Result<Snapshot, StoreError> {
+    SqliteStore::open_existing(path)?.snapshot()
 }
 
 fn verify(args: &VerifyArgs, out: &mut dyn Write) -> u8 {
-    let (records, head) = match load(&args.store) {
+    let snap = match load(&args.store) {
         Ok(x) => x,
         Err(e) => return failure(out, args.format, &e),
     };
+    let checkpoint = match (&args.checkpoint, &args.key) {
+        (Some(file), Some(key)) => {
+            match PublicKey::load(key)
+                .map_err(CheckpointError::from)
+                .and_then(|k| Checkpoint::load(file, &k))
+            {
+                Ok(cp) => Some(cp),
+                Err(e) => return failure(out, args.format, &e),
+            }
+        }
+        _ => None,
+    };
     let file = args.store.display().to_string();
-    let last = records.last().map(|r| (r.seq, r.hash.clone()));
-    let result = verify_chain(&records, head.clone());
+    let result = verify_store(&snap, checkpoint.as_ref().map(|c| (c.seq, c.hash.as_str())));
     let written = match (args.format, &result) {
         (Format::Human, Ok(count)) => {
-            let head_line = match &last {
-                Some((seq, hash)) => format!("head  {seq} {hash}"),
-                None => "head  none (empty chain)".to_string(),
-            };
-            writeln!(
-                out,
-                "ok    {file}: {} verif{}\n{head_line}",
+            let mut text = format!(
+                "ok    {file}: {} verif{}\n",
                 plural(*count, "receipt"),
                 if *count == 1 { "ies" } else { "y" },
-            )
-        }
-        (Format::Human, Err(problems)) => {
-            let mut text = String::new();
-            for p in problems {
-                text.push_str(&format!("  {p}\n"));
+            );
+            match snap.last() {
+                Some((seq, hash)) => text.push_str(&format!("head  {seq} {hash}\n")),
+                None => text.push_str("head  none (empty chain)\n"),
             }
-            write!(
-                out,
-                "fail  {file}: {} in {}\n{text}",
-                plural(problems.len(), "problem"),
-                plural(records.len(), "receipt"),
-            )
+            let a = &snap.accounts;
+            text.push_str(&format!(
+                "state {}, {}, {} match the receipts\n",
+                plural(a.executions.len(), "execution"),
+                plural(a.budgets.len(), "budget"),
+                plural(a.nonces.len(), "nonce"),
+            ));
+            if let Some(cp) = &checkpoint {
+                text.push_str(&format!(
+                    "extends checkpoint {} {} (signed {} by key {})\n",
+                    cp.seq, cp.hash, cp.time, cp.signature.key_id
+                ));
+            }
+            out.write_all(text.as_bytes())
         }
+        (Format::Human, Err(problems)) => write_problems(out, &file, problems, snap.receipts.len()),
         (Format::Json, result) => {
-            let problems: Vec<Value> = match result {
-                Ok(_) => Vec::new(),
-                Err(ps) => ps
-                    .iter()
-                    .map(|p| {
-                        let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
-                        if let Value::Object(m) = &mut v {
-                            m.insert("message".into(), json!(p.to_string()));
-                        }
-                        v
-                    })
-                    .collect(),
-            };
             let doc = json!({
                 "ok": result.is_ok(),
                 "store": file,
-                "count": records.len(),
-                "head": head.map(|(seq, hash)| json!({"seq": seq, "hash": hash})),
-                "problems": problems,
+                "count": snap.receipts.len(),
+                "head": snap.head.as_ref().map(|(seq, hash)| json!({"seq": seq, "hash": hash})),
+                "accounts": {
+                    "executions": snap.accounts.executions.len(),
+                    "budgets": snap.accounts.budgets.len(),
+                    "nonces": snap.accounts.nonces.len(),
+                },
+                "checkpoint": checkpoint.as_ref().map(|c| json!({
+                    "seq": c.seq, "hash": c.hash, "time": c.time,
+                    "key_id": c.signature.key_id,
+                })),
+                "problems": problems_json(result.as_ref().err()),
             });
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&doc).unwrap_or_default()
-            )
+            write_json(out, &doc)
         }
     };
     if written.is_err() {
@@ -128,12 +170,125 @@ fn verify(args: &VerifyArgs, out: &mut dyn Write) -> u8 {
     u8::from(result.is_err())
 }
 
-fn show(args: &ShowArgs, out: &mut dyn Write) -> u8 {
-    let (records, head) = match load(&args.store) {
+/// `fail  FILE: N problems in M receipts` and one line per problem.
+fn write_problems(
+    out: &mut dyn Write,
+    file: &str,
+    problems: &[ChainProblem],
+    records: usize,
+) -> std::io::Result<()> {
+    let mut text = format!(
+        "fail  {file}: {} in {}\n",
+        plural(problems.len(), "problem"),
+        plural(records, "receipt"),
+    );
+    for p in problems {
+        text.push_str(&format!("  {p}\n"));
+    }
+    out.write_all(text.as_bytes())
+}
+
+/// Each problem as its JSON form plus its `message`.
+fn problems_json(problems: Option<&Vec<ChainProblem>>) -> Vec<Value> {
+    problems
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
+            if let Value::Object(m) = &mut v {
+                m.insert("message".into(), json!(p.to_string()));
+            }
+            v
+        })
+        .collect()
+}
+
+fn write_json(out: &mut dyn Write, doc: &Value) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(doc).unwrap_or_default()
+    )
+}
+
+fn checkpoint(args: &CheckpointArgs, out: &mut dyn Write) -> u8 {
+    let key = match SecretKey::load(&args.key) {
+        Ok(k) => k,
+        Err(e) => return failure(out, args.format, &e),
+    };
+    let snap = match load(&args.store) {
         Ok(x) => x,
         Err(e) => return failure(out, args.format, &e),
     };
-    let verified = verify_chain(&records, head).is_ok();
+    let file = args.store.display().to_string();
+    // a checkpoint vouches for the chain: never sign one that does not verify
+    if let Err(problems) = verify_store(&snap, None) {
+        let e = CheckpointError::Unverified {
+            store: file.clone(),
+            problems: plural(problems.len(), "problem"),
+        };
+        match args.format {
+            Format::Human => {
+                let _ = write_problems(out, &file, &problems, snap.receipts.len());
+                render(&e);
+            }
+            Format::Json => {
+                let mut doc = error_json(&e);
+                doc["store"] = json!(file);
+                doc["problems"] = json!(problems_json(Some(&problems)));
+                let _ = write_json(out, &doc);
+            }
+        }
+        return 1;
+    }
+    let Some((seq, hash)) = snap.last() else {
+        return failure(
+            out,
+            args.format,
+            &CheckpointError::EmptyChain { store: file },
+        );
+    };
+    let now = args.now.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| i64::try_from(d.as_secs()).ok())
+            .unwrap_or(0)
+    });
+    let cp = match Checkpoint::sign(seq, hash, now, &key) {
+        Ok(cp) => cp,
+        Err(e) => return failure(out, args.format, &e),
+    };
+    let Some(path) = &args.output else {
+        // the checkpoint itself is the output
+        return u8::from(out.write_all(cp.to_text().as_bytes()).is_err());
+    };
+    if let Err(e) = cp.write(path) {
+        return failure(out, args.format, &e);
+    }
+    let shown = path.display().to_string();
+    let written = match args.format {
+        Format::Human => writeln!(
+            out,
+            "signed {file}: checkpoint of record {} {}\nwrote  {shown} (key {}, {})",
+            cp.seq, cp.hash, cp.signature.key_id, cp.time
+        ),
+        Format::Json => write_json(
+            out,
+            &json!({"ok": true, "store": file, "file": shown,
+                    "checkpoint": serde_json::to_value(&cp).unwrap_or(Value::Null)}),
+        ),
+    };
+    u8::from(written.is_err())
+}
+
+fn show(args: &ShowArgs, out: &mut dyn Write) -> u8 {
+    let snap = match load(&args.store) {
+        Ok(x) => x,
+        Err(e) => return failure(out, args.format, &e),
+    };
+    let verified = verify_store(&snap, None).is_ok();
+    let records = snap.records();
     let skip = args.last.map_or(0, |n| records.len().saturating_sub(n));
     let shown = &records[skip..];
     let written = match args.format {
@@ -238,38 +393,41 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// The store could not be read: a diagnostic on stderr (human) or a JSON
-/// document on stdout; exit 1.
-fn failure(out: &mut dyn Write, format: Format, e: &StoreError) -> u8 {
-    use miette::Diagnostic;
+/// The command cannot run (a store that cannot be read, a key or a
+/// checkpoint refused): a diagnostic on stderr (human) or a JSON document
+/// on stdout; exit 1.
+fn failure(out: &mut dyn Write, format: Format, e: &dyn Diagnostic) -> u8 {
     match format {
         Format::Json => {
-            let doc = json!({
-                "ok": false,
-                "error": {
-                    "code": e.code().map(|c| c.to_string()),
-                    "message": e.to_string(),
-                },
-            });
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&doc).unwrap_or_default()
-            );
+            let _ = write_json(out, &error_json(e));
         }
-        Format::Human => {
-            let theme = if super::use_color() {
-                miette::GraphicalTheme::unicode()
-            } else {
-                miette::GraphicalTheme::unicode_nocolor()
-            };
-            let mut text = String::new();
-            let handler = miette::GraphicalReportHandler::new_themed(theme).with_width(100);
-            if handler.render_report(&mut text, e).is_err() {
-                text = format!("error: {e}\n");
-            }
-            eprint!("{text}");
-        }
+        Format::Human => render(e),
     }
     1
+}
+
+/// `{"ok": false, "error": {"code", "message"}}`.
+fn error_json(e: &dyn Diagnostic) -> Value {
+    json!({
+        "ok": false,
+        "error": {
+            "code": e.code().map(|c| c.to_string()),
+            "message": e.to_string(),
+        },
+    })
+}
+
+/// A diagnostic on stderr.
+fn render(e: &dyn Diagnostic) {
+    let theme = if super::use_color() {
+        miette::GraphicalTheme::unicode()
+    } else {
+        miette::GraphicalTheme::unicode_nocolor()
+    };
+    let mut text = String::new();
+    let handler = miette::GraphicalReportHandler::new_themed(theme).with_width(100);
+    if handler.render_report(&mut text, e).is_err() {
+        text = format!("error: {e}\n");
+    }
+    eprint!("{text}");
 }

@@ -2,7 +2,9 @@
 //! transaction writes into an overlay that is merged only when the body
 //! returns `Ok`, so an `Err` (or a panic) leaves nothing behind.
 
-use super::{ChainLink, ReceiptRecord, Spent, Store, StoreError, Tx, TxFn};
+use super::{
+    Accounts, ChainLink, ReceiptRecord, Snapshot, Spent, Store, StoreError, StoredReceipt, Tx, TxFn,
+};
 use crate::canonical::Jcs;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -218,7 +220,7 @@ impl Store for MemoryStore {
                     seq: r.link.seq,
                     prev_hash: r.link.prev_hash.clone(),
                     hash: r.link.hash.clone(),
-                    body: serde_json::from_str(&r.body)
+                    body: crate::canonical::read_json(&r.body)
                         .map_err(|e| StoreError::Backend(format!("stored receipt: {e}")))?,
                 })
             })
@@ -227,5 +229,28 @@ impl Store for MemoryStore {
 
     fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
         Ok(self.lock().head.clone())
+    }
+
+    fn snapshot(&self) -> Result<Snapshot, StoreError> {
+        let s = self.lock();
+        Ok(Snapshot {
+            receipts: s
+                .receipts
+                .iter()
+                .map(|r| StoredReceipt {
+                    seq: r.link.seq,
+                    prev_hash: r.link.prev_hash.clone(),
+                    hash: r.link.hash.clone(),
+                    body: r.body.to_string(),
+                    body_storage: None,
+                })
+                .collect(),
+            head: s.head.clone(),
+            accounts: Accounts {
+                budgets: s.budgets.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                nonces: s.nonces.iter().cloned().collect(),
+                executions: s.executions.keys().cloned().collect(),
+            },
+        })
     }
 }

@@ -12,6 +12,8 @@
 //! [`sqlite::SqliteStore`] (the embedded default: one file, WAL,
 //! `BEGIN IMMEDIATE`).
 
+pub mod audit;
+pub mod checkpoint;
 pub mod memory;
 pub mod receipts;
 pub mod sqlite;
@@ -20,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical::Jcs;
+pub use audit::{Accounts, Snapshot, StoredReceipt, verify_store};
+pub use checkpoint::{Checkpoint, CheckpointError};
 pub use receipts::{ChainLink, ChainProblem, Receipt, ReceiptRecord, verify_chain};
 
 /// Cumulative spending of one mandate.
@@ -99,6 +103,11 @@ pub trait Store: Send + Sync {
     /// The sequence number and hash of the last receipt as recorded by the
     /// store's head marker (detects a truncated chain).
     fn head(&self) -> Result<Option<(u64, String)>, StoreError>;
+
+    /// The receipts as stored (bodies as their stored text), the head
+    /// marker, and the budgets, used nonces and executed operations, all
+    /// read at one point in time: what [`verify_store`] checks.
+    fn snapshot(&self) -> Result<Snapshot, StoreError>;
 }
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]

@@ -8,6 +8,10 @@
 //! `seq = 1` and `prev_hash = GENESIS_HASH`. The store also keeps a head
 //! marker (the last sequence number and hash) so that cutting records off
 //! the end of the chain is detected too.
+//!
+//! [`verify_chain`] checks the chain alone, as parsed records; a store is
+//! verified whole (stored bytes, its state against the chain, a signed
+//! checkpoint) by [`super::audit::verify_store`].
 
 use crate::canonical::Jcs;
 use serde::{Deserialize, Serialize};
@@ -172,6 +176,55 @@ pub enum ChainProblem {
     BeyondHead { head_seq: u64, last_seq: u64 },
     /// There are records but no head marker.
     NoHead { last_seq: u64 },
+
+    // -- the stored bytes (`verify_store`)
+    /// The body is stored as another SQLite type than text.
+    NotText { seq: u64, storage: String },
+    /// The stored body holds an object key twice: two readers (the
+    /// verifier, SQL's `json_extract`) may see two different values.
+    DuplicateKey { seq: u64, key: String },
+    /// The stored body's bytes are not its canonical JSON form (spacing,
+    /// key order, escapes, number form): what was hashed is not what is
+    /// stored.
+    NotCanonical { seq: u64 },
+
+    // -- the store's state against the chain (`verify_store`)
+    /// An executed ALLOW that does not say what it consumed, or a receipt
+    /// that cannot be accounted for.
+    Unaccounted { seq: u64, reason: String },
+    /// The store records an executed operation that no receipt allows.
+    ExecutionWithoutReceipt { operation_hash: String },
+    /// An executed ALLOW whose operation the store does not record.
+    ReceiptWithoutExecution { seq: u64, operation_hash: String },
+    /// Two receipts execute the same operation.
+    ExecutedTwice {
+        seq: u64,
+        first_seq: u64,
+        operation_hash: String,
+    },
+    /// The store's budget of a mandate is not the sum of its receipts.
+    BudgetMismatch {
+        mandate: String,
+        store_amount: i64,
+        store_calls: u64,
+        receipts_amount: i128,
+        receipts_calls: u64,
+    },
+    /// The store marks an approval nonce used that no receipt consumed.
+    NonceWithoutReceipt { nonce: String },
+    /// A receipt consumed a nonce the store does not mark used.
+    ReceiptNonceNotUsed { seq: u64, nonce: String },
+
+    // -- a signed checkpoint (`verify_store` with a checkpoint)
+    /// The chain ends before the checkpoint's record.
+    CheckpointTruncated { checkpoint_seq: u64, last_seq: u64 },
+    /// The record at the checkpoint's sequence number is not the one the
+    /// checkpoint signed.
+    CheckpointMismatch {
+        seq: u64,
+        checkpoint_hash: String,
+        hash: String,
+    },
 }
 
 impl ChainProblem {
@@ -189,6 +242,19 @@ impl ChainProblem {
             Self::Truncated { last_seq, .. } => last_seq + 1,
             Self::BeyondHead { head_seq, .. } => head_seq + 1,
             Self::NoHead { last_seq } => *last_seq,
+            Self::NotText { seq, .. }
+            | Self::DuplicateKey { seq, .. }
+            | Self::NotCanonical { seq }
+            | Self::Unaccounted { seq, .. }
+            | Self::ReceiptWithoutExecution { seq, .. }
+            | Self::ExecutedTwice { seq, .. }
+            | Self::ReceiptNonceNotUsed { seq, .. }
+            | Self::CheckpointMismatch { seq, .. } => *seq,
+            Self::CheckpointTruncated { last_seq, .. } => last_seq + 1,
+            // about the store's state, not one record: listed last
+            Self::ExecutionWithoutReceipt { .. }
+            | Self::BudgetMismatch { .. }
+            | Self::NonceWithoutReceipt { .. } => u64::MAX,
         }
     }
 }
@@ -244,7 +310,91 @@ impl fmt::Display for ChainProblem {
                 f,
                 "the head marker is missing but the chain has records up to {last_seq}"
             ),
+            Self::NotText { seq, storage } => write!(
+                f,
+                "record {seq}: the body is stored as `{storage}`, not as text"
+            ),
+            Self::DuplicateKey { seq, key } => write!(
+                f,
+                "record {seq} holds the key `{}` twice: readers may disagree on its value",
+                key.escape_debug()
+            ),
+            Self::NotCanonical { seq } => write!(
+                f,
+                "record {seq} is not stored in canonical form: its bytes are not the canonical json of its content"
+            ),
+            Self::Unaccounted { seq, reason } => {
+                write!(f, "record {seq} cannot be accounted for: {reason}")
+            }
+            Self::ExecutionWithoutReceipt { operation_hash } => write!(
+                f,
+                "operation `{}` was executed but no receipt allows it (receipts deleted?)",
+                operation_hash.escape_debug()
+            ),
+            Self::ReceiptWithoutExecution {
+                seq,
+                operation_hash,
+            } => write!(
+                f,
+                "record {seq} executed operation `{}` but the store has no execution of it",
+                operation_hash.escape_debug()
+            ),
+            Self::ExecutedTwice {
+                seq,
+                first_seq,
+                operation_hash,
+            } => write!(
+                f,
+                "record {seq} executes operation `{}` again (first executed in record {first_seq})",
+                operation_hash.escape_debug()
+            ),
+            Self::BudgetMismatch {
+                mandate,
+                store_amount,
+                store_calls,
+                receipts_amount,
+                receipts_calls,
+            } => write!(
+                f,
+                "mandate `{}`: the store records {store_amount} spent in {}, the receipts add up to {receipts_amount} in {} (minor units)",
+                mandate.escape_debug(),
+                calls(*store_calls),
+                calls(*receipts_calls)
+            ),
+            Self::NonceWithoutReceipt { nonce } => write!(
+                f,
+                "approval nonce `{}` is used up but no receipt consumed it (receipts deleted?)",
+                nonce.escape_debug()
+            ),
+            Self::ReceiptNonceNotUsed { seq, nonce } => write!(
+                f,
+                "record {seq} consumed approval nonce `{}` but the store does not mark it used",
+                nonce.escape_debug()
+            ),
+            Self::CheckpointTruncated {
+                checkpoint_seq,
+                last_seq,
+            } => write!(
+                f,
+                "chain truncated: the checkpoint names record {checkpoint_seq} but the last record is {last_seq}"
+            ),
+            Self::CheckpointMismatch {
+                seq,
+                checkpoint_hash,
+                hash,
+            } => write!(
+                f,
+                "record {seq} differs from the checkpoint: hash `{hash}`, checkpoint `{checkpoint_hash}`"
+            ),
         }
+    }
+}
+
+fn calls(n: u64) -> String {
+    if n == 1 {
+        "1 call".into()
+    } else {
+        format!("{n} calls")
     }
 }
 

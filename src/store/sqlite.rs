@@ -18,7 +18,9 @@
 //! A batch is cut at [`SqliteOptions::max_batch`] bodies so that other
 //! processes get the lock too.
 
-use super::{ChainLink, ReceiptRecord, Spent, Store, StoreError, Tx, TxFn};
+use super::{
+    Accounts, ChainLink, ReceiptRecord, Snapshot, Spent, Store, StoreError, StoredReceipt, Tx, TxFn,
+};
 use crate::canonical::Jcs;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -524,7 +526,7 @@ impl Store for SqliteStore {
                         let raw = text(row.get_ref(3)?);
                         // A body that is not JSON (tampered) is kept as a
                         // string: its hash will not match, and verify says so.
-                        serde_json::from_str(&raw).unwrap_or(Value::String(raw))
+                        crate::canonical::read_json(&raw).unwrap_or(Value::String(raw))
                     },
                 })
             })
@@ -543,6 +545,73 @@ impl Store for SqliteStore {
         .optional()
         .map_err(backend)
     }
+
+    fn snapshot(&self) -> Result<Snapshot, StoreError> {
+        let conn = self.lock_reader();
+        // one read transaction: WAL gives it one consistent view, so a
+        // writer committing meanwhile cannot make the parts disagree
+        conn.execute_batch("BEGIN").map_err(backend)?;
+        let snap = read_snapshot(&conn);
+        let end = conn.execute_batch("COMMIT");
+        let snap = snap.map_err(backend)?;
+        end.map_err(backend)?;
+        Ok(snap)
+    }
+}
+
+/// The store as of one read transaction (see [`Store::snapshot`]).
+fn read_snapshot(conn: &Connection) -> Result<Snapshot, rusqlite::Error> {
+    let mut receipts = Vec::new();
+    let mut stmt =
+        conn.prepare("SELECT seq, prev_hash, hash, body, typeof(body) FROM receipts ORDER BY seq")?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        let storage: String = row.get(4)?;
+        receipts.push(StoredReceipt {
+            seq: u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
+            prev_hash: text(row.get_ref(1)?),
+            hash: text(row.get_ref(2)?),
+            body: text(row.get_ref(3)?),
+            body_storage: (storage != "text").then_some(storage),
+        });
+    }
+    let head = conn
+        .query_row("SELECT seq, hash FROM head WHERE id = 1", [], |r| {
+            Ok((
+                u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                text(r.get_ref(1)?),
+            ))
+        })
+        .optional()?;
+    let mut accounts = Accounts::default();
+    let mut stmt = conn.prepare("SELECT mandate_id, amount, calls FROM budgets")?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        let calls: i64 = row.get(2)?;
+        accounts.budgets.insert(
+            text(row.get_ref(0)?),
+            Spent {
+                amount: row.get(1)?,
+                // a negative count (tampered) is not any receipt's sum
+                calls: u64::try_from(calls).unwrap_or(u64::MAX),
+            },
+        );
+    }
+    let mut stmt = conn.prepare("SELECT nonce FROM nonces")?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        accounts.nonces.insert(text(row.get_ref(0)?));
+    }
+    let mut stmt = conn.prepare("SELECT op_hash FROM executions")?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        accounts.executions.insert(text(row.get_ref(0)?));
+    }
+    Ok(Snapshot {
+        receipts,
+        head,
+        accounts,
+    })
 }
 
 /// Any column as text: a tampered file may hold another type.

@@ -65,6 +65,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         )));
     }
     r.tx.record_execution(&op, &result)?;
+    r.spent = Some(amount);
     r.result = Some(result);
     Ok(())
 }

@@ -12,7 +12,7 @@ mod policy;
 mod provenance;
 mod receipt;
 
-pub use receipt::body as receipt_body;
+pub use receipt::{Consumed, body as receipt_body};
 
 use super::{ActionRt, Decision, Deny, Gateway, Input, Mandate, Outcome, ReceiptRef, Stage};
 use crate::store::{StoreError, Tx};
@@ -48,6 +48,9 @@ pub(crate) struct Run<'a> {
     pub approvers: Vec<String>,
     /// Nonces of the approvals used, consumed on execution.
     pub nonces: Vec<String>,
+    /// The amount the execution spent from the mandate's budget: set once
+    /// the operation executed (not on a replay), recorded in the receipt.
+    pub spent: Option<i64>,
     pub result: Option<Value>,
     pub replayed: bool,
 }
@@ -95,6 +98,7 @@ pub(crate) fn run(
         operation_hash: None,
         approvers: vec![],
         nonces: vec![],
+        spent: None,
         result: None,
         replayed: false,
     };

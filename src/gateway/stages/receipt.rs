@@ -6,6 +6,13 @@
 //! The body is written straight to canonical JSON (keys in RFC 8785 order)
 //! from the decision, without building a JSON value first; the store hashes
 //! and keeps that text as is.
+//!
+//! A decision that executed also records what it took from the store,
+//! `"consumed": {"amount": <minor units spent>, "nonces": [<approval
+//! nonces used up>]}`, so that `ipc receipts verify` can recompute the
+//! budgets, used nonces and executed operations from the chain alone and
+//! compare them with the store's (see [`crate::store::audit`]). Other
+//! receipts have no `consumed` key.
 
 use super::Run;
 use crate::canonical::{CanonicalError, Jcs, ObjectWriter};
@@ -15,31 +22,53 @@ use crate::store::{ChainLink, StoreError};
 use serde_json::Value;
 
 pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreError> {
+    let consumed = r.spent.map(|amount| Consumed {
+        amount,
+        nonces: &r.nonces,
+    });
     let body = body(
         r.now,
         &r.gw.bundle_hash,
         r.mandate.as_deref(),
         &r.input.proposal,
         d,
+        consumed.as_ref(),
     )
     .map_err(|e| StoreError::Backend(format!("cannot encode the receipt: {e}")))?;
     r.tx.append_receipt_jcs(&body)
 }
 
+/// What an executed decision took from the store: the amount spent from
+/// the mandate's budget (minor units; 0 for an action without a budget
+/// parameter; one call) and the approval nonces it used up.
+#[derive(Clone, Copy, Debug)]
+pub struct Consumed<'a> {
+    pub amount: i64,
+    pub nonces: &'a [String],
+}
+
 /// The receipt body of a decision, in canonical form: what the store
-/// hashes into the chain (see [`crate::store::receipts`]).
+/// hashes into the chain (see [`crate::store::receipts`]). `consumed` is
+/// given for a decision that executed, and only then.
 pub fn body(
     now: i64,
     bundle: &str,
     mandate: Option<&Mandate>,
     proposal: &Value,
     d: &Decision,
+    consumed: Option<&Consumed<'_>>,
 ) -> Result<Jcs, CanonicalError> {
     let mut w = ObjectWriter::new();
     w.opt_str("action", d.action.as_deref())
         .strs("approvers", &d.approvers)
-        .str("bundle", bundle)
-        .str("decision", outcome_name(d))
+        .str("bundle", bundle);
+    if let Some(c) = consumed {
+        let mut cw = ObjectWriter::new();
+        cw.value("amount", &Value::from(c.amount))?
+            .strs("nonces", c.nonces);
+        w.jcs("consumed", &cw.finish());
+    }
+    w.str("decision", outcome_name(d))
         .opt_uint("level", d.level.map(u64::from))?;
     match mandate {
         Some(m) => {
@@ -55,11 +84,12 @@ pub fn body(
         .map("origins", &d.origins)?
         .strs("policies", &d.policies);
     // the agent's proposal as it came, whatever it holds: a value canonical
-    // JSON cannot hold exactly (an integer beyond ±(2^53 − 1)) is kept as
-    // its JSON text instead, so that no line can make its receipt fail
+    // JSON cannot hold exactly (an integer beyond ±(2^53 − 1)), or one
+    // nested so deep that its body could not be read back, is kept as its
+    // JSON text instead, so that no line can make its receipt fail
     match crate::canonical::check_exact(proposal, "$.proposal") {
-        Ok(()) => w.value("proposal", proposal)?,
-        Err(_) => w.value("proposal", &Value::Null)?.str(
+        Ok(()) if depth(proposal) <= MAX_PROPOSAL_DEPTH => w.value("proposal", proposal)?,
+        _ => w.value("proposal", &Value::Null)?.str(
             "proposal_text",
             &serde_json::to_string(proposal).unwrap_or_else(|e| format!("(unencodable: {e})")),
         ),
@@ -71,6 +101,25 @@ pub fn body(
         .str("stage", d.stage.name())
         .str("time", &format_time(now));
     Ok(w.finish())
+}
+
+/// Deepest proposal kept as a JSON value in a receipt: the body adds a
+/// level, and serde_json reads at most 128 back.
+const MAX_PROPOSAL_DEPTH: usize = 64;
+
+/// Nesting depth of a JSON value (a scalar is 0), without recursion.
+fn depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, d + 1))),
+            Value::Object(m) => stack.extend(m.values().map(|i| (i, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 fn outcome_name(d: &Decision) -> &'static str {
@@ -115,8 +164,13 @@ mod tests {
 
     /// What the body was before it was written directly: a JSON value,
     /// canonicalised. The direct writer must give the same bytes.
-    fn via_value(mandate: Option<&Mandate>, proposal: &Value, d: &Decision) -> String {
-        let v = json!({
+    fn via_value(
+        mandate: Option<&Mandate>,
+        proposal: &Value,
+        d: &Decision,
+        consumed: Option<&Consumed<'_>>,
+    ) -> String {
+        let mut v = json!({
             "time": format_time(1_764_268_800),
             "bundle": "sha256:b",
             "mandate": mandate.map(|m| json!({"id": m.id, "user": m.user, "owner": m.owner})),
@@ -134,6 +188,9 @@ mod tests {
             "result": d.result,
             "replayed": d.replayed,
         });
+        if let Some(c) = consumed {
+            v["consumed"] = json!({"amount": c.amount, "nonces": c.nonces});
+        }
         crate::canonical::value_to_jcs(&v).unwrap()
     }
 
@@ -160,9 +217,21 @@ mod tests {
             (Outcome::Deny, Stage::Authn),
         ] {
             let d = decision(o, s);
+            let nonces = ["n-2".to_string(), "n-1\u{7f}".to_string()];
+            let executed = Consumed {
+                amount: 12_050,
+                nonces: &nonces,
+            };
+            let none = Consumed {
+                amount: 0,
+                nonces: &[],
+            };
             for mandate in [Some(&m), None] {
-                let direct = body(1_764_268_800, "sha256:b", mandate, &proposal, &d).unwrap();
-                assert_eq!(direct.as_str(), via_value(mandate, &proposal, &d));
+                for consumed in [None, Some(&executed), Some(&none)] {
+                    let direct =
+                        body(1_764_268_800, "sha256:b", mandate, &proposal, &d, consumed).unwrap();
+                    assert_eq!(direct.as_str(), via_value(mandate, &proposal, &d, consumed));
+                }
             }
         }
         let mut bare = decision(Outcome::Deny, Stage::Contract);
@@ -170,8 +239,19 @@ mod tests {
         bare.level = None;
         bare.operation_hash = None;
         bare.resolved = Map::new();
-        let direct = body(1_764_268_800, "sha256:b", None, &json!("not json"), &bare).unwrap();
-        assert_eq!(direct.as_str(), via_value(None, &json!("not json"), &bare));
+        let direct = body(
+            1_764_268_800,
+            "sha256:b",
+            None,
+            &json!("not json"),
+            &bare,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            direct.as_str(),
+            via_value(None, &json!("not json"), &bare, None)
+        );
     }
 
     /// Issue #11, item 2: whatever the agent wrote, its receipt encodes;
@@ -181,14 +261,22 @@ mod tests {
         let d = decision(Outcome::Deny, Stage::Contract);
         let proposal =
             json!({"action": "x", "args": {"n": u64::MAX, "m": -9_007_199_254_740_993i64}});
-        let b = body(0, "b", None, &proposal, &d).unwrap();
+        let b = body(0, "b", None, &proposal, &d, None).unwrap();
         let v: Value = serde_json::from_str(b.as_str()).unwrap();
         assert_eq!(v["proposal"], Value::Null);
         let text = v["proposal_text"].as_str().unwrap();
         assert!(text.contains("18446744073709551615") && text.contains("-9007199254740993"));
         assert_eq!(crate::canonical::value_to_jcs(&v).unwrap(), b.as_str());
         // an exact one is kept as a value, with no text beside it
-        let b = body(0, "b", None, &json!({"n": 9_007_199_254_740_991u64}), &d).unwrap();
+        let b = body(
+            0,
+            "b",
+            None,
+            &json!({"n": 9_007_199_254_740_991u64}),
+            &d,
+            None,
+        )
+        .unwrap();
         assert!(!b.as_str().contains("proposal_text"));
     }
 }

@@ -1,0 +1,521 @@
+//! Verifying a whole store, not only its chain: the bytes each receipt is
+//! stored as, the chain and its head ([`verify_chain`]), the store's
+//! state against what the chain says happened, and optionally a signed
+//! checkpoint ([`super::checkpoint`]) the chain must extend.
+//!
+//! **Stored bytes.** The gateway stores each body as its canonical JSON
+//! text and hashes that text. A body whose stored bytes are not exactly
+//! the canonical form of their content is refused: otherwise a body with a
+//! key written twice (`{"decision":"DENY", ...the original...}`) would
+//! hash like the original for a reader that keeps the last value, while
+//! SQL's `json_extract` reads the first.
+//!
+//! **State against the chain.** Budgets, used approval nonces and executed
+//! operations are only ever written by an executed decision, in the same
+//! transaction as its ALLOW receipt, and that receipt records what it
+//! consumed (`"consumed": {"amount", "nonces"}`, its `mandate.id` and its
+//! `operation_hash`). So the chain alone gives what the state must be:
+//! every executed operation has exactly one executed ALLOW, each mandate's
+//! spent amount and call count are the sums of its executed ALLOWs, and
+//! every used nonce was consumed by one. An execution, spend or nonce
+//! without its receipt means receipts were deleted (the last ones, with
+//! the head moved back, or all of them and the head). Revocations and the
+//! systems-of-record state are written by the trusted side too
+//! (`ipc token revoke`, a user adding a payee, trusted scenario steps)
+//! without a receipt, so they are not checked against the chain.
+
+use super::Spent;
+use super::receipts::{ChainProblem, ReceiptRecord, verify_chain};
+use crate::canonical::Jcs;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A receipt exactly as stored: the body is the stored text, unparsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredReceipt {
+    pub seq: u64,
+    pub prev_hash: String,
+    pub hash: String,
+    pub body: String,
+    /// The storage type of the body when it is not text (SQLite: `blob`,
+    /// `integer`, `real`, `null`); `None` for text.
+    pub body_storage: Option<String>,
+}
+
+/// What the store remembers besides the receipts that the chain accounts
+/// for: spent budgets by mandate id, used approval nonces, executed
+/// operation hashes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Accounts {
+    pub budgets: BTreeMap<String, Spent>,
+    pub nonces: BTreeSet<String>,
+    pub executions: BTreeSet<String>,
+}
+
+/// The receipts, the head marker and the accounts, read together (one
+/// read transaction: a concurrent writer cannot make them disagree).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub receipts: Vec<StoredReceipt>,
+    pub head: Option<(u64, String)>,
+    pub accounts: Accounts,
+}
+
+impl Snapshot {
+    /// The records with their bodies parsed, as [`super::Store::receipts`]
+    /// gives them (a body that is not JSON is kept as a string).
+    pub fn records(&self) -> Vec<ReceiptRecord> {
+        self.receipts
+            .iter()
+            .map(|r| ReceiptRecord {
+                seq: r.seq,
+                prev_hash: r.prev_hash.clone(),
+                hash: r.hash.clone(),
+                body: parse_body(&r.body),
+            })
+            .collect()
+    }
+
+    /// The last record's sequence number and hash, if any.
+    pub fn last(&self) -> Option<(u64, &str)> {
+        self.receipts
+            .iter()
+            .max_by_key(|r| r.seq)
+            .map(|r| (r.seq, r.hash.as_str()))
+    }
+}
+
+fn parse_body(text: &str) -> Value {
+    // A body that is not JSON (tampered) is kept as a string: its hash will
+    // not match, and verify says so.
+    crate::canonical::read_json(text).unwrap_or_else(|_| Value::String(text.to_string()))
+}
+
+/// Verifies a store: stored bytes, chain and head, the accounts against
+/// the chain and, given `checkpoint` (a sequence number and hash a signed
+/// checkpoint vouches for), that the chain extends it. Returns the number
+/// of records, or every problem (sorted by the record they concern; the
+/// problems about the store's state, which name no record, last).
+pub fn verify_store(
+    snap: &Snapshot,
+    checkpoint: Option<(u64, &str)>,
+) -> Result<usize, Vec<ChainProblem>> {
+    let mut problems = Vec::new();
+    let mut records = Vec::with_capacity(snap.receipts.len());
+    for r in &snap.receipts {
+        if let Some(storage) = &r.body_storage {
+            problems.push(ChainProblem::NotText {
+                seq: r.seq,
+                storage: storage.clone(),
+            });
+        }
+        // a text that is not JSON is left to the hash check (it cannot
+        // match: the record was edited)
+        let parsed: Option<Value> = crate::canonical::read_json(&r.body).ok();
+        if let Some(p) = parsed.as_ref().and_then(|v| stored_form(r.seq, &r.body, v)) {
+            problems.push(p);
+        }
+        let body = parsed.unwrap_or_else(|| Value::String(r.body.clone()));
+        records.push(ReceiptRecord {
+            seq: r.seq,
+            prev_hash: r.prev_hash.clone(),
+            hash: r.hash.clone(),
+            body,
+        });
+    }
+    if let Err(chain) = verify_chain(&records, snap.head.clone()) {
+        problems.extend(chain);
+    }
+    cross_check(&records, &snap.accounts, &mut problems);
+    if let Some((seq, hash)) = checkpoint {
+        check_checkpoint(snap, seq, hash, &mut problems);
+    }
+    if problems.is_empty() {
+        Ok(records.len())
+    } else {
+        problems.sort_by_key(ChainProblem::seq);
+        Err(problems)
+    }
+}
+
+/// A body whose stored text is not the canonical form of its content. A
+/// content without canonical form is left to the hash check (it cannot
+/// match: the record was edited).
+fn stored_form(seq: u64, text: &str, body: &Value) -> Option<ChainProblem> {
+    let canonical = Jcs::from_value(body).ok()?;
+    if canonical.as_str() == text {
+        return None;
+    }
+    // the duplicate-refusing reader names a key written twice
+    match crate::gateway::json::parse_no_duplicates(text) {
+        Err(msg) => match duplicated_key(&msg) {
+            Some(key) => Some(ChainProblem::DuplicateKey { seq, key }),
+            None => Some(ChainProblem::NotCanonical { seq }),
+        },
+        Ok(_) => Some(ChainProblem::NotCanonical { seq }),
+    }
+}
+
+/// The key in `` duplicate key `KEY` at line L column C ``.
+fn duplicated_key(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix("duplicate key `")?;
+    let key = match rest.rsplit_once("` at line ") {
+        Some((key, _)) => key,
+        None => rest.strip_suffix('`')?,
+    };
+    Some(key.to_string())
+}
+
+/// What the chain says the accounts must hold.
+#[derive(Default)]
+struct Ledger {
+    /// Amount (wide: a sum of many i64) and calls by mandate id.
+    budgets: BTreeMap<String, (i128, u64)>,
+    /// Nonce → the record that consumed it.
+    nonces: BTreeMap<String, u64>,
+    /// Operation hash → the record that executed it.
+    executions: BTreeMap<String, u64>,
+}
+
+fn str_at<'v>(body: &'v Value, path: &[&str]) -> Option<&'v str> {
+    path.iter()
+        .try_fold(body, |v, k| v.get(k))
+        .and_then(Value::as_str)
+}
+
+/// The accounts against the chain's executed ALLOW receipts.
+fn cross_check(records: &[ReceiptRecord], accounts: &Accounts, problems: &mut Vec<ChainProblem>) {
+    let mut ledger = Ledger::default();
+    for r in records {
+        let b = &r.body;
+        let unaccounted = |reason: &str| ChainProblem::Unaccounted {
+            seq: r.seq,
+            reason: reason.to_string(),
+        };
+        // a replay answers with the recorded result and consumes nothing
+        let executed = str_at(b, &["decision"]) == Some("ALLOW")
+            && b.get("replayed") != Some(&Value::Bool(true));
+        let consumed = b.get("consumed");
+        if !executed {
+            if consumed.is_some() {
+                problems.push(unaccounted("it records `consumed` but did not execute"));
+            }
+            continue;
+        }
+        match str_at(b, &["operation_hash"]) {
+            Some(op) => match ledger.executions.get(op) {
+                Some(&first_seq) => problems.push(ChainProblem::ExecutedTwice {
+                    seq: r.seq,
+                    first_seq,
+                    operation_hash: op.to_string(),
+                }),
+                None => {
+                    ledger.executions.insert(op.to_string(), r.seq);
+                    if !accounts.executions.contains(op) {
+                        problems.push(ChainProblem::ReceiptWithoutExecution {
+                            seq: r.seq,
+                            operation_hash: op.to_string(),
+                        });
+                    }
+                }
+            },
+            None => problems.push(unaccounted("an executed ALLOW without `operation_hash`")),
+        }
+        let Some(consumed) = consumed else {
+            problems.push(unaccounted(
+                "an executed ALLOW that does not record what it consumed \
+                 (no `consumed`: written by a gateway older than this check?)",
+            ));
+            continue;
+        };
+        let amount = consumed.get("amount").and_then(Value::as_i64);
+        let nonces: Option<Vec<&str>> = consumed
+            .get("nonces")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(Value::as_str).collect());
+        let (Some(amount), Some(nonces)) = (amount, nonces) else {
+            problems.push(unaccounted(
+                "`consumed` is not `{\"amount\": <integer>, \"nonces\": [<string>...]}`",
+            ));
+            continue;
+        };
+        match str_at(b, &["mandate", "id"]) {
+            Some(m) => {
+                let e = ledger.budgets.entry(m.to_string()).or_default();
+                e.0 += i128::from(amount);
+                e.1 = e.1.saturating_add(1);
+            }
+            None => problems.push(unaccounted("an executed ALLOW without `mandate.id`")),
+        }
+        for n in nonces {
+            if let Some(&first) = ledger.nonces.get(n) {
+                problems.push(unaccounted(&format!(
+                    "it consumes approval nonce `{}`, already consumed by record {first}",
+                    n.escape_debug()
+                )));
+                continue;
+            }
+            ledger.nonces.insert(n.to_string(), r.seq);
+            if !accounts.nonces.contains(n) {
+                problems.push(ChainProblem::ReceiptNonceNotUsed {
+                    seq: r.seq,
+                    nonce: n.to_string(),
+                });
+            }
+        }
+    }
+
+    for op in &accounts.executions {
+        if !ledger.executions.contains_key(op) {
+            problems.push(ChainProblem::ExecutionWithoutReceipt {
+                operation_hash: op.clone(),
+            });
+        }
+    }
+    let mandates: BTreeSet<&String> = accounts
+        .budgets
+        .keys()
+        .chain(ledger.budgets.keys())
+        .collect();
+    for m in mandates {
+        let store = accounts.budgets.get(m).copied().unwrap_or_default();
+        let (amount, calls) = ledger.budgets.get(m).copied().unwrap_or_default();
+        if i128::from(store.amount) != amount || store.calls != calls {
+            problems.push(ChainProblem::BudgetMismatch {
+                mandate: m.clone(),
+                store_amount: store.amount,
+                store_calls: store.calls,
+                receipts_amount: amount,
+                receipts_calls: calls,
+            });
+        }
+    }
+    for n in &accounts.nonces {
+        if !ledger.nonces.contains_key(n) {
+            problems.push(ChainProblem::NonceWithoutReceipt { nonce: n.clone() });
+        }
+    }
+}
+
+/// The chain must reach the checkpoint's record, and that record must be
+/// the one signed. Its hash covers every record before it through the
+/// links, which [`verify_chain`] checks.
+fn check_checkpoint(snap: &Snapshot, seq: u64, hash: &str, problems: &mut Vec<ChainProblem>) {
+    let last_seq = snap.last().map_or(0, |(s, _)| s);
+    if last_seq < seq {
+        problems.push(ChainProblem::CheckpointTruncated {
+            checkpoint_seq: seq,
+            last_seq,
+        });
+        return;
+    }
+    // a record absent at `seq` is a gap, which the chain check names
+    if let Some(r) = snap.receipts.iter().find(|r| r.seq == seq)
+        && r.hash != hash
+    {
+        problems.push(ChainProblem::CheckpointMismatch {
+            seq,
+            checkpoint_hash: hash.to_string(),
+            hash: r.hash.clone(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::receipts::ReceiptRecord;
+    use serde_json::json;
+
+    fn stored(bodies: &[Value]) -> Snapshot {
+        let mut out: Vec<ReceiptRecord> = Vec::new();
+        for b in bodies {
+            let prev = out.last().map(|r| (r.seq, r.hash.as_str()));
+            out.push(ReceiptRecord::next(prev, b.clone()).unwrap());
+        }
+        Snapshot {
+            head: out.last().map(|r| (r.seq, r.hash.clone())),
+            receipts: out
+                .iter()
+                .map(|r| StoredReceipt {
+                    seq: r.seq,
+                    prev_hash: r.prev_hash.clone(),
+                    hash: r.hash.clone(),
+                    body: Jcs::from_value(&r.body).unwrap().into_string(),
+                    body_storage: None,
+                })
+                .collect(),
+            accounts: Accounts::default(),
+        }
+    }
+
+    fn executed(m: &str, op: &str, amount: i64, nonces: &[&str]) -> Value {
+        json!({"decision": "ALLOW", "replayed": false, "mandate": {"id": m},
+               "operation_hash": op, "consumed": {"amount": amount, "nonces": nonces}})
+    }
+
+    #[test]
+    fn the_accounts_of_a_consistent_store_verify() {
+        let mut s = stored(&[
+            executed("m1", "op1", 500, &["n1"]),
+            json!({"decision": "ALLOW", "replayed": true, "mandate": {"id": "m1"},
+                   "operation_hash": "op1"}),
+            json!({"decision": "DENY", "mandate": null}),
+            executed("m1", "op2", 0, &[]),
+            executed("m2", "op3", 7, &["n2", "n3"]),
+        ]);
+        s.accounts.budgets.insert(
+            "m1".into(),
+            Spent {
+                amount: 500,
+                calls: 2,
+            },
+        );
+        s.accounts.budgets.insert(
+            "m2".into(),
+            Spent {
+                amount: 7,
+                calls: 1,
+            },
+        );
+        s.accounts.nonces = ["n1", "n2", "n3"].map(String::from).into();
+        s.accounts.executions = ["op1", "op2", "op3"].map(String::from).into();
+        assert_eq!(verify_store(&s, None), Ok(5));
+        let (seq, hash) = s.last().map(|(q, h)| (q, h.to_string())).unwrap();
+        assert_eq!(verify_store(&s, Some((seq, &hash))), Ok(5));
+        assert_eq!(verify_store(&s, Some((2, &s.receipts[1].hash))), Ok(5));
+    }
+
+    #[test]
+    fn state_without_receipts_is_named() {
+        let mut s = stored(&[executed("m1", "op1", 500, &["n1"])]);
+        s.accounts.budgets.insert(
+            "m1".into(),
+            Spent {
+                amount: 900,
+                calls: 2,
+            },
+        );
+        s.accounts.nonces = ["n1", "n9"].map(String::from).into();
+        s.accounts.executions = ["op1", "op9"].map(String::from).into();
+        let problems = verify_store(&s, None).unwrap_err();
+        assert_eq!(
+            problems,
+            vec![
+                ChainProblem::ExecutionWithoutReceipt {
+                    operation_hash: "op9".into()
+                },
+                ChainProblem::BudgetMismatch {
+                    mandate: "m1".into(),
+                    store_amount: 900,
+                    store_calls: 2,
+                    receipts_amount: 500,
+                    receipts_calls: 1
+                },
+                ChainProblem::NonceWithoutReceipt { nonce: "n9".into() },
+            ]
+        );
+        assert_eq!(
+            problems[1].to_string(),
+            "mandate `m1`: the store records 900 spent in 2 calls, the receipts add up to 500 in 1 call (minor units)"
+        );
+    }
+
+    #[test]
+    fn receipts_without_state_and_unaccountable_receipts_are_named() {
+        let s = stored(&[
+            executed("m1", "op1", 5, &["n1"]),
+            executed("m1", "op1", 5, &["n1"]),
+            json!({"decision": "ALLOW", "replayed": false, "mandate": {"id": "m1"},
+                   "operation_hash": "op2"}),
+            json!({"decision": "DENY", "consumed": {"amount": 1, "nonces": []}}),
+        ]);
+        let problems = verify_store(&s, None).unwrap_err();
+        let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            vec![
+                "record 1 executed operation `op1` but the store has no execution of it",
+                "record 1 consumed approval nonce `n1` but the store does not mark it used",
+                "record 2 executes operation `op1` again (first executed in record 1)",
+                "record 2 cannot be accounted for: it consumes approval nonce `n1`, already consumed by record 1",
+                "record 3 executed operation `op2` but the store has no execution of it",
+                "record 3 cannot be accounted for: an executed ALLOW that does not record what it consumed (no `consumed`: written by a gateway older than this check?)",
+                "record 4 cannot be accounted for: it records `consumed` but did not execute",
+                "mandate `m1`: the store records 0 spent in 0 calls, the receipts add up to 10 in 2 calls (minor units)",
+            ]
+        );
+    }
+
+    #[test]
+    fn stored_bytes_must_be_canonical() {
+        let mut s = stored(&[json!({"a": 1, "decision": "ALLOW", "replayed": true})]);
+        let original = s.receipts[0].body.clone();
+        s.receipts[0].body = format!("{{\"decision\":\"DENY\",{}", &original[1..]);
+        assert_eq!(
+            verify_store(&s, None),
+            Err(vec![ChainProblem::DuplicateKey {
+                seq: 1,
+                key: "decision".into()
+            }])
+        );
+        s.receipts[0].body = original.replace(',', ", ");
+        assert_eq!(
+            verify_store(&s, None),
+            Err(vec![ChainProblem::NotCanonical { seq: 1 }])
+        );
+        s.receipts[0].body = original.clone();
+        s.receipts[0].body_storage = Some("blob".into());
+        assert_eq!(
+            verify_store(&s, None),
+            Err(vec![ChainProblem::NotText {
+                seq: 1,
+                storage: "blob".into()
+            }])
+        );
+        // not JSON at all: the hash check says it was edited
+        s.receipts[0].body = "{not json".into();
+        s.receipts[0].body_storage = None;
+        assert_eq!(
+            verify_store(&s, None),
+            Err(vec![ChainProblem::Edited { seq: 1 }])
+        );
+    }
+
+    #[test]
+    fn a_chain_must_extend_its_checkpoint() {
+        let s = stored(&[json!({"n": 1}), json!({"n": 2})]);
+        assert_eq!(
+            verify_store(&s, Some((3, "sha256:x"))),
+            Err(vec![ChainProblem::CheckpointTruncated {
+                checkpoint_seq: 3,
+                last_seq: 2
+            }])
+        );
+        assert_eq!(
+            verify_store(&s, Some((1, "sha256:x"))),
+            Err(vec![ChainProblem::CheckpointMismatch {
+                seq: 1,
+                checkpoint_hash: "sha256:x".into(),
+                hash: s.receipts[0].hash.clone(),
+            }])
+        );
+        assert_eq!(
+            verify_store(&Snapshot::default(), Some((1, "sha256:x"))),
+            Err(vec![ChainProblem::CheckpointTruncated {
+                checkpoint_seq: 1,
+                last_seq: 0
+            }])
+        );
+    }
+
+    #[test]
+    fn duplicated_key_is_read_from_the_message() {
+        assert_eq!(
+            duplicated_key("duplicate key `a` b` at line 1 column 9").as_deref(),
+            Some("a` b")
+        );
+        assert_eq!(duplicated_key("duplicate key `k`").as_deref(), Some("k"));
+        assert_eq!(duplicated_key("expected value at line 1 column 1"), None);
+    }
+}
