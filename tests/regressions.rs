@@ -411,7 +411,11 @@ fn a_commit_attested_for_one_owner_cannot_be_merged_into_another_owners_reposito
     let d = decide(&gw, merge("payments-api"), &cross);
     assert_deny(&d, "policy", "not the repository of the request");
     // the legitimate merge still runs, into the repository it names
-    let d = decide(&gw, merge("payments-api"), &code("payments-api", "payments-api"));
+    let d = decide(
+        &gw,
+        merge("payments-api"),
+        &code("payments-api", "payments-api"),
+    );
     assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
     assert_eq!(d.resolved["repo"], json!("payments-api"));
     assert_eq!(d.result.unwrap()["repo"], json!("payments-api"));
