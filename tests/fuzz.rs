@@ -2,33 +2,77 @@
 //! sequences of proposals over everything an agent can send — any action
 //! name, keys and values; references, including other tenants' ids;
 //! smuggled keys (origin, scope, context, approval_level...); wrong types;
-//! disguised IBANs; huge and nested values; genuine, expired, tampered and
-//! foreign tokens; approvals by the right and the wrong people, and for
-//! other operations — against the bank and accounts-payable packs.
+//! disguised IBANs, addresses, patient ids and commits; huge and nested
+//! values; genuine, expired, tampered and foreign tokens; approvals by the
+//! right and the wrong people, twice by one person, expired, and for other
+//! operations — against all five shipped packs (bank, accounts payable,
+//! health, workspace, code).
 //!
 //! An oracle written from the world's ground truth (the registry files and
-//! the mandates as data, parsed here, not through gateway code) checks every
-//! executed action: a genuine, unexpired token with the scope; every
-//! critical value equal, after an independent normalisation, to a trusted
-//! value of that owner; budgets and hard caps; the approval level an
-//! independent table requires; an invoice paid once.
+//! the mandates as data, parsed here, never through gateway code) checks
+//! every executed action: a genuine, unexpired token of the action's pack
+//! with the scope; every critical value equal, after the oracle's own
+//! normalisation, to a trusted value of that owner and to what the agent
+//! proposed (or what its reference names in the owner's records); the
+//! forbids (hard caps, sanctions, cooling-off, research consent, red CI,
+//! ...); the approval level an independent table requires; budgets and call
+//! counts; an invoice paid once.
 //!
-//! Default: 6,000 proposals (60 cases × 100). `IPC_FUZZ_CASES=1000` runs
-//! 100,000.
+//! The oracle is itself tested: the sabotage tests at the end run the same
+//! property against deliberately broken gateways (provenance vouching for
+//! anything, approval rules removed, forbids removed, budgets not counted),
+//! pack by pack, and require it to fail, for the right reason.
+//!
+//! Default: 6,000 proposals (60 cases × 100), spread over the five packs.
+//! `IPC_FUZZ_CASES=1000` runs 100,000.
 
 mod common;
+use cedar_policy::{Effect, PolicySet};
 use common::*;
 use intentplane::gateway::{Decision, Gateway, Outcome};
+use intentplane::store::memory::MemoryStore;
 use proptest::prelude::*;
+use proptest::test_runner::{Config, TestError, TestRunner};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::OnceLock;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 const PER_CASE: usize = 100;
+
+/// The packs, in the order a move's `pack` indexes them.
+const PACKS: [&str; 5] = ["bank", "ap", "health", "workspace", "code"];
+
+const ATTACKER_MAIL: &str = "mark.black-2134@gmail.com";
+const COLLEAGUE: &str = "david.smith@bluesparrowtech.com";
+const PARTNER: &str = "partner@external.example";
+const NOAHS_CONTACT: &str = "olivia.chen@quantumleaf.io";
+const C_REVIEWED: &str = "09a46f0fe208bfff9d6ccfc8342bead6bd1be1bb";
+const C_UNREVIEWED: &str = "77fe5a4c30f1875e7736980d0b1c4260edc194a6";
+const C_RED: &str = "0ce64441b1f283a9378ea467d86f8eeb1a3d5513";
+const C_PENDING: &str = "7a50fc62dc92734cf40a6de7c7fcefbbe3d4182b";
+const C_CY: &str = "d6df571ec2ee531147e254160314c40c87cffd70";
+const C_WEB: &str = "b8f9ac74f6b7e53ac5f99d610d81b280390cb2ea";
+const C_WEB_UNREVIEWED: &str = "c20b4e48df8991045a3df55639cea139f3df32d1";
+const C_WEB_DAN: &str = "10916a28194f88076581952b88a712fbb0398302";
+const C_UNATTESTED: &str = "ad889e174c9e412dc07a073d3afc11e5d032f268";
 
 fn world() -> &'static TestWorld {
     static W: OnceLock<TestWorld> = OnceLock::new();
     W.get_or_init(TestWorld::new)
+}
+
+/// The gateway over the test world, built once (parsing and validating the
+/// Cedar of five packs is the costliest step in a debug build); each case
+/// decides on a fork of it with a store of its own.
+fn gateway() -> &'static Gateway {
+    static G: OnceLock<Gateway> = OnceLock::new();
+    G.get_or_init(|| world().gateway())
+}
+
+/// A fork of [`gateway`] over a fresh world and `store`.
+fn fresh(store: Arc<dyn intentplane::store::Store>) -> Gateway {
+    gateway().fork(world().world(), store)
 }
 
 // ---- ground truth, read independently from the registry files ----------
@@ -52,6 +96,32 @@ fn iban(s: &str) -> Option<String> {
     (t.len() >= 15 && t.chars().all(|c| c.is_ascii_alphanumeric())).then_some(t)
 }
 
+/// An e-mail address as the oracle compares it: surrounding white space
+/// ignored, then printable ASCII only, one `@`, compared in lower case.
+fn email(s: &str) -> Option<String> {
+    let t = s.trim();
+    let ok =
+        !t.is_empty() && t.chars().all(|c| c.is_ascii_graphic()) && t.matches('@').count() == 1;
+    ok.then(|| t.to_ascii_lowercase())
+}
+
+/// An id compared case-insensitively (patient ids): ASCII only.
+fn upper(s: &str) -> Option<String> {
+    let t = s.trim();
+    t.is_ascii().then(|| t.to_ascii_uppercase())
+}
+
+/// A commit id: ASCII only, compared in lower case.
+fn lower(s: &str) -> Option<String> {
+    let t = s.trim();
+    t.is_ascii().then(|| t.to_ascii_lowercase())
+}
+
+/// Compared as written.
+fn exact(s: &str) -> Option<String> {
+    Some(s.to_string())
+}
+
 fn money(v: &Value) -> i64 {
     let s = match v {
         Value::String(s) => s.clone(),
@@ -61,25 +131,75 @@ fn money(v: &Value) -> i64 {
     u.parse::<i64>().unwrap() * 100 + format!("{f:0<2}").parse::<i64>().unwrap()
 }
 
+/// `YYYY-MM-DDTHH:MM:SSZ` in seconds since 1970 (the registry files' form).
+fn seconds(s: &str) -> i64 {
+    let n = |r: Range<usize>| s[r].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    // days from civil (H. Hinnant)
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
+}
+
+type Keyed = HashMap<String, Map<String, Value>>;
+type Sets = HashMap<String, BTreeSet<String>>;
+
+fn keyed(v: Value) -> Keyed {
+    v.as_object()
+        .unwrap()
+        .iter()
+        .map(|(o, r)| (o.clone(), r.as_object().unwrap().clone()))
+        .collect()
+}
+
+/// A set registry of plain values, per owner, in the oracle's spelling.
+fn sets(v: Value, norm: fn(&str) -> Option<String>) -> Sets {
+    v.as_object()
+        .unwrap()
+        .iter()
+        .map(|(o, list)| {
+            let vals = list
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| norm(x.as_str().unwrap()).unwrap())
+                .collect();
+            (o.clone(), vals)
+        })
+        .collect()
+}
+
 struct Truth {
     beneficiaries: HashMap<String, Vec<(Option<String>, String)>>,
     sanctions: BTreeSet<String>,
-    orders: HashMap<String, Map<String, Value>>,
-    vendors: HashMap<String, Map<String, Value>>,
-    invoices: HashMap<String, Map<String, Value>>,
-    callbacks: HashMap<String, Map<String, Value>>,
+    orders: Keyed,
+    vendors: Keyed,
+    invoices: Keyed,
+    callbacks: Keyed,
     vop: Map<String, Value>,
+    encounters: Keyed,
+    patients: BTreeSet<String>,
+    cohort: Sets,
+    consent: BTreeSet<String>,
+    contacts: Sets,
+    files: Sets,
+    emails: Sets,
+    events: Sets,
+    repositories: Sets,
+    attestations: Keyed,
+    branches: Sets,
+    protected: Sets,
 }
 
 fn truth() -> Truth {
-    let owners = |v: Value| -> HashMap<String, Map<String, Value>> {
-        v.as_object()
-            .unwrap()
-            .iter()
-            .map(|(o, r)| (o.clone(), r.as_object().unwrap().clone()))
-            .collect()
-    };
     let ben = registry("bank", "beneficiaries");
+    let global = |pack: &str, name: &str, norm: fn(&str) -> Option<String>| -> BTreeSet<String> {
+        sets(registry(pack, name), norm).remove("*").unwrap()
+    };
     Truth {
         beneficiaries: ben
             .as_object()
@@ -101,18 +221,35 @@ fn truth() -> Truth {
                 (o.clone(), vals)
             })
             .collect(),
-        sanctions: registry("bank", "sanctions")["*"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| iban(s.as_str().unwrap()).unwrap())
-            .collect(),
-        orders: owners(registry("bank", "standing_orders")),
-        vendors: owners(registry("ap", "vendors")),
-        invoices: owners(registry("ap", "invoices")),
-        callbacks: owners(registry("ap", "callbacks")),
+        sanctions: global("bank", "sanctions", iban),
+        orders: keyed(registry("bank", "standing_orders")),
+        vendors: keyed(registry("ap", "vendors")),
+        invoices: keyed(registry("ap", "invoices")),
+        callbacks: keyed(registry("ap", "callbacks")),
         vop: registry("ap", "vop")["*"].as_object().unwrap().clone(),
+        encounters: keyed(registry("health", "encounters")),
+        patients: global("health", "patients", exact),
+        cohort: sets(registry("health", "cohort"), exact),
+        consent: global("health", "research_consent", exact),
+        contacts: sets(registry("workspace", "contacts"), email),
+        files: sets(registry("workspace", "files"), exact),
+        emails: sets(registry("workspace", "emails"), exact),
+        events: sets(registry("workspace", "events"), exact),
+        repositories: sets(registry("code", "repositories"), exact),
+        attestations: keyed(registry("code", "attestations")),
+        branches: sets(registry("code", "branches"), exact),
+        protected: sets(registry("code", "protected_branches"), exact),
     }
+}
+
+fn in_set(s: &Sets, owner: &str, v: &str) -> bool {
+    s.get(owner).is_some_and(|x| x.contains(v))
+}
+
+fn record<'a>(k: &'a Keyed, owner: &str, key: &str) -> Option<&'a Map<String, Value>> {
+    k.get(owner)
+        .and_then(|r| r.get(key))
+        .and_then(Value::as_object)
 }
 
 // ---- the mandates the attacker's proposals travel with ----------------
@@ -126,6 +263,7 @@ struct M {
 #[derive(Clone)]
 struct MandateData {
     id: String,
+    pack: String,
     user: String,
     owner: String,
     scopes: Vec<String>,
@@ -134,65 +272,47 @@ struct MandateData {
     calls: u64,
 }
 
-fn mandates(w: &TestWorld) -> Vec<M> {
-    let mut out = vec![];
-    let mut add = |spec: MandateSpec, valid: bool, w: &TestWorld| {
-        let data = MandateData {
-            id: spec.id.clone(),
-            user: spec.user.clone(),
-            owner: spec.owner.clone(),
-            scopes: spec.scopes.clone(),
-            claims: spec.claims.clone(),
-            budget: spec.budget,
-            calls: spec.calls,
-        };
-        let token = w.mandate(spec);
-        out.push(M {
-            token,
-            valid: valid.then_some(data),
-        });
+/// One pack's mandates: the genuine ones first.
+struct Pool {
+    ms: Vec<M>,
+    genuine: usize,
+}
+
+fn genuine(w: &TestWorld, spec: MandateSpec) -> M {
+    let data = MandateData {
+        id: spec.id.clone(),
+        pack: spec.pack.clone(),
+        user: spec.user.clone(),
+        owner: spec.owner.clone(),
+        scopes: spec.scopes.clone(),
+        claims: spec.claims.clone(),
+        budget: spec.budget,
+        calls: spec.calls,
     };
-    add(MandateSpec::bank("emma"), true, w);
-    let mut low = MandateSpec::bank("emma");
-    low.budget = 15_000;
-    low.calls = 3;
-    add(low, true, w);
-    add(MandateSpec::bank("noah"), true, w);
-    add(
-        MandateSpec::bank("emma").claim("payee", json!([SUPPLIER])),
-        true,
-        w,
-    );
-    let mut scopeless = MandateSpec::bank("emma");
-    scopeless.scopes = vec!["account.write".into()];
-    add(scopeless, true, w);
-    let mut expired = MandateSpec::bank("emma");
-    expired.ttl = -10;
-    add(expired, false, w);
-    let mut big =
-        MandateSpec::for_pack("ap", "clerk", "acme", &["payments.write", "vendors.write"]);
-    big.budget = 5_000_000;
-    add(big, true, w);
-    add(
-        MandateSpec::for_pack(
-            "ap",
-            "clerk",
-            "globex",
-            &["payments.write", "vendors.write"],
-        ),
-        true,
-        w,
-    );
-    // tampered: a valid token whose budget the agent raised
-    let mut t = w.mandate(MandateSpec::bank("emma"));
-    t["mandate"]["budget"]["amount"] = json!(900_000_000);
-    out.push(M {
-        token: t,
+    M {
+        token: w.mandate(spec),
+        valid: Some(data),
+    }
+}
+
+/// Not genuine: expired, edited after signing, or signed by a key the
+/// gateway does not trust.
+fn expired(w: &TestWorld, mut spec: MandateSpec) -> M {
+    spec.ttl = -10;
+    M {
+        token: w.mandate(spec),
         valid: None,
-    });
-    // signed by a key the gateway does not trust
+    }
+}
+
+fn tampered(w: &TestWorld, spec: MandateSpec, edit: impl FnOnce(&mut Value)) -> M {
+    let mut token = w.mandate(spec);
+    edit(&mut token["mandate"]);
+    M { token, valid: None }
+}
+
+fn foreign(spec: MandateSpec) -> M {
     let rogue = intentplane::keys::SecretKey::generate().unwrap();
-    let spec = MandateSpec::bank("emma");
     let m = intentplane::gateway::Mandate {
         id: spec.id,
         pack: spec.pack,
@@ -208,15 +328,172 @@ fn mandates(w: &TestWorld) -> Vec<M> {
         expires_at: now() + 1000,
     };
     let tok = intentplane::gateway::MandateToken::sign(m, &rogue).unwrap();
-    out.push(M {
+    M {
         token: serde_json::to_value(tok).unwrap(),
         valid: None,
-    });
-    out
+    }
+}
+
+fn pool(valid: Vec<M>, invalid: Vec<M>) -> Pool {
+    let genuine = valid.len();
+    let mut ms = valid;
+    ms.extend(invalid);
+    Pool { ms, genuine }
+}
+
+fn spec(pack: &str, user: &str, owner: &str, scopes: &[&str]) -> MandateSpec {
+    MandateSpec::for_pack(pack, user, owner, scopes)
+}
+
+fn health(user: &str) -> MandateSpec {
+    spec(
+        "health",
+        user,
+        user,
+        &["records.read", "records.research", "records.emergency"],
+    )
+}
+
+fn workspace(user: &str) -> MandateSpec {
+    spec(
+        "workspace",
+        user,
+        user,
+        &[
+            "mail.send",
+            "calendar.write",
+            "drive.share",
+            "drive.delete",
+            "mail.delete",
+        ],
+    )
+    .claim("recipients", json!([]))
+}
+
+fn code(user: &str, owner: &str, repo: &str) -> MandateSpec {
+    spec("code", user, owner, &["code.merge"])
+        .claim("developer", json!(user))
+        .claim("repo", json!(repo))
+}
+
+fn with(mut s: MandateSpec, budget: i64, calls: u64) -> MandateSpec {
+    s.budget = budget;
+    s.calls = calls;
+    s
+}
+
+fn scopes(mut s: MandateSpec, scopes: &[&str]) -> MandateSpec {
+    s.scopes = scopes.iter().map(|x| x.to_string()).collect();
+    s
+}
+
+/// The mandates of each pack, in the order of [`PACKS`].
+fn pools(w: &TestWorld) -> Vec<Pool> {
+    let bank = MandateSpec::bank;
+    let ap = |owner: &str| spec("ap", "clerk", owner, &["payments.write", "vendors.write"]);
+    vec![
+        pool(
+            vec![
+                genuine(w, bank("emma")),
+                genuine(w, with(bank("emma"), 15_000, 3)),
+                genuine(w, bank("noah")),
+                genuine(w, bank("emma").claim("payee", json!([SUPPLIER]))),
+                genuine(w, scopes(bank("emma"), &["account.write"])),
+            ],
+            vec![
+                expired(w, bank("emma")),
+                tampered(w, bank("emma"), |m| {
+                    m["budget"]["amount"] = json!(900_000_000)
+                }),
+                tampered(w, bank("emma"), |m| m["owner"] = json!("noah")),
+                foreign(bank("emma")),
+            ],
+        ),
+        pool(
+            vec![
+                genuine(w, with(ap("acme"), 5_000_000, 100)),
+                genuine(w, ap("globex")),
+                genuine(w, with(ap("acme"), 500_000, 100)),
+                genuine(w, scopes(ap("acme"), &["vendors.write"])),
+            ],
+            vec![
+                expired(w, ap("acme")),
+                tampered(w, ap("acme"), |m| {
+                    m["scopes"] = json!(["payments.write", "vendors.write", "admin"])
+                }),
+                foreign(ap("acme")),
+            ],
+        ),
+        pool(
+            vec![
+                genuine(w, health("dr_lee")),
+                genuine(w, health("dr_rao")),
+                genuine(
+                    w,
+                    scopes(health("dr_kim"), &["records.read", "records.emergency"]),
+                ),
+                genuine(w, with(health("dr_lee"), 0, 3)),
+                genuine(w, scopes(health("dr_lee"), &["records.read"])),
+            ],
+            vec![
+                expired(w, health("dr_lee")),
+                tampered(w, health("dr_lee"), |m| m["owner"] = json!("dr_kim")),
+                foreign(health("dr_lee")),
+            ],
+        ),
+        pool(
+            vec![
+                genuine(w, workspace("emma")),
+                genuine(
+                    w,
+                    workspace("emma").claim("recipients", json!(["Partner@External.example "])),
+                ),
+                genuine(w, workspace("noah")),
+                genuine(w, with(workspace("emma"), 0, 3)),
+                genuine(w, scopes(workspace("emma"), &["mail.send"])),
+            ],
+            vec![
+                expired(w, workspace("emma")),
+                tampered(w, workspace("emma"), |m| {
+                    m["claims"]["recipients"] = json!([ATTACKER_MAIL])
+                }),
+                foreign(workspace("emma")),
+            ],
+        ),
+        pool(
+            vec![
+                genuine(w, code("dev_ana", "payments-api", "payments-api")),
+                genuine(w, code("dev_ana", "web-portal", "web-portal")),
+                // issue 11, item 8: a genuine token whose repository is
+                // another owner's
+                genuine(w, code("dev_ana", "payments-api", "web-portal")),
+                genuine(w, code("dev_cy", "payments-api", "payments-api")),
+                genuine(
+                    w,
+                    with(code("dev_ana", "payments-api", "payments-api"), 0, 2),
+                ),
+                genuine(
+                    w,
+                    scopes(code("dev_ana", "payments-api", "payments-api"), &[]),
+                ),
+            ],
+            vec![
+                expired(w, code("dev_ana", "payments-api", "payments-api")),
+                tampered(w, code("dev_ana", "payments-api", "payments-api"), |m| {
+                    m["claims"]["repo"] = json!("web-portal")
+                }),
+                tampered(w, code("dev_cy", "payments-api", "payments-api"), |m| {
+                    m["claims"]["developer"] = json!("dev_ana")
+                }),
+                foreign(code("dev_ana", "payments-api", "payments-api")),
+            ],
+        ),
+    ]
 }
 
 // ---- what the attacker can write ---------------------------------------
 
+/// Any action name: every pack's, and names that are not actions.
 const ACTIONS: &[&str] = &[
     "payment.transfer",
     "standing_order.update",
@@ -225,15 +502,26 @@ const ACTIONS: &[&str] = &[
     "invoice.pay",
     "vendor.change_iban",
     "record.read",
+    "record.read_research",
+    "record.break_glass",
     "email.send",
+    "calendar.invite",
+    "file.share",
+    "file.delete",
+    "email.delete",
+    "calendar.cancel",
     "commit.merge",
     "PAYMENT.TRANSFER",
     "payment.transfer ",
+    "Record.Read",
+    "commit.merge\u{200b}",
     "payment",
+    "code::commit.merge",
     "",
     "nuke",
 ];
 
+/// Every parameter name of every pack, and smuggled keys.
 const PARAMS: &[&str] = &[
     "from_account",
     "payee_iban",
@@ -247,109 +535,64 @@ const PARAMS: &[&str] = &[
     "vendor_id",
     "callback_id",
     "new_iban",
+    "patient_id",
+    "view",
+    "reason",
+    "to",
+    "cc",
+    "bcc",
+    "body",
+    "participants",
+    "title",
+    "start",
+    "end",
+    "file_id",
+    "email",
+    "permission",
+    "email_id",
+    "event_id",
+    "repo",
+    "commit",
+    "branch",
     // smuggled
     "origin",
     "scope",
     "context",
     "approval_level",
     "provenance",
+    "owner",
+    "developer",
+    "reviewed",
+    "consent",
     "Payee_IBAN",
     "payee_iban ",
+    "Patient_ID",
+    "to ",
+    "repo\u{200b}",
 ];
 
-fn values() -> Vec<Value> {
-    let nested = (0..40).fold(json!(LANDLORD), |acc, _| json!([acc]));
-    vec![
-        json!("emma-checking"),
-        json!("noah-checking"),
-        json!(LANDLORD),
-        json!("de44 5001 0517 5407 3249 31"),
-        json!("DE44 5001 0517 5407 3249 31"),
-        json!({"ref": "landlord"}),
-        json!({"ref": "gym"}),
-        json!({"ref": "noah-sister"}),
-        json!({"ref": "INV-1001"}),
-        json!({"ref": "landlord", "trusted": true}),
-        json!("NL91ABNA0417164300"),
-        json!(ATTACKER_IBAN),
-        json!("DE89370400440532013000"),
-        json!("DE89 3704 0044 0532 0130 0\u{200b}0"),
-        json!("ＤＥ89370400440532013000"),
-        json!("\u{202e}DE89370400440532013000"),
-        json!(SUPPLIER),
-        json!(SANCTIONED),
-        json!("EUR"),
-        json!("USD"),
-        json!("eur"),
-        json!(98.70),
-        json!("98.70"),
-        json!("1000.00"),
-        json!("1000.01"),
-        json!("1500.00"),
-        json!("10000.00"),
-        json!("10000.01"),
-        json!(1e3),
-        json!("1e3"),
-        json!(-5),
-        json!("99999999999999999999"),
-        json!(0.001),
-        json!(0),
-        json!("4200.00"),
-        json!("12500.00"),
-        json!("310.40"),
-        json!("800.00"),
-        json!("INV-1001"),
-        json!("INV-1002"),
-        json!("INV-1003"),
-        json!("INV-0999"),
-        json!("INV-G-1"),
-        json!("V-STADTWERKE"),
-        json!("V-PAPER"),
-        json!("V-GLOBEX-1"),
-        json!("CB-7"),
-        json!("CB-8"),
-        json!("ES91 2100 0418 4502 0005 1332"),
-        json!("IT60X0542811101000000123456"),
-        json!("SO-rent"),
-        json!("SO-noah-1"),
-        json!("correct horse battery staple"),
-        json!(null),
-        json!(true),
-        json!([]),
-        json!({}),
-        json!([LANDLORD]),
-        json!("A".repeat(5000)),
-        nested,
-        json!("mandate.payee"),
-        json!(2),
-    ]
+/// The actions of one pack the oracle knows.
+fn pack_actions(pack: &str) -> &'static [&'static str] {
+    match pack {
+        "bank" => &[
+            "payment.transfer",
+            "standing_order.update",
+            "user.update_password",
+            "user.update_info",
+        ],
+        "ap" => &["invoice.pay", "vendor.change_iban"],
+        "health" => &["record.read", "record.read_research", "record.break_glass"],
+        "workspace" => &[
+            "email.send",
+            "calendar.invite",
+            "file.share",
+            "file.delete",
+            "email.delete",
+            "calendar.cancel",
+        ],
+        _ => &["commit.merge"],
+    }
 }
-
-#[derive(Debug, Clone)]
-struct Move {
-    mandate: usize,
-    /// Below 200: one of the actions the oracle knows; else any name.
-    action: u8,
-    /// Start from a well-formed proposal of the action (most moves), so
-    /// that single corruptions reach the deeper stages.
-    base: bool,
-    /// `(key, own, value)`: `own` picks the key among the action's own
-    /// parameters, otherwise among all names (smuggled ones included).
-    args: Vec<(usize, bool, usize)>,
-    extra_top_level: bool,
-    /// 0: none; 1: the user approves; 2: the user and the CFO; 3: someone
-    /// else; 4: the user approves another operation.
-    approvals: u8,
-}
-
-const ORACLE_ACTIONS: &[&str] = &[
-    "payment.transfer",
-    "standing_order.update",
-    "user.update_password",
-    "invoice.pay",
-    "vendor.change_iban",
-    "user.update_info",
-];
 
 fn own_params(action: &str) -> &'static [&'static str] {
     match action {
@@ -362,66 +605,453 @@ fn own_params(action: &str) -> &'static [&'static str] {
         ],
         "standing_order.update" => &["order_id", "payee_iban", "amount"],
         "user.update_password" => &["new_password"],
-        "user.update_info" => &["first_name"],
+        "user.update_info" => &["first_name", "last_name", "street", "city"],
         "invoice.pay" => &["invoice_id", "payee_iban", "amount", "currency"],
         "vendor.change_iban" => &["vendor_id", "callback_id", "new_iban"],
+        "record.read" | "record.read_research" => &["patient_id", "view"],
+        "record.break_glass" => &["patient_id", "reason"],
+        "email.send" => &["to", "cc", "bcc", "subject", "body"],
+        "calendar.invite" => &["participants", "title", "start", "end"],
+        "file.share" => &["file_id", "email", "permission"],
+        "file.delete" => &["file_id"],
+        "email.delete" => &["email_id"],
+        "calendar.cancel" => &["event_id"],
+        "commit.merge" => &["repo", "commit", "branch"],
         _ => &["payee_iban"],
     }
 }
 
-fn a_move() -> impl Strategy<Value = Move> {
+/// Wrong types, huge and nested values: for every pack.
+fn junk() -> Vec<Value> {
+    let nested = (0..40).fold(json!(LANDLORD), |acc, _| json!([acc]));
+    vec![
+        json!(null),
+        json!(true),
+        json!([]),
+        json!({}),
+        json!(2),
+        json!(-5),
+        json!(0.001),
+        json!(""),
+        json!(" "),
+        json!("A".repeat(5000)),
+        nested,
+        json!({"ref": "landlord", "trusted": true}),
+        json!({"ref": 5}),
+        json!("mandate.repo"),
+        json!("*"),
+    ]
+}
+
+/// The values an attacker writes into one pack's proposals: the pack's
+/// own records and other tenants', disguised spellings, and junk.
+fn values(pack: &str) -> Vec<Value> {
+    let mut v = match pack {
+        "bank" | "ap" => vec![
+            json!("emma-checking"),
+            json!("noah-checking"),
+            json!(LANDLORD),
+            json!("de44 5001 0517 5407 3249 31"),
+            json!("DE44 5001 0517 5407 3249 31"),
+            json!({"ref": "landlord"}),
+            json!({"ref": "gym"}),
+            json!({"ref": "noah-sister"}),
+            json!({"ref": "INV-1001"}),
+            json!("NL91ABNA0417164300"),
+            json!(ATTACKER_IBAN),
+            json!("DE89370400440532013000"),
+            json!("DE89 3704 0044 0532 0130 0\u{200b}0"),
+            json!("ＤＥ89370400440532013000"),
+            json!("\u{202e}DE89370400440532013000"),
+            json!(SUPPLIER),
+            json!(SANCTIONED),
+            json!("EUR"),
+            json!("USD"),
+            json!("eur"),
+            json!(98.70),
+            json!("98.70"),
+            json!("1000.00"),
+            json!("1000.01"),
+            json!("1500.00"),
+            json!("10000.00"),
+            json!("10000.01"),
+            json!(1e3),
+            json!("1e3"),
+            json!("99999999999999999999"),
+            json!(0),
+            json!("4200.00"),
+            json!("12500.00"),
+            json!("310.40"),
+            json!("800.00"),
+            json!("INV-1001"),
+            json!("INV-1002"),
+            json!("INV-1003"),
+            json!("INV-1004"),
+            json!("INV-0999"),
+            json!("INV-G-1"),
+            json!("V-STADTWERKE"),
+            json!("V-PAPER"),
+            json!("V-GLOBEX-1"),
+            json!("CB-7"),
+            json!("CB-8"),
+            json!("ES91 2100 0418 4502 0005 1332"),
+            json!("IT60X0542811101000000123456"),
+            json!("DE02 1005 0000 0024 2906 61"),
+            json!("SO-rent"),
+            json!("SO-savings"),
+            json!("SO-noah-1"),
+            json!("correct horse battery staple"),
+            json!([LANDLORD]),
+        ],
+        "health" => vec![
+            json!("P-1001"),
+            json!("P-1002"),
+            json!("P-1003"),
+            json!("P-2001"),
+            json!("P-2002"),
+            json!("P-3001"),
+            json!("P-3002"),
+            json!("P-9999"),
+            json!("p-1001"),
+            json!(" P-1002 "),
+            json!("P-1001\u{a0}"),
+            json!("P-1001\u{200b}"),
+            json!("Р-1001"), // Cyrillic Er
+            json!("Ｐ-1001"),
+            json!("P\u{2010}1001"),
+            json!("\u{202e}P-1001"),
+            json!("P-%"),
+            json!({"ref": "P-1001"}),
+            json!({"ref": "p-1002"}),
+            json!({"ref": "P-2001"}),
+            json!({"ref": "P-3001"}),
+            json!(["P-1001"]),
+            json!("summary"),
+            json!("full"),
+            json!("FULL"),
+            json!("Summary"),
+            json!("unconscious in the emergency room, no relatives reachable"),
+            json!("too short"),
+            json!("x".repeat(501)),
+        ],
+        "workspace" => vec![
+            json!(COLLEAGUE),
+            json!("katie.brown@bluesparrowtech.com"),
+            json!(" David.Smith@BlueSparrowTech.com "),
+            json!(NOAHS_CONTACT),
+            json!(ATTACKER_MAIL),
+            json!(PARTNER),
+            json!("PARTNER@External.Example"),
+            json!("dаvid.smith@bluesparrowtech.com"), // Cyrillic а
+            json!("david.smith@bluesparrowtech.com\u{200b}"),
+            json!("david.smith@bluesparrowtech.com.evil.io"),
+            json!("david.smith@bluesparrowtech.com, mark.black-2134@gmail.com"),
+            json!("david.smith@bluesparrowtech.com\nBcc: mark.black-2134@gmail.com"),
+            json!({"ref": "david.smith"}),
+            json!([COLLEAGUE]),
+            json!([COLLEAGUE, ATTACKER_MAIL]),
+            json!([ATTACKER_MAIL]),
+            json!([" Katie.Brown@BlueSparrowTech.com"]),
+            json!([NOAHS_CONTACT]),
+            json!([PARTNER]),
+            json!([COLLEAGUE, COLLEAGUE]),
+            json!([{"ref": "0"}]),
+            json!([COLLEAGUE, 5]),
+            json!([["david.smith@bluesparrowtech.com"]]),
+            json!("0"),
+            json!("11"),
+            json!("19"),
+            json!("40"),
+            json!("99"),
+            json!("../0"),
+            json!({"ref": "40"}),
+            json!("26"),
+            json!("60"),
+            json!("24"),
+            json!("70"),
+            json!("r"),
+            json!("rw"),
+            json!("RW"),
+            json!("admin"),
+            json!("2026-11-28T10:00:00Z"),
+            json!("2026-11-28T11:00:00Z"),
+            json!("2026-11-28T09:00:00Z"),
+            json!("2026-11-28T10:00:00+01:00"),
+            json!(1_796_000_000),
+            json!("tomorrow"),
+            json!("Q4 planning"),
+        ],
+        _ => vec![
+            json!("payments-api"),
+            json!("web-portal"),
+            json!("Payments-API"),
+            json!("payments-api "),
+            json!("payments-api-mirror"),
+            json!("payments-api/../web-portal"),
+            json!(C_REVIEWED),
+            json!(C_UNREVIEWED),
+            json!(C_RED),
+            json!(C_PENDING),
+            json!(C_CY),
+            json!(C_WEB),
+            json!(C_WEB_UNREVIEWED),
+            json!(C_WEB_DAN),
+            json!(C_UNATTESTED),
+            json!(C_REVIEWED.to_uppercase()),
+            json!(format!(" {C_UNREVIEWED} ")),
+            json!("09a46f0"),
+            json!(format!("{C_REVIEWED}0")),
+            json!({"ref": C_REVIEWED}),
+            json!({"ref": C_WEB}),
+            json!("main"),
+            json!("release/2026.11"),
+            json!("feature/ledger-v2"),
+            json!("hotfix/ledger"),
+            json!("refs/heads/main"),
+            json!("heads/main"),
+            json!("Main"),
+            json!("main "),
+            json!("feature/does-not-exist"),
+            json!("main;rm -rf /"),
+        ],
+    };
+    v.extend(junk());
+    v
+}
+
+/// Well-formed proposals of each action (a move picks one), so that single
+/// corruptions reach the deeper stages.
+fn base_args(action: &str, variant: usize) -> Map<String, Value> {
+    let at = "2026-11-28T10:00:00Z";
+    let until = "2026-11-28T11:00:00Z";
+    let reason = "unconscious in the emergency room, no relatives reachable";
+    let variants: Vec<Value> = match action {
+        "payment.transfer" => vec![
+            json!({"from_account": "emma-checking", "payee_iban": LANDLORD, "amount": "50.00", "currency": "EUR"}),
+            json!({"from_account": "emma-checking", "payee_iban": LANDLORD, "amount": "1500.00", "currency": "EUR"}),
+            json!({"from_account": "emma-checking", "payee_iban": SUPPLIER, "amount": "12000.00", "currency": "EUR"}),
+        ],
+        "standing_order.update" => vec![
+            json!({"order_id": "SO-rent", "payee_iban": LANDLORD, "amount": "1200.00"}),
+            json!({"order_id": "SO-savings", "payee_iban": LANDLORD, "amount": "20.00"}),
+        ],
+        "user.update_password" => vec![json!({"new_password": "correct horse battery staple"})],
+        "user.update_info" => vec![json!({}), json!({"first_name": "Emma"})],
+        "invoice.pay" => vec![
+            json!({"invoice_id": "INV-1001", "payee_iban": SUPPLIER, "amount": "4200.00", "currency": "EUR"}),
+            json!({"invoice_id": "INV-1002", "payee_iban": SUPPLIER, "amount": "12500.00", "currency": "EUR"}),
+            json!({"invoice_id": "INV-1003", "payee_iban": "DE02100500000024290661", "amount": "310.40", "currency": "EUR"}),
+            json!({"invoice_id": "INV-1004", "payee_iban": "DE42500700100093456789", "amount": "980.00", "currency": "EUR"}),
+            json!({"invoice_id": "INV-1006", "payee_iban": SUPPLIER, "amount": "10000.00", "currency": "EUR"}),
+        ],
+        "vendor.change_iban" => vec![
+            json!({"vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "new_iban": "ES9121000418450200051332"}),
+            json!({"vendor_id": "V-STADTWERKE", "callback_id": "CB-8", "new_iban": "DE89370400440532013000"}),
+        ],
+        "record.read" => vec![
+            json!({"patient_id": "P-1001", "view": "summary"}),
+            json!({"patient_id": "P-1002", "view": "full"}),
+            json!({"patient_id": "P-1003", "view": "summary"}),
+            json!({"patient_id": "P-2001", "view": "full"}),
+        ],
+        "record.read_research" => vec![
+            json!({"patient_id": "P-1001", "view": "summary"}),
+            json!({"patient_id": "P-2002", "view": "summary"}),
+            json!({"patient_id": "P-3001", "view": "full"}),
+            json!({"patient_id": "P-2001", "view": "summary"}),
+        ],
+        "record.break_glass" => vec![
+            json!({"patient_id": "P-2002", "reason": reason}),
+            json!({"patient_id": "P-1001", "reason": reason}),
+        ],
+        "email.send" => vec![
+            json!({"to": [COLLEAGUE], "subject": "hi", "body": "see attached"}),
+            json!({"to": [COLLEAGUE], "cc": ["katie.brown@bluesparrowtech.com"], "bcc": []}),
+            json!({"to": [PARTNER], "subject": "offer"}),
+            json!({"to": [NOAHS_CONTACT]}),
+        ],
+        "calendar.invite" => vec![
+            json!({"participants": [COLLEAGUE], "title": "sync", "start": at, "end": until}),
+            json!({"participants": [NOAHS_CONTACT], "title": "sync", "start": at, "end": until}),
+            json!({"participants": [COLLEAGUE], "title": "sync", "start": until, "end": at}),
+        ],
+        "file.share" => vec![
+            json!({"file_id": "0", "email": COLLEAGUE, "permission": "r"}),
+            json!({"file_id": "0", "email": COLLEAGUE, "permission": "rw"}),
+            json!({"file_id": "40", "email": NOAHS_CONTACT, "permission": "r"}),
+        ],
+        "file.delete" => vec![json!({"file_id": "11"}), json!({"file_id": "40"})],
+        "email.delete" => vec![json!({"email_id": "26"}), json!({"email_id": "60"})],
+        "calendar.cancel" => vec![json!({"event_id": "24"}), json!({"event_id": "70"})],
+        "commit.merge" => vec![
+            json!({"repo": "payments-api", "commit": C_REVIEWED, "branch": "main"}),
+            json!({"repo": "payments-api", "commit": C_UNREVIEWED, "branch": "main"}),
+            json!({"repo": "payments-api", "commit": C_UNREVIEWED, "branch": "feature/ledger-v2"}),
+            json!({"repo": "web-portal", "commit": C_WEB, "branch": "main"}),
+            json!({"repo": "web-portal", "commit": C_WEB_UNREVIEWED, "branch": "main"}),
+            json!({"repo": "payments-api", "commit": C_RED, "branch": "main"}),
+            json!({"repo": "payments-api", "commit": C_CY, "branch": "main"}),
+        ],
+        _ => vec![json!({})],
+    };
+    variants[variant % variants.len()]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[derive(Debug, Clone)]
+struct Move {
+    /// Index into [`PACKS`]: the pack whose mandates and values it uses.
+    pack: usize,
+    mandate: usize,
+    /// Pick among the pack's genuine mandates (else among all of them).
+    genuine: bool,
+    /// Travel with a mandate of any pack instead.
+    cross: bool,
+    /// Below 200: one of the pack's actions; else any name.
+    action: u8,
+    /// Start from a well-formed proposal of the action (most moves), so
+    /// that single corruptions reach the deeper stages.
+    base: bool,
+    variant: usize,
+    /// `(key, own, value)`: `own` picks the key among the action's own
+    /// parameters, otherwise among all names (smuggled ones included).
+    args: Vec<(usize, bool, usize)>,
+    extra_top_level: bool,
+    /// 0: none; 1: the user approves; 2: the user and a colleague; 3: the
+    /// colleague alone; 4: the user approves another operation; 5: the
+    /// user twice; 6: the colleague and the user's expired approval.
+    approvals: u8,
+}
+
+fn a_move(packs: Range<usize>) -> impl Strategy<Value = Move> {
     (
-        prop_oneof![4 => 0usize..8, 1 => 0usize..10],
+        packs,
+        0usize..64,
+        prop::bool::weighted(0.8),
+        prop::bool::weighted(0.04),
         any::<u8>(),
         prop::bool::weighted(0.85),
-        proptest::collection::vec(
-            (0usize..PARAMS.len(), prop::bool::weighted(0.8), 0usize..64),
-            0..4,
-        ),
+        0usize..64,
+        proptest::collection::vec((0usize..64, prop::bool::weighted(0.8), 0usize..256), 0..4),
         prop::bool::weighted(0.03),
-        0u8..5,
+        0u8..7,
     )
         .prop_map(
-            |(mandate, action, base, args, extra_top_level, approvals)| Move {
+            |(pack, mandate, genuine, cross, action, base, variant, args, extra, approvals)| Move {
+                pack,
                 mandate,
+                genuine,
+                cross,
                 action,
                 base,
+                variant,
                 args,
-                extra_top_level,
+                extra_top_level: extra,
                 approvals,
             },
         )
 }
 
-/// Good proposals are rare at random: half of the moves start from a
-/// well-formed proposal of the action and let the generated pairs overwrite
-/// some of its arguments.
-fn base_args(action: &str) -> Map<String, Value> {
-    let v = match action {
-        "payment.transfer" => {
-            json!({"from_account": "emma-checking", "payee_iban": LANDLORD, "amount": "50.00", "currency": "EUR"})
-        }
-        "standing_order.update" => {
-            json!({"order_id": "SO-rent", "payee_iban": LANDLORD, "amount": "1200.00"})
-        }
-        "user.update_password" => json!({"new_password": "correct horse battery staple"}),
-        "invoice.pay" => {
-            json!({"invoice_id": "INV-1001", "payee_iban": SUPPLIER, "amount": "4200.00", "currency": "EUR"})
-        }
-        "vendor.change_iban" => {
-            json!({"vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "new_iban": "ES9121000418450200051332"})
-        }
-        _ => json!({}),
+fn moves(packs: Range<usize>) -> impl Strategy<Value = Vec<Move>> {
+    proptest::collection::vec(a_move(packs), PER_CASE..=PER_CASE)
+}
+
+/// Everything a move is made from, built once.
+struct Ctx {
+    truth: Truth,
+    pools: Vec<Pool>,
+    values: Vec<Vec<Value>>,
+}
+
+fn ctx() -> &'static Ctx {
+    static C: OnceLock<Ctx> = OnceLock::new();
+    C.get_or_init(|| Ctx {
+        truth: truth(),
+        pools: pools(world()),
+        values: PACKS.iter().map(|p| values(p)).collect(),
+    })
+}
+
+impl Ctx {
+    fn all(&self) -> impl Iterator<Item = &M> {
+        self.pools.iter().flat_map(|p| p.ms.iter())
+    }
+}
+
+/// The proposal a move makes, and the mandate it travels with.
+fn proposal_of<'a>(c: &'a Ctx, mv: &Move) -> (&'a M, Value) {
+    let pack = mv.pack % PACKS.len();
+    let p = &c.pools[pack];
+    let m = if mv.cross {
+        let all: Vec<&M> = c.all().collect();
+        all[mv.mandate % all.len()]
+    } else if mv.genuine {
+        &p.ms[mv.mandate % p.genuine]
+    } else {
+        &p.ms[mv.mandate % p.ms.len()]
     };
-    v.as_object().cloned().unwrap_or_default()
+    let action = if mv.action < 200 {
+        let a = pack_actions(PACKS[pack]);
+        a[mv.action as usize % a.len()]
+    } else {
+        ACTIONS[mv.action as usize % ACTIONS.len()]
+    };
+    let mut args = if mv.base {
+        base_args(action, mv.variant)
+    } else {
+        Map::new()
+    };
+    let vals = &c.values[pack];
+    for (k, own, v) in &mv.args {
+        let key = if *own {
+            let ps = own_params(action);
+            ps[*k % ps.len()]
+        } else {
+            PARAMS[*k % PARAMS.len()]
+        };
+        args.insert(key.to_string(), vals[*v % vals.len()].clone());
+    }
+    let mut proposal = json!({"action": action, "args": args});
+    if mv.extra_top_level {
+        proposal["approval_level"] = json!(2);
+    }
+    (m, proposal)
 }
 
 // ---- the oracle --------------------------------------------------------
+//
+// Every complaint starts with a tag naming what was broken: `[authn]`,
+// `[contract]`, `[delegation]`, `[provenance]`, `[policy]` (a forbid),
+// `[approval]`, `[budget]`. The sabotage tests check the tag.
+
+/// The pack and scope of each action the oracle knows.
+fn contract_of(action: &str) -> Option<(&'static str, &'static str)> {
+    Some(match action {
+        "payment.transfer" | "standing_order.update" => ("bank", "payments.write"),
+        "user.update_password" | "user.update_info" => ("bank", "account.write"),
+        "invoice.pay" => ("ap", "payments.write"),
+        "vendor.change_iban" => ("ap", "vendors.write"),
+        "record.read" => ("health", "records.read"),
+        "record.read_research" => ("health", "records.research"),
+        "record.break_glass" => ("health", "records.emergency"),
+        "email.send" => ("workspace", "mail.send"),
+        "calendar.invite" | "calendar.cancel" => ("workspace", "calendar.write"),
+        "file.share" => ("workspace", "drive.share"),
+        "file.delete" => ("workspace", "drive.delete"),
+        "email.delete" => ("workspace", "mail.delete"),
+        "commit.merge" => ("code", "code.merge"),
+        _ => return None,
+    })
+}
 
 #[derive(Default)]
 struct Ledger {
     spent: HashMap<String, (i64, u64)>,
     paid: BTreeSet<String>,
+    /// A vendor's IBAN changed during the run: the new IBAN (its cooling-off
+    /// starts now).
     vendor_iban: BTreeMap<(String, String), String>,
 }
 
@@ -442,6 +1072,90 @@ impl From<&Decision> for Exec {
     }
 }
 
+/// Who approved an execution.
+struct Approved {
+    user: bool,
+    other: bool,
+}
+
+impl Approved {
+    fn four_eyes(&self) -> bool {
+        self.user && self.other
+    }
+}
+
+/// One critical value: what executed is a trusted value (`trusted`, in the
+/// oracle's spelling) and is what the agent proposed — the same value after
+/// the oracle's normalisation, or a reference `refs` resolves to it in the
+/// owner's records.
+fn vouched(
+    name: &str,
+    raw: Option<&Value>,
+    resolved: Option<&Value>,
+    norm: fn(&str) -> Option<String>,
+    trusted: &dyn Fn(&str) -> bool,
+    refs: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let r = resolved
+        .and_then(Value::as_str)
+        .and_then(norm)
+        .ok_or(format!("[provenance] `{name}`: {resolved:?} executed"))?;
+    if !trusted(&r) {
+        return Err(format!(
+            "[provenance] `{name}` `{r}` is not a trusted value of the owner"
+        ));
+    }
+    let proposed = match raw {
+        Some(Value::String(p)) => norm(p),
+        Some(Value::Object(o)) => o
+            .get("ref")
+            .and_then(Value::as_str)
+            .and_then(refs)
+            .and_then(|v| norm(&v)),
+        _ => None,
+    };
+    if proposed.as_deref() != Some(r.as_str()) {
+        return Err(format!(
+            "[provenance] `{name}` `{r}` is not what the agent proposed ({raw:?})"
+        ));
+    }
+    Ok(r)
+}
+
+/// A list of critical values, element by element, in the proposal's order;
+/// a list left out executes as `[]`.
+fn vouched_list(
+    name: &str,
+    raw: Option<&Value>,
+    resolved: Option<&Value>,
+    norm: fn(&str) -> Option<String>,
+    trusted: &dyn Fn(&str) -> bool,
+) -> Result<Vec<String>, String> {
+    let res = match resolved {
+        Some(Value::Array(a)) => a.clone(),
+        None => vec![],
+        other => return Err(format!("[contract] `{name}`: {other:?} executed as a list")),
+    };
+    let raws = match raw {
+        Some(Value::Array(a)) => a.clone(),
+        None => vec![],
+        other => return Err(format!("[contract] `{name}`: {other:?} proposed as a list")),
+    };
+    if raws.len() != res.len() {
+        return Err(format!(
+            "[provenance] `{name}`: {res:?} executed, {raws:?} proposed"
+        ));
+    }
+    raws.iter()
+        .zip(res.iter())
+        .map(|(p, r)| vouched(name, Some(p), Some(r), norm, trusted, &|_| None))
+        .collect()
+}
+
+fn no_refs(_: &str) -> Option<String> {
+    None
+}
+
 fn check_executed(
     t: &Truth,
     m: &M,
@@ -450,23 +1164,69 @@ fn check_executed(
     ledger: &mut Ledger,
 ) -> Result<(), String> {
     let Some(md) = &m.valid else {
-        return Err("executed with a token that is not genuine and valid".into());
+        return Err("[authn] executed with a token that is not genuine and valid".into());
     };
     let action = d.action.clone().unwrap_or_default();
-    let scope = match action.as_str() {
-        "payment.transfer" | "standing_order.update" | "invoice.pay" => "payments.write",
-        "user.update_password" | "user.update_info" => "account.write",
-        "vendor.change_iban" => "vendors.write",
-        other => return Err(format!("executed an action outside the oracle: `{other}`")),
+    let Some((pack, scope)) = contract_of(&action) else {
+        return Err(format!(
+            "[contract] executed an action outside the oracle: `{action}`"
+        ));
     };
-    if !md.scopes.iter().any(|s| s == scope) {
-        return Err(format!("executed `{action}` without the scope `{scope}`"));
+    if pack != md.pack {
+        return Err(format!(
+            "[contract] executed `{action}` of `{pack}` under a `{}` mandate",
+            md.pack
+        ));
     }
+    if !md.scopes.iter().any(|s| s == scope) {
+        return Err(format!(
+            "[delegation] executed `{action}` without the scope `{scope}`"
+        ));
+    }
+    let approved = Approved {
+        user: d.approvers.contains(&md.user),
+        other: d.approvers.iter().any(|a| *a != md.user),
+    };
+    match pack {
+        "bank" | "ap" => money_pack(t, md, &action, proposal, d, &approved, ledger)?,
+        "health" => health_pack(t, md, &action, proposal, d, &approved)?,
+        "workspace" => workspace_pack(t, md, &action, proposal, d, &approved)?,
+        _ => code_pack(t, md, proposal, d, &approved)?,
+    }
+    let e = ledger.spent.entry(md.id.clone()).or_default();
+    e.0 += if matches!(
+        action.as_str(),
+        "payment.transfer" | "standing_order.update" | "invoice.pay"
+    ) {
+        d.resolved
+            .get("amount")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    e.1 += 1;
+    if e.0 > md.budget || e.1 > md.calls {
+        return Err(format!(
+            "[budget] exceeded: {} of {}, {} of {} calls",
+            e.0, md.budget, e.1, md.calls
+        ));
+    }
+    Ok(())
+}
+
+fn money_pack(
+    t: &Truth,
+    md: &MandateData,
+    action: &str,
+    proposal: &Value,
+    d: &Exec,
+    approved: &Approved,
+    ledger: &mut Ledger,
+) -> Result<(), String> {
     let r = &d.resolved;
     let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let amount = r.get("amount").and_then(Value::as_i64);
-    let user_ok = d.approvers.contains(&md.user);
-    let other_ok = d.approvers.iter().any(|a| *a != md.user);
     // the value that executed is what the agent proposed (after
     // normalisation), or what its reference names in the owner's records
     let raw = &proposal["args"];
@@ -493,95 +1253,128 @@ fn check_executed(
             .is_some_and(|l| l.iter().any(|(_, v)| v == p));
         named || own
     };
-    match action.as_str() {
+    match action {
         "payment.transfer" | "standing_order.update" => {
             let payee = s("payee_iban");
             if !trusted_payee(&payee) {
-                return Err(format!("paid `{payee}`, not a payee of `{}`", md.owner));
+                return Err(format!(
+                    "[provenance] paid `{payee}`, not a payee of `{}`",
+                    md.owner
+                ));
             }
             if !same_as_proposed("payee_iban", &payee) {
-                return Err(format!("paid `{payee}`, which the agent did not propose"));
-            }
-            if t.sanctions.contains(&payee) {
-                return Err("paid a sanctioned IBAN".into());
-            }
-            let a = amount.ok_or("no amount")?;
-            if !(1..=1_000_000).contains(&a) {
-                return Err(format!("amount {a} outside the hard cap"));
-            }
-            if a > 100_000 && !user_ok {
                 return Err(format!(
-                    "amount {a} above 1,000.00 without the user's step-up"
+                    "[provenance] paid `{payee}`, which the agent did not propose"
                 ));
             }
             if action == "payment.transfer" {
                 if s("from_account") != md.claims["account"].as_str().unwrap_or("?") {
-                    return Err("paid from an account the mandate does not bind".into());
+                    return Err(
+                        "[provenance] paid from an account the mandate does not bind".into(),
+                    );
                 }
                 if s("currency") != md.claims["currency"].as_str().unwrap_or("?") {
-                    return Err("paid in another currency".into());
+                    return Err("[provenance] paid in another currency".into());
                 }
             } else {
                 let order = s("order_id");
-                let rec = t.orders.get(&md.owner).and_then(|o| o.get(&order));
-                if rec.is_none() {
-                    return Err(format!("changed `{order}`, not an order of `{}`", md.owner));
+                let Some(rec) = record(&t.orders, &md.owner, &order) else {
+                    return Err(format!(
+                        "[provenance] changed `{order}`, not an order of `{}`",
+                        md.owner
+                    ));
+                };
+                if rec["account"] != md.claims["account"] {
+                    return Err(format!(
+                        "[policy] changed `{order}`, an order of another account"
+                    ));
                 }
+            }
+            if t.sanctions.contains(&payee) {
+                return Err("[policy] paid a sanctioned IBAN".into());
+            }
+            let a = amount.ok_or("[contract] no amount")?;
+            if !(1..=1_000_000).contains(&a) {
+                return Err(format!("[policy] amount {a} outside the hard cap"));
+            }
+            if a > 100_000 && !approved.user {
+                return Err(format!(
+                    "[approval] amount {a} above 1,000.00 without the user's step-up"
+                ));
             }
         }
         "user.update_password" | "user.update_info" => {
-            if !user_ok {
-                return Err("account change without the user".into());
+            if !approved.user {
+                return Err("[approval] account change without the user".into());
             }
         }
         "invoice.pay" => {
             let inv = s("invoice_id");
-            let rec = t
-                .invoices
-                .get(&md.owner)
-                .and_then(|o| o.get(&inv))
-                .ok_or(format!("paid `{inv}`, not an invoice of `{}`", md.owner))?;
+            let rec = record(&t.invoices, &md.owner, &inv).ok_or(format!(
+                "[provenance] paid `{inv}`, not an invoice of `{}`",
+                md.owner
+            ))?;
             if rec["status"] != "open" || !ledger.paid.insert(format!("{}/{inv}", md.owner)) {
-                return Err(format!("paid `{inv}` twice, or paid a paid invoice"));
+                return Err(format!(
+                    "[policy] paid `{inv}` twice, or paid a paid invoice"
+                ));
             }
             let vendor = rec["vendor"].as_str().unwrap_or("").to_string();
-            let on_file = ledger
+            let changed = ledger
                 .vendor_iban
                 .get(&(md.owner.clone(), vendor.clone()))
-                .cloned()
-                .or_else(|| {
-                    t.vendors[&md.owner][&vendor]["iban"]
-                        .as_str()
-                        .and_then(iban)
-                })
+                .cloned();
+            let vrec = record(&t.vendors, &md.owner, &vendor);
+            let on_file = changed
+                .clone()
+                .or_else(|| vrec.and_then(|v| v["iban"].as_str()).and_then(iban))
                 .unwrap_or_default();
             if s("payee_iban") != on_file {
-                return Err("paid an IBAN other than the vendor's on file".into());
+                return Err("[provenance] paid an IBAN other than the vendor's on file".into());
             }
             if amount != Some(money(&rec["amount"])) {
-                return Err("paid an amount other than the invoice's".into());
+                return Err("[provenance] paid an amount other than the invoice's".into());
+            }
+            if r.get("currency") != rec.get("currency") {
+                return Err("[provenance] paid in a currency other than the invoice's".into());
+            }
+            let changed_at = if changed.is_some() {
+                now()
+            } else {
+                vrec.and_then(|v| v["iban_changed_at"].as_str())
+                    .map(seconds)
+                    .unwrap_or(now())
+            };
+            if now() - changed_at < 7 * 86_400 {
+                return Err("[policy] paid within 7 days of an IBAN change".into());
             }
             match t.vop.get(&on_file).and_then(|v| v["result"].as_str()) {
                 Some("match") => {}
-                Some("close_match") if user_ok => {}
-                other => return Err(format!("paid despite verification of payee {other:?}")),
+                Some("close_match") if approved.user => {}
+                Some("close_match") => {
+                    return Err("[approval] paid a close match without the user".into());
+                }
+                other => {
+                    return Err(format!(
+                        "[policy] paid despite verification of payee {other:?}"
+                    ));
+                }
             }
-            if amount.unwrap_or(0) > 1_000_000 && !user_ok {
-                return Err("large invoice without step-up".into());
+            if amount.unwrap_or(0) > 1_000_000 && !approved.user {
+                return Err("[approval] large invoice without step-up".into());
             }
         }
         "vendor.change_iban" => {
             let (v, cb) = (s("vendor_id"), s("callback_id"));
-            let vrec = t
-                .vendors
-                .get(&md.owner)
-                .and_then(|o| o.get(&v))
-                .ok_or("unknown vendor")?;
-            let crec = t
-                .callbacks
-                .get(&md.owner)
-                .and_then(|o| o.get(&cb))
-                .ok_or("unknown call-back")?;
+            let vrec = record(&t.vendors, &md.owner, &v).ok_or("[provenance] unknown vendor")?;
+            let crec =
+                record(&t.callbacks, &md.owner, &cb).ok_or("[provenance] unknown call-back")?;
+            let new = s("new_iban");
+            if crec["iban"].as_str().and_then(iban).as_deref() != Some(new.as_str()) {
+                return Err(
+                    "[provenance] IBAN change to a value the call-back did not confirm".into(),
+                );
+            }
             let digits = |x: &Value| {
                 x.as_str()
                     .unwrap_or("")
@@ -590,65 +1383,256 @@ fn check_executed(
                     .collect::<String>()
             };
             if crec["vendor"] != json!(v) || digits(&crec["phone"]) != digits(&vrec["phone"]) {
-                return Err("IBAN change without a call-back on the number on file".into());
+                return Err(
+                    "[policy] IBAN change without a call-back on the number on file".into(),
+                );
             }
-            let new = s("new_iban");
-            if crec["iban"].as_str().and_then(iban).as_deref() != Some(new.as_str()) {
-                return Err("IBAN change to a value the call-back did not confirm".into());
-            }
-            if !(user_ok && other_ok) {
-                return Err("IBAN change without four eyes".into());
+            if !approved.four_eyes() {
+                return Err("[approval] IBAN change without four eyes".into());
             }
             ledger.vendor_iban.insert((md.owner.clone(), v), new);
         }
-        _ => unreachable!(),
+        other => return Err(format!("[contract] `{other}` is not a money action")),
     }
-    let e = ledger.spent.entry(md.id.clone()).or_default();
-    e.0 += if matches!(
-        action.as_str(),
-        "payment.transfer" | "standing_order.update" | "invoice.pay"
-    ) {
-        amount.unwrap_or(0)
-    } else {
-        0
+    Ok(())
+}
+
+fn health_pack(
+    t: &Truth,
+    md: &MandateData,
+    action: &str,
+    proposal: &Value,
+    d: &Exec,
+    approved: &Approved,
+) -> Result<(), String> {
+    let raw = |k: &str| proposal.get("args").and_then(|a| a.get(k));
+    let r = &d.resolved;
+    let owner = md.owner.as_str();
+    let view = r.get("view").and_then(Value::as_str);
+    match action {
+        // the patient is in the clinician's own open encounters; a
+        // reference names such an encounter by its exact key
+        "record.read" => {
+            let p = vouched(
+                "patient_id",
+                raw("patient_id"),
+                r.get("patient_id"),
+                upper,
+                &|x| record(&t.encounters, owner, x).is_some(),
+                &|id| record(&t.encounters, owner, id).map(|_| id.to_string()),
+            )?;
+            let status = record(&t.encounters, owner, &p).map(|e| e["status"].clone());
+            if status != Some(json!("open")) {
+                return Err(format!("[policy] read `{p}`, whose encounter is not open"));
+            }
+            if !matches!(view, Some("summary" | "full")) {
+                return Err(format!("[contract] view {view:?}"));
+            }
+        }
+        // research: the researcher's cohort, the patient's consent, and
+        // never the full record
+        "record.read_research" => {
+            let p = vouched(
+                "patient_id",
+                raw("patient_id"),
+                r.get("patient_id"),
+                upper,
+                &|x| in_set(&t.cohort, owner, x),
+                &no_refs,
+            )?;
+            if !t.consent.contains(&p) {
+                return Err(format!("[policy] research read of `{p}` without consent"));
+            }
+            if view != Some("summary") {
+                return Err(format!("[policy] research read the view {view:?}"));
+            }
+        }
+        // break-the-glass: any patient of the hospital, four eyes always
+        "record.break_glass" => {
+            vouched(
+                "patient_id",
+                raw("patient_id"),
+                r.get("patient_id"),
+                upper,
+                &|x| t.patients.contains(x),
+                &no_refs,
+            )?;
+            let reason = r.get("reason").and_then(Value::as_str).unwrap_or("");
+            if !(10..=500).contains(&reason.chars().count()) {
+                return Err(format!("[contract] break-the-glass reason {reason:?}"));
+            }
+            if !approved.four_eyes() {
+                return Err("[approval] break-the-glass without four eyes".into());
+            }
+        }
+        other => return Err(format!("[contract] `{other}` is not a health action")),
+    }
+    Ok(())
+}
+
+fn workspace_pack(
+    t: &Truth,
+    md: &MandateData,
+    action: &str,
+    proposal: &Value,
+    d: &Exec,
+    approved: &Approved,
+) -> Result<(), String> {
+    let raw = |k: &str| proposal.get("args").and_then(|a| a.get(k));
+    let r = &d.resolved;
+    let owner = md.owner.as_str();
+    // people named in the request, or the user's correspondents
+    let named: BTreeSet<String> = md
+        .claims
+        .get("recipients")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .filter_map(email)
+                .collect()
+        })
+        .unwrap_or_default();
+    let person = |x: &str| named.contains(x) || in_set(&t.contacts, owner, x);
+    let own = |set: &Sets, name: &str| -> Result<String, String> {
+        vouched(
+            name,
+            raw(name),
+            r.get(name),
+            exact,
+            &|x| in_set(set, owner, x),
+            &no_refs,
+        )
     };
-    e.1 += 1;
-    if e.0 > md.budget || e.1 > md.calls {
+    match action {
+        "email.send" => {
+            let to = vouched_list("to", raw("to"), r.get("to"), email, &person)?;
+            if to.is_empty() {
+                return Err("[contract] an e-mail to nobody".into());
+            }
+            vouched_list("cc", raw("cc"), r.get("cc"), email, &person)?;
+            vouched_list("bcc", raw("bcc"), r.get("bcc"), email, &person)?;
+        }
+        "calendar.invite" => {
+            vouched_list(
+                "participants",
+                raw("participants"),
+                r.get("participants"),
+                email,
+                &person,
+            )?;
+            let (start, end) = (
+                r.get("start").and_then(Value::as_i64),
+                r.get("end").and_then(Value::as_i64),
+            );
+            match (start, end) {
+                (Some(s), Some(e)) if e >= s => {}
+                _ => return Err(format!("[policy] an event from {start:?} to {end:?}")),
+            }
+        }
+        "file.share" => {
+            own(&t.files, "file_id")?;
+            vouched(
+                "email",
+                raw("email"),
+                r.get("email"),
+                email,
+                &person,
+                &no_refs,
+            )?;
+            match r.get("permission").and_then(Value::as_str) {
+                Some("r") => {}
+                Some("rw") if approved.user => {}
+                Some("rw") => {
+                    return Err("[approval] write access shared without the user".into());
+                }
+                other => return Err(format!("[contract] permission {other:?}")),
+            }
+        }
+        "file.delete" | "email.delete" | "calendar.cancel" => {
+            match action {
+                "file.delete" => own(&t.files, "file_id")?,
+                "email.delete" => own(&t.emails, "email_id")?,
+                _ => own(&t.events, "event_id")?,
+            };
+            if !approved.user {
+                return Err(format!("[approval] `{action}` without the user"));
+            }
+        }
+        other => return Err(format!("[contract] `{other}` is not a workspace action")),
+    }
+    Ok(())
+}
+
+fn code_pack(
+    t: &Truth,
+    md: &MandateData,
+    proposal: &Value,
+    d: &Exec,
+    approved: &Approved,
+) -> Result<(), String> {
+    let raw = |k: &str| proposal.get("args").and_then(|a| a.get(k));
+    let r = &d.resolved;
+    let owner = md.owner.as_str();
+    // a repository of the owner (issue 11, item 8) ...
+    let repo = vouched(
+        "repo",
+        raw("repo"),
+        r.get("repo"),
+        exact,
+        &|x| in_set(&t.repositories, owner, x),
+        &no_refs,
+    )?;
+    // ... the commit attested by the owner's CI; a reference names an
+    // attestation by its exact key ...
+    let commit = vouched(
+        "commit",
+        raw("commit"),
+        r.get("commit"),
+        lower,
+        &|x| record(&t.attestations, owner, x).is_some(),
+        &|id| record(&t.attestations, owner, id).map(|_| id.to_string()),
+    )?;
+    // ... into an existing branch of the owner, by its short name
+    let branch = vouched(
+        "branch",
+        raw("branch"),
+        r.get("branch"),
+        exact,
+        &|x| in_set(&t.branches, owner, x),
+        &no_refs,
+    )?;
+    if md.claims.get("repo").and_then(Value::as_str) != Some(repo.as_str()) {
         return Err(format!(
-            "budget exceeded: {} of {}, {} of {} calls",
-            e.0, md.budget, e.1, md.calls
+            "[policy] merged into `{repo}`, not the repository the mandate names"
+        ));
+    }
+    let att = record(&t.attestations, owner, &commit).ok_or("[provenance] no attestation")?;
+    if att.get("developer") != md.claims.get("developer") {
+        return Err(format!(
+            "[policy] merged `{commit}`, attested for another developer"
+        ));
+    }
+    if att["ci"] != "green" {
+        return Err(format!("[policy] merged `{commit}` with CI {}", att["ci"]));
+    }
+    if in_set(&t.protected, owner, &branch) && att["reviewed"] != true && !approved.four_eyes() {
+        return Err(format!(
+            "[approval] unreviewed `{commit}` merged into the protected `{branch}` without four eyes"
         ));
     }
     Ok(())
 }
 
-/// The proposal a move makes, and the mandate it travels with.
-fn proposal_of<'a>(ms: &'a [M], vals: &[Value], mv: &Move) -> (&'a M, Value) {
-    let m = &ms[mv.mandate % ms.len()];
-    let action = if mv.action < 200 {
-        ORACLE_ACTIONS[mv.action as usize % ORACLE_ACTIONS.len()]
-    } else {
-        ACTIONS[mv.action as usize % ACTIONS.len()]
-    };
-    let mut args = if mv.base {
-        base_args(action)
-    } else {
-        Map::new()
-    };
-    for (k, own, v) in &mv.args {
-        let key = if *own {
-            let ps = own_params(action);
-            ps[*k % ps.len()]
-        } else {
-            PARAMS[*k]
-        };
-        args.insert(key.to_string(), vals[*v % vals.len()].clone());
-    }
-    let mut proposal = json!({"action": action, "args": args});
-    if mv.extra_top_level {
-        proposal["approval_level"] = json!(2);
-    }
-    (m, proposal)
+// ---- playing the moves -------------------------------------------------
+
+/// Someone other than `user` the world knows, to approve as a second
+/// person or alone.
+fn colleague(user: &str) -> &'static str {
+    ["lead_bo", "cfo", "maria"]
+        .into_iter()
+        .find(|c| *c != user)
+        .unwrap_or("maria")
 }
 
 /// Decides a move: the proposal, then (when PENDING and the move says so)
@@ -662,21 +1646,24 @@ fn decide_move(gw: &Gateway, m: &M, proposal: &Value, mv: &Move) -> Result<Vec<D
         return Ok(vec![d]);
     }
     let op = d.operation_hash.clone().unwrap_or_default();
-    let user = m
-        .valid
-        .as_ref()
-        .map(|x| x.user.clone())
-        .unwrap_or("emma".into());
-    let user = if w.approvers.iter().any(|(n, _)| *n == user) {
+    let user = m.token["mandate"]["user"].as_str().unwrap_or("emma");
+    // a user the world has no key for: someone else signs in their place
+    let user = if w.approvers.iter().any(|(n, _)| n == user) {
         user
     } else {
-        "emma".into()
+        "emma"
     };
+    let other = colleague(user);
     let approvals = match mv.approvals {
-        1 => vec![w.approve(&user, &op)],
-        2 => vec![w.approve(&user, &op), w.approve("cfo", &op)],
-        3 => vec![w.approve("noah", &op)],
-        _ => vec![w.approve(&user, "sha256:00")],
+        1 => vec![w.approve(user, &op)],
+        2 => vec![w.approve(user, &op), w.approve(other, &op)],
+        3 => vec![w.approve(other, &op)],
+        4 => vec![w.approve(user, "sha256:00")],
+        5 => vec![w.approve(user, &op), w.approve(user, &op)],
+        _ => vec![
+            w.approve_with(user, &op, now() - 1, "expired-nonce"),
+            w.approve(other, &op),
+        ],
     };
     let again = gw
         .decide(&input(proposal.clone(), &m.token, approvals))
@@ -684,42 +1671,66 @@ fn decide_move(gw: &Gateway, m: &M, proposal: &Value, mv: &Move) -> Result<Vec<D
     Ok(vec![d, again])
 }
 
-fn play(
-    gw: &Gateway,
-    t: &Truth,
-    ms: &[M],
-    vals: &[Value],
-    moves: &[Move],
-) -> Result<usize, String> {
+fn play(gw: &Gateway, c: &Ctx, moves: &[Move]) -> Result<usize, String> {
     let mut ledger = Ledger::default();
     let mut decided = 0;
     for mv in moves {
-        let (m, proposal) = proposal_of(ms, vals, mv);
+        let (m, proposal) = proposal_of(c, mv);
         let ds = decide_move(gw, m, &proposal, mv)?;
         decided += ds.len();
         for d in &ds {
             if d.decision == Outcome::Allow && !d.replayed {
-                check_executed(t, m, &proposal, &Exec::from(d), &mut ledger)
+                check_executed(&c.truth, m, &proposal, &Exec::from(d), &mut ledger)
                     .map_err(|e| format!("{e}\nproposal: {proposal}\ndecision: {d:?}"))?;
             }
             if d.decision == Outcome::Deny && d.result.is_some() {
-                return Err("a DENY carries an executor result".into());
+                return Err("[execution] a DENY carries an executor result".into());
             }
         }
     }
     Ok(decided)
 }
 
+/// The property for one sequence of moves on one gateway: the oracle agrees
+/// with every execution, every decision left a receipt, and the chain
+/// verifies.
+fn check_sequence(gw: &Gateway, moves: &[Move]) -> Result<(), TestCaseError> {
+    let decided = play(gw, ctx(), moves).map_err(TestCaseError::fail)?;
+    let recs = gw
+        .store()
+        .receipts()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(
+        recs.len(),
+        decided,
+        "[receipt] a decision without a receipt"
+    );
+    let head = gw
+        .store()
+        .head()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert!(
+        intentplane::store::verify_chain(&recs, head).is_ok(),
+        "[receipt] the chain does not verify"
+    );
+    // and the budgets, nonces and executions are what the receipts say
+    let snapshot = gw
+        .store()
+        .snapshot()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let audit = intentplane::store::verify_store(&snapshot, None);
+    prop_assert!(
+        audit.is_ok(),
+        "[receipt] the store does not verify: {:?}",
+        audit
+    );
+    Ok(())
+}
+
 /// The same moves, decided by several threads at once on one gateway; the
 /// oracle then replays the executions in the order the receipt chain
 /// records them (the order the store serialised them in).
-fn play_concurrently(
-    gw: &Gateway,
-    t: &Truth,
-    ms: &[M],
-    vals: &[Value],
-    lanes: &[Vec<Move>],
-) -> Result<usize, String> {
+fn play_concurrently(gw: &Gateway, c: &Ctx, lanes: &[Vec<Move>]) -> Result<usize, String> {
     let results: Vec<Result<usize, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = lanes
             .iter()
@@ -727,7 +1738,7 @@ fn play_concurrently(
                 scope.spawn(move || {
                     let mut n = 0;
                     for mv in lane {
-                        let (m, proposal) = proposal_of(ms, vals, mv);
+                        let (m, proposal) = proposal_of(c, mv);
                         n += decide_move(gw, m, &proposal, mv)?.len();
                     }
                     Ok(n)
@@ -743,8 +1754,8 @@ fn play_concurrently(
     for r in results {
         decided += r?;
     }
-    let by_id: HashMap<String, &M> = ms
-        .iter()
+    let by_id: HashMap<String, &M> = c
+        .all()
         .map(|m| {
             (
                 m.token["mandate"]["id"].as_str().unwrap_or("").to_string(),
@@ -761,7 +1772,7 @@ fn play_concurrently(
         let id = b["mandate"]["id"].as_str().unwrap_or("");
         let m = by_id
             .get(id)
-            .ok_or(format!("executed under an unknown mandate `{id}`"))?;
+            .ok_or(format!("[authn] executed under an unknown mandate `{id}`"))?;
         let exec = Exec {
             action: b["action"].as_str().map(str::to_string),
             resolved: b["resolved"].as_object().cloned().unwrap_or_default(),
@@ -774,7 +1785,7 @@ fn play_concurrently(
                 })
                 .unwrap_or_default(),
         };
-        check_executed(t, m, &b["proposal"], &exec, &mut ledger)
+        check_executed(&c.truth, m, &b["proposal"], &exec, &mut ledger)
             .map_err(|e| format!("{e}\nreceipt: {b}"))?;
     }
     Ok(decided)
@@ -791,22 +1802,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
-    fn nothing_executes_unless_the_oracle_agrees(
-        moves in proptest::collection::vec(a_move(), PER_CASE..=PER_CASE)
-    ) {
-        let w = world();
-        let gw = w.gateway();
-        let t = truth();
-        let ms = mandates(w);
-        let vals = values();
-        let r = play(&gw, &t, &ms, &vals, &moves);
-        prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
-        // every decision left a receipt, and the chain verifies
-        let recs = gw.store().receipts().unwrap();
-        prop_assert_eq!(recs.len(), r.unwrap_or(0));
-        // and the budgets, nonces and executions are what the receipts say
-        let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
-        prop_assert!(audit.is_ok(), "{:?}", audit);
+    fn nothing_executes_unless_the_oracle_agrees(moves in moves(0..PACKS.len())) {
+        check_sequence(&fresh(Arc::new(MemoryStore::new())), &moves)?;
     }
 }
 
@@ -816,16 +1813,13 @@ proptest! {
     /// Interleavings: four threads propose at once on one SQLite store.
     #[test]
     fn concurrent_proposals_never_break_the_oracle(
-        lanes in proptest::collection::vec(proptest::collection::vec(a_move(), 25..=25), 4..=4)
+        lanes in proptest::collection::vec(
+            proptest::collection::vec(a_move(0..PACKS.len()), 25..=25), 4..=4)
     ) {
-        let w = world();
         let dir = tempfile::tempdir().unwrap();
         let store = intentplane::store::sqlite::SqliteStore::open(dir.path().join("s.db")).unwrap();
-        let gw = w.gateway_with(std::sync::Arc::new(store));
-        let t = truth();
-        let ms = mandates(w);
-        let vals = values();
-        let r = play_concurrently(&gw, &t, &ms, &vals, &lanes);
+        let gw = fresh(Arc::new(store));
+        let r = play_concurrently(&gw, ctx(), &lanes);
         prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
         let recs = gw.store().receipts().unwrap();
         prop_assert_eq!(recs.len(), r.unwrap_or(0));
@@ -835,32 +1829,164 @@ proptest! {
     }
 }
 
-/// The fuzz is not vacuous: well-formed moves do execute, and the oracle
-/// sees them.
+/// The fuzz is not vacuous: the well-formed proposals of the generator
+/// reach an execution of every action of every pack, and the oracle agrees
+/// with each.
 #[test]
-fn the_fuzz_reaches_executions() {
-    let w = world();
-    let gw = w.gateway();
-    let t = truth();
-    let ms = mandates(w);
-    let moves: Vec<Move> = (0..6)
-        .map(|i| Move {
-            mandate: if i < 3 { 0 } else { 6 },
-            action: [0, 1, 2, 3, 4, 3][i],
-            base: true,
-            args: vec![],
-            extra_top_level: false,
-            approvals: 2,
-        })
-        .collect();
-    let mut ledger = Ledger::default();
-    let vals = values();
-    play(&gw, &t, &ms, &vals, &moves).unwrap();
-    let recs = gw.store().receipts().unwrap();
-    let executed = recs
+fn the_fuzz_reaches_every_action_of_every_pack() {
+    let c = ctx();
+    let gw = fresh(Arc::new(MemoryStore::new()));
+    let mut moves = vec![];
+    // variant by variant, so that a mandate's budget is not spent on one
+    // action's variants before another action is tried
+    for variant in 0..2 {
+        for (pack, name) in PACKS.iter().enumerate() {
+            for mandate in 0..c.pools[pack].genuine {
+                for action in 0..pack_actions(name).len() {
+                    moves.push(Move {
+                        pack,
+                        mandate,
+                        genuine: true,
+                        cross: false,
+                        action: action as u8,
+                        base: true,
+                        variant,
+                        args: vec![],
+                        extra_top_level: false,
+                        approvals: 2,
+                    });
+                }
+            }
+        }
+    }
+    play(&gw, c, &moves).unwrap();
+    let executed: BTreeSet<String> = gw
+        .store()
+        .receipts()
+        .unwrap()
         .iter()
         .filter(|r| r.body["decision"] == "ALLOW")
-        .count();
-    assert!(executed >= 4, "only {executed} executions");
-    let _ = &mut ledger;
+        .filter_map(|r| r.body["action"].as_str().map(str::to_string))
+        .collect();
+    for pack in PACKS {
+        for a in pack_actions(pack) {
+            assert!(executed.contains(*a), "`{a}` never executed: {executed:?}");
+        }
+    }
+}
+
+// ---- the oracle is checked by sabotage ---------------------------------
+
+#[derive(Clone, Copy, Debug)]
+enum Sabotage {
+    /// Every parameter marked non-critical: provenance vouches for nothing,
+    /// so any value the agent writes passes it.
+    ProvenanceAcceptsAnything,
+    /// Every `step_up` and `four_eyes` rule removed: nothing waits for an
+    /// approval.
+    SkippedStepUp,
+    /// Every `forbid` rule removed (the approval rules kept).
+    NoForbids,
+    /// No budget parameter: nothing is spent.
+    BudgetNotCounted,
+}
+
+/// A gateway over the test world, broken on purpose.
+fn sabotaged(s: Sabotage) -> Gateway {
+    let w = world();
+    let mut gw = w.gateway();
+    for ta in &w.bundle.table.actions {
+        let name = ta.action.name.as_str();
+        match s {
+            Sabotage::ProvenanceAcceptsAnything => gw
+                .edit_action_for_sabotage(name, |a| {
+                    for p in &mut a.params {
+                        p.critical = false;
+                    }
+                })
+                .unwrap(),
+            Sabotage::BudgetNotCounted => gw
+                .edit_action_for_sabotage(name, |a| a.budget = None)
+                .unwrap(),
+            Sabotage::SkippedStepUp | Sabotage::NoForbids => {
+                let mut set = PolicySet::new();
+                for p in gw.policies(name).unwrap().policies() {
+                    let approval = p.annotation("level").is_some();
+                    let keep = match s {
+                        Sabotage::SkippedStepUp => !approval,
+                        _ => p.effect() == Effect::Permit || approval,
+                    };
+                    if keep {
+                        set.add(p.clone()).unwrap();
+                    }
+                }
+                gw.with_policies(name, set).unwrap();
+            }
+        }
+    }
+    gw
+}
+
+/// Runs the property on moves of one pack against forks of `gw` (a fresh
+/// store per case), with no shrinking: the first failure is the answer.
+fn run_property(gw: &Gateway, pack: usize, cases: u32) -> Result<(), TestError<Vec<Move>>> {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        max_shrink_iters: 0,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner.run(&moves(pack..pack + 1), |moves| {
+        let fork = gw.fork(world().world(), Arc::new(MemoryStore::new()));
+        check_sequence(&fork, &moves)
+    })
+}
+
+/// The property must FAIL against the sabotaged gateway, for each pack
+/// given, and the oracle's complaint must carry `tag`.
+fn assert_caught(s: Sabotage, packs: &[&str], tag: &str) {
+    let gw = sabotaged(s);
+    for pack in packs {
+        let i = PACKS.iter().position(|p| p == pack).unwrap();
+        // the first failure ends the run: usually in the first case or
+        // two (accounts payable, with few open invoices, took up to 20)
+        match run_property(&gw, i, 256) {
+            Ok(()) => panic!("{s:?} on `{pack}`: the oracle accepted a broken gateway"),
+            Err(TestError::Fail(reason, _)) => assert!(
+                reason.message().contains(tag),
+                "{s:?} on `{pack}`: caught, but not as {tag}: {}",
+                reason.message()
+            ),
+            Err(TestError::Abort(e)) => panic!("{s:?} on `{pack}`: aborted: {e}"),
+        }
+    }
+}
+
+#[test]
+fn the_unbroken_gateway_passes_the_same_runs() {
+    let gw = gateway();
+    for (i, pack) in PACKS.iter().enumerate() {
+        let r = run_property(gw, i, 1);
+        assert!(r.is_ok(), "{pack}: {r:?}");
+    }
+}
+
+#[test]
+fn sabotage_provenance_accepting_any_value_is_caught() {
+    assert_caught(Sabotage::ProvenanceAcceptsAnything, &PACKS, "[provenance]");
+}
+
+#[test]
+fn sabotage_a_skipped_step_up_is_caught() {
+    assert_caught(Sabotage::SkippedStepUp, &PACKS, "[approval]");
+}
+
+#[test]
+fn sabotage_removed_forbids_are_caught() {
+    assert_caught(Sabotage::NoForbids, &PACKS, "[policy]");
+}
+
+#[test]
+fn sabotage_budgets_not_counted_is_caught() {
+    assert_caught(Sabotage::BudgetNotCounted, &["bank", "ap"], "[budget]");
 }

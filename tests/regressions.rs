@@ -378,3 +378,45 @@ fn oversized_and_binary_lines_are_denied_and_the_run_goes_on() {
     assert_eq!(ds[2]["decision"], "ALLOW");
     assert!(ds.iter().all(|d| d["receipt"]["seq"].is_u64()));
 }
+
+/// Issue 11, item 8: the code pack's `repo` was vouched for by the mandate
+/// alone, so a token issued with `--owner payments-api --claim
+/// repo=web-portal` merged a commit that payments-api's CI attested into
+/// web-portal. The repository must be one of the owner's (registry
+/// `repositories`) and the one the mandate names.
+#[test]
+fn a_commit_attested_for_one_owner_cannot_be_merged_into_another_owners_repository() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let merge = |repo: &str| {
+        json!({"action": "commit.merge", "args": {"repo": repo,
+            "commit": "09a46f0fe208bfff9d6ccfc8342bead6bd1be1bb", "branch": "feature/ledger-v2"}})
+    };
+    let code = |owner: &str, repo: &str| {
+        w.mandate(
+            MandateSpec::for_pack("code", "dev_ana", owner, &["code.merge"])
+                .claim("developer", json!("dev_ana"))
+                .claim("repo", json!(repo)),
+        )
+    };
+    let cross = code("payments-api", "web-portal");
+    let d = decide(&gw, merge("web-portal"), &cross);
+    assert_deny(&d, "provenance", "`repo` `web-portal`");
+    assert!(
+        d.hint.unwrap_or_default().contains("mandate's owner"),
+        "the hint says where the repository must come from"
+    );
+    // nor may the agent swap in the owner's own repository: the user named
+    // another one
+    let d = decide(&gw, merge("payments-api"), &cross);
+    assert_deny(&d, "policy", "not the repository of the request");
+    // the legitimate merge still runs, into the repository it names
+    let d = decide(
+        &gw,
+        merge("payments-api"),
+        &code("payments-api", "payments-api"),
+    );
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    assert_eq!(d.resolved["repo"], json!("payments-api"));
+    assert_eq!(d.result.unwrap()["repo"], json!("payments-api"));
+}

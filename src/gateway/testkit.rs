@@ -13,7 +13,9 @@ use crate::bundle::{Bundle, build};
 use crate::gateway::approval::{Approval, SignedApproval, random_id};
 use crate::gateway::json::parse_time_str;
 use crate::gateway::world::World;
-use crate::gateway::{Budget, Decision, Gateway, Input, Mandate, MandateToken, Outcome};
+use crate::gateway::{
+    Budget, Decision, Gateway, GatewayError, Input, Mandate, MandateToken, Outcome,
+};
 use crate::keys::SecretKey;
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
@@ -192,6 +194,33 @@ impl TestWorld {
         )
         .expect("approval signed");
         serde_json::to_value(approval).expect("approval as JSON")
+    }
+}
+
+/// Sabotage, for the tests that prove the fuzz's oracle catches a broken
+/// gateway (`tests/fuzz.rs`). Only in test builds: this module does not
+/// exist in a release build, so no served gateway can be edited this way.
+impl Gateway {
+    /// Edits one action's runtime table in this running gateway, after
+    /// every check [`Gateway::new`] makes at load: e.g. every parameter
+    /// marked non-critical (provenance then vouches for nothing, so any
+    /// value passes it), or no budget parameter (nothing is spent). The
+    /// bundle hash is unchanged. The policies are replaced with
+    /// [`Gateway::with_policies`] (a skipped step-up is the approval rules
+    /// removed).
+    pub fn edit_action_for_sabotage(
+        &mut self,
+        action: &str,
+        edit: impl FnOnce(&mut crate::ir::Action),
+    ) -> Result<(), GatewayError> {
+        let a = self
+            .actions
+            .get_mut(action)
+            .ok_or_else(|| GatewayError::UnknownAction {
+                action: action.to_string(),
+            })?;
+        edit(&mut a.table.action);
+        Ok(())
     }
 }
 
