@@ -8,7 +8,7 @@ use super::Format;
 use crate::bundle::build;
 use crate::gateway::approval::{SignedApproval, random_id};
 use crate::gateway::json::parse_time_str;
-use crate::gateway::registry::Registries;
+use crate::gateway::trusted::RegistryChange;
 use crate::gateway::world::World;
 use crate::gateway::{Budget, Decision, Gateway, Input, Mandate, MandateToken, Outcome};
 use crate::keys::SecretKey;
@@ -225,21 +225,17 @@ fn bank() -> Result<(Setup, Vec<Step>, &'static str), String> {
         decision: s.decide(pay("DE02 1203 0000 0000 2020 51", "98.70"), &m, vec![])?,
     });
     // Emma confirms the new payee in her bank app: the trusted side adds it
-    let table_reg =
-        s.gw.registry("bank", "beneficiaries")
-            .ok_or("the bank pack declares no `beneficiaries`")?
-            .clone();
-    s.gw.store()
-        .transaction(&mut |tx| {
-            Registries {
-                world: s.gw.world(),
-                pack: "bank",
-                owner: "emma",
-            }
-            .add_value(tx, &table_reg, "DE02120300000000202051")?;
-            Ok(Value::Null)
-        })
-        .map_err(|e| e.to_string())?;
+    // to her beneficiaries, through the store, with a receipt
+    s.gw.change_registry(
+        "bank",
+        "beneficiaries",
+        "emma",
+        &RegistryChange::Add {
+            value: Value::String("DE02 1203 0000 0000 2020 51".into()),
+        },
+        "emma",
+    )
+    .map_err(|e| e.to_string())?;
     steps.push(Step {
         what: "  ...Emma adds the payee in her bank app; the agent asks again",
         without: "",
@@ -454,7 +450,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
                 text.push('\n');
             }
             text.push_str(&match &verified {
-                Ok(n) => format!("{n} receipts, one per decision; the hash chain verifies.\n"),
+                Ok(n) => format!("{n} receipts, one per decision and one per change to the owner's records; the store verifies.\n"),
                 Err(p) => format!("the receipt chain does NOT verify: {} problems\n", p.len()),
             });
             text.push_str("The agent never held a credential; every value that executed came from the mandate or the owner's own records.\n");

@@ -11,6 +11,7 @@ mod approve;
 mod demo;
 pub mod gateway;
 mod receipts;
+mod registry;
 mod run;
 mod serve;
 mod token;
@@ -52,6 +53,8 @@ pub enum Command {
     Token(token::TokenArgs),
     /// Trusted side: sign an approval over an operation hash.
     Approve(approve::ApproveArgs),
+    /// Trusted side: the owner adds or removes a record (with a receipt).
+    Registry(registry::RegistryArgs),
     /// Play a scenario end to end: `bank` (Emma's bill) or `ap` (the CFO's).
     Demo(demo::DemoArgs),
     /// Run the packs' scenario suites (`<pack>/scenarios/*.json`).
@@ -95,6 +98,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Serve(args) => serve::run(&args, &mut out),
         Command::Token(args) => token::run(&args, &mut out),
         Command::Approve(args) => approve::run(&args, &mut out),
+        Command::Registry(args) => registry::run(&args, &mut out),
         Command::Demo(args) => demo::run(&args, &mut out),
         Command::Test(args) => test::run(&args, &mut out),
         Command::Mutate(args) => mutate::run(&args, &mut out),

@@ -24,6 +24,7 @@ mod stages;
 /// dev-dependency on itself enables): it panics, as test code does.
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
+pub mod trusted;
 pub mod world;
 
 use crate::bundle::Bundle;

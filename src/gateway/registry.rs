@@ -18,6 +18,11 @@ pub fn record_ns(pack: &str, registry: &str) -> String {
 pub fn added_ns(pack: &str, registry: &str) -> String {
     format!("registry+:{pack}/{registry}")
 }
+/// Store namespace of values removed from a set registry (a value of the
+/// world's file the owner took out).
+pub fn removed_ns(pack: &str, registry: &str) -> String {
+    format!("registry-:{pack}/{registry}")
+}
 pub fn owner_key(owner: &str, key: &str) -> String {
     format!("{owner}\u{1f}{key}")
 }
@@ -55,6 +60,7 @@ impl Registries<'_> {
             RegistryShape::Set { .. } => {
                 if let Some(r) = self.world.records(self.pack, &reg.name, owner)
                     && let Some((_, v)) = r.values.iter().find(|(_, v)| same(v))
+                    && !self.removed(tx, reg, v)?
                 {
                     return Ok(Some(v.clone()));
                 }
@@ -96,11 +102,17 @@ impl Registries<'_> {
     ) -> Result<Option<String>, StoreError> {
         let owner = self.owner_of(reg);
         match &reg.shape {
-            RegistryShape::Set { .. } => Ok(self
-                .world
-                .records(self.pack, &reg.name, owner)
-                .and_then(|r| r.values.iter().find(|(i, _)| i.as_deref() == Some(id)))
-                .map(|(_, v)| v.clone())),
+            RegistryShape::Set { .. } => {
+                let found = self
+                    .world
+                    .records(self.pack, &reg.name, owner)
+                    .and_then(|r| r.values.iter().find(|(i, _)| i.as_deref() == Some(id)))
+                    .map(|(_, v)| v.clone());
+                match found {
+                    Some(v) if !self.removed(tx, reg, &v)? => Ok(Some(v)),
+                    _ => Ok(None),
+                }
+            }
             RegistryShape::Keyed { .. } => self.member(tx, reg, id, None),
         }
     }
@@ -141,6 +153,60 @@ impl Registries<'_> {
         )
     }
 
+    /// Whether the owner removed this entry (canonical spelling) of a set
+    /// registry from the world's starting state.
+    fn removed(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        entry: &str,
+    ) -> Result<bool, StoreError> {
+        let owner = self.owner_of(reg);
+        Ok(matches!(
+            tx.state_get(&removed_ns(self.pack, &reg.name), &owner_key(owner, entry))?,
+            Some(Value::Bool(true))
+        ))
+    }
+
+    /// Removes a value (canonical spelling) from a set registry: from the
+    /// world's starting state and from what was added in the store.
+    pub fn remove_value(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        entry: &str,
+    ) -> Result<(), StoreError> {
+        let owner = self.owner_of(reg).to_string();
+        tx.state_put(
+            &removed_ns(self.pack, &reg.name),
+            &owner_key(&owner, entry),
+            &Value::Bool(true),
+        )?;
+        for k in spellings(entry) {
+            tx.state_put(
+                &added_ns(self.pack, &reg.name),
+                &owner_key(&owner, &k),
+                &Value::Null,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Removes the record under `key` from a keyed registry.
+    pub fn delete_record(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        key: &str,
+    ) -> Result<(), StoreError> {
+        let owner = self.owner_of(reg).to_string();
+        tx.state_put(
+            &record_ns(self.pack, &reg.name),
+            &owner_key(&owner, key),
+            &Value::Null,
+        )
+    }
+
     /// Adds a value to a set registry (the trusted side: the user confirms
     /// a new payee in her bank app).
     pub fn add_value(
@@ -155,17 +221,15 @@ impl Registries<'_> {
                 .map_err(|e| StoreError::Aborted(format!("cannot add `{value}`: {e}")))?,
             None => value.to_string(),
         };
+        // added again after a removal
+        tx.state_put(
+            &removed_ns(self.pack, &reg.name),
+            &owner_key(&owner, &entry),
+            &Value::Null,
+        )?;
         // a lookup is by the proposal's normalised value: store the entry
         // under each spelling a normaliser can produce
-        let mut keys = vec![
-            entry.clone(),
-            entry.trim().to_string(),
-            entry.trim().to_uppercase(),
-            entry.trim().to_lowercase(),
-        ];
-        keys.sort();
-        keys.dedup();
-        for k in keys {
+        for k in spellings(&entry) {
             tx.state_put(
                 &added_ns(self.pack, &reg.name),
                 &owner_key(&owner, &k),
@@ -174,4 +238,19 @@ impl Registries<'_> {
         }
         Ok(())
     }
+}
+
+/// The spellings a normaliser can give an entry (`lower`, `upper`, `trim`
+/// fold ASCII only): what a proposal's value may be looked up under.
+fn spellings(entry: &str) -> Vec<String> {
+    let t = entry.trim_matches([' ', '\t']);
+    let mut keys = vec![
+        entry.to_string(),
+        t.to_string(),
+        t.to_ascii_uppercase(),
+        t.to_ascii_lowercase(),
+    ];
+    keys.sort();
+    keys.dedup();
+    keys
 }

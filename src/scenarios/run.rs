@@ -6,12 +6,11 @@ use crate::bundle::Bundle;
 use crate::codegen::table::{Table, TablePack};
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::json::{parse_money, parse_time_str};
-use crate::gateway::registry::Registries;
+use crate::gateway::trusted::RegistryChange;
 use crate::gateway::world::{Records, World, typed_value};
 use crate::gateway::{
-    Budget, Decision, Gateway, GatewayError, Input, Mandate, MandateToken, Outcome, normalize,
+    Budget, Decision, Gateway, GatewayError, Input, Mandate, MandateToken, Outcome,
 };
-use crate::ir::{self, RegistryShape};
 use crate::keys::SecretKey;
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
@@ -459,104 +458,38 @@ impl<'a> Prepared<'a> {
         Ok(v)
     }
 
-    fn registry(&self, name: &str) -> Result<&'a ir::Registry, String> {
-        self.pack
-            .registries
-            .iter()
-            .find(|r| r.name == name)
-            .ok_or_else(|| format!("pack `{}` declares no registry `{name}`", self.suite.pack))
-    }
-
-    /// A change on the trusted side, in its own store transaction.
+    /// A change on the trusted side, in its own store transaction, with
+    /// its receipt (as `ipc registry` makes it).
     fn apply(&self, gw: &Gateway, t: &Trusted) -> Result<(), String> {
-        let owner_ok = |reg: &ir::Registry, owner: &str| {
-            if reg.global != (owner == "*") {
-                return Err(if reg.global {
-                    format!("`{}` is global: its owner is `*`", reg.name)
-                } else {
-                    format!("`{}` is per owner: `*` is not an owner", reg.name)
-                });
-            }
-            Ok(())
-        };
-        match t {
+        let (registry, owner, change) = match t {
             Trusted::Add {
                 registry,
                 owner,
                 value,
-            } => {
-                let reg = self.registry(registry)?;
-                owner_ok(reg, owner)?;
-                let RegistryShape::Set { element } = &reg.shape else {
-                    return Err(format!("`{registry}` is a keyed registry: use `put`"));
-                };
-                let text = match typed_value(value, element)? {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                let owner: &str = owner;
-                gw.store()
-                    .transaction(&mut |tx| {
-                        Registries {
-                            world: gw.world(),
-                            pack: &self.suite.pack,
-                            owner,
-                        }
-                        .add_value(tx, reg, &text)?;
-                        Ok(Value::Null)
-                    })
-                    .map_err(|e| e.to_string())?;
-            }
+            } => (
+                registry,
+                owner,
+                RegistryChange::Add {
+                    value: value.clone(),
+                },
+            ),
             Trusted::Put {
                 registry,
                 owner,
                 key,
                 record,
-            } => {
-                let reg = self.registry(registry)?;
-                owner_ok(reg, owner)?;
-                let RegistryShape::Keyed {
-                    key: key_ty,
-                    fields,
-                } = &reg.shape
-                else {
-                    return Err(format!("`{registry}` is a set registry: use `add`"));
-                };
-                let key = match key_ty.canonical_normalizer() {
-                    Some(n) => normalize::apply(n, key).map_err(|e| format!("key: {e}"))?,
-                    None => key.clone(),
-                };
-                let mut clean = Map::new();
-                for f in fields {
-                    let v = record
-                        .get(&f.name)
-                        .ok_or_else(|| format!("the record has no field `{}`", f.name))?;
-                    clean.insert(
-                        f.name.clone(),
-                        typed_value(v, &f.ty).map_err(|e| format!("field `{}`: {e}", f.name))?,
-                    );
-                }
-                if let Some(extra) = record
-                    .keys()
-                    .find(|k| !fields.iter().any(|f| &f.name == *k))
-                {
-                    return Err(format!("the record has an undeclared field `{extra}`"));
-                }
-                let owner: &str = owner;
-                gw.store()
-                    .transaction(&mut |tx| {
-                        Registries {
-                            world: gw.world(),
-                            pack: &self.suite.pack,
-                            owner,
-                        }
-                        .put_record(tx, reg, &key, clean.clone())?;
-                        Ok(Value::Null)
-                    })
-                    .map_err(|e| e.to_string())?;
-            }
-        }
-        Ok(())
+            } => (
+                registry,
+                owner,
+                RegistryChange::Put {
+                    key: key.clone(),
+                    record: record.clone(),
+                },
+            ),
+        };
+        gw.change_registry(&self.suite.pack, registry, owner, &change, "scenario")
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -1,0 +1,240 @@
+//! The trusted side (issue #15): the owner changes its own records at run
+//! time, through the store, with a receipt.
+
+mod common;
+use common::*;
+use intentplane::gateway::Outcome;
+use intentplane::gateway::trusted::{RegistryChange, TrustedError};
+use serde_json::{Value, json};
+use std::process::Command;
+
+const NEW_PAYEE: &str = "DE02 1203 0000 0000 2020 51";
+
+fn add(v: &str) -> RegistryChange {
+    RegistryChange::Add { value: json!(v) }
+}
+
+#[test]
+fn a_payee_the_owner_adds_is_trusted_for_the_next_decision_and_leaves_a_receipt() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.emma();
+    let d = decide(&gw, transfer(SUPPLIER, json!("98.70")), &m);
+    assert_deny(&d, "provenance", "not from a trusted source");
+    let r = gw
+        .change_registry("bank", "beneficiaries", "emma", &add(NEW_PAYEE), "emma")
+        .unwrap();
+    let d = decide(&gw, transfer(SUPPLIER, json!("98.70")), &m);
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    assert_eq!(d.resolved["payee_iban"], json!(SUPPLIER));
+    // the change is in the chain, before the decision it enabled
+    let recs = gw.store().receipts().unwrap();
+    let change = recs.iter().find(|x| x.seq == r.seq).unwrap();
+    assert_eq!(change.body["kind"], "registry");
+    assert_eq!(change.body["change"], "add");
+    assert_eq!(change.body["value"], json!(SUPPLIER), "canonical spelling");
+    assert_eq!(change.body["by"], "emma");
+    assert!(d.receipt.unwrap().seq > r.seq);
+    let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
+    assert!(audit.is_ok(), "{audit:?}");
+    // another owner's records are untouched
+    let noah = w.mandate(MandateSpec::bank("noah"));
+    let mut p = transfer(SUPPLIER, json!("1.00"));
+    p["args"]["from_account"] = json!("noah-checking");
+    assert_deny(
+        &decide(&gw, p, &noah),
+        "provenance",
+        "not from a trusted source",
+    );
+}
+
+#[test]
+fn a_value_the_owner_removes_is_no_longer_trusted_until_added_again() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.emma();
+    assert_eq!(
+        decide(&gw, transfer(LANDLORD, json!("1.00")), &m).decision,
+        Outcome::Allow
+    );
+    gw.change_registry(
+        "bank",
+        "beneficiaries",
+        "emma",
+        &RegistryChange::Remove {
+            value: json!("de44 5001 0517 5407 3249 31"),
+        },
+        "emma",
+    )
+    .unwrap();
+    let d = decide(&gw, transfer(LANDLORD, json!("2.00")), &m);
+    assert_deny(&d, "provenance", "not from a trusted source");
+    gw.change_registry("bank", "beneficiaries", "emma", &add(LANDLORD), "emma")
+        .unwrap();
+    assert_eq!(
+        decide(&gw, transfer(LANDLORD, json!("3.00")), &m).decision,
+        Outcome::Allow
+    );
+}
+
+#[test]
+fn a_keyed_record_is_written_and_deleted() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let record = json!({"name": "New Vendor", "iban": "DE89 3704 0044 0532 0130 00",
+        "phone": "+49 30 1234 5678", "iban_changed_at": "2025-01-01T00:00:00Z"});
+    let Value::Object(record) = record else {
+        unreachable!()
+    };
+    gw.change_registry(
+        "ap",
+        "vendors",
+        "acme",
+        &RegistryChange::Put {
+            key: "V-NEW".into(),
+            record,
+        },
+        "cfo",
+    )
+    .unwrap();
+    let recs = gw.store().receipts().unwrap();
+    assert_eq!(recs[0].body["record"]["iban"], "DE89370400440532013000");
+    gw.change_registry(
+        "ap",
+        "vendors",
+        "acme",
+        &RegistryChange::Delete {
+            key: "V-PAPER".into(),
+        },
+        "cfo",
+    )
+    .unwrap();
+    // paying an invoice of the deleted vendor now finds no payee
+    let m = w.mandate(MandateSpec::for_pack(
+        "ap",
+        "clerk",
+        "acme",
+        &["payments.write"],
+    ));
+    let pay = |inv: &str, iban: &str, amount: &str| {
+        json!({"action": "invoice.pay", "args": {"invoice_id": inv,
+            "payee_iban": iban, "amount": amount, "currency": "EUR"}})
+    };
+    let d = decide(&gw, pay("INV-1003", "DE02100500000024290661", "310.40"), &m);
+    assert_deny(&d, "provenance", "payee_iban");
+}
+
+#[test]
+fn a_bad_change_is_refused_and_leaves_nothing() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let cases: Vec<(&str, &str, RegistryChange, &str)> = vec![
+        ("nope", "emma", add(NEW_PAYEE), "ipc::registry::unknown"),
+        ("sanctions", "emma", add(NEW_PAYEE), "ipc::registry::owner"),
+        ("beneficiaries", "*", add(NEW_PAYEE), "ipc::registry::owner"),
+        (
+            "beneficiaries",
+            "emma",
+            add("DE02 1203 0000 0000 2020 52"),
+            "ipc::registry::value",
+        ),
+        (
+            "beneficiaries",
+            "emma",
+            add("DE02\u{200b}120300000000202051"),
+            "ipc::registry::value",
+        ),
+        (
+            "beneficiaries",
+            "emma",
+            RegistryChange::Delete { key: "x".into() },
+            "ipc::registry::shape",
+        ),
+    ];
+    for (reg, owner, change, code) in cases {
+        let e = gw
+            .change_registry("bank", reg, owner, &change, "emma")
+            .unwrap_err();
+        let got = miette::Diagnostic::code(&e).map(|c| c.to_string());
+        assert_eq!(got.as_deref(), Some(code), "{reg} {owner}: {e}");
+        assert!(!matches!(e, TrustedError::Store(_)));
+    }
+    assert!(gw.store().receipts().unwrap().is_empty());
+}
+
+/// `ipc registry add` on a store file, then `ipc run` on the same store:
+/// the payee added from the command line is trusted.
+#[test]
+fn ipc_registry_add_then_run() {
+    let w = TestWorld::new();
+    let db = w.dir.path().join("s.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args([
+            "registry",
+            "add",
+            "--pack",
+            "bank",
+            "--registry",
+            "beneficiaries",
+        ])
+        .args(["--owner", "emma", "--format", "json"])
+        .args(["--bundle", &path_str(&w.bundle_path)])
+        .args(["--world", &path_str(&w.world_path)])
+        .args(["--store", &path_str(&db), NEW_PAYEE])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["receipt"]["seq"], 1);
+    let m = w.dir.path().join("m.json");
+    std::fs::write(&m, w.emma().to_string()).unwrap();
+    let input = w.dir.path().join("p.jsonl");
+    std::fs::write(&input, transfer(SUPPLIER, json!("98.70")).to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["run", "--bundle", &path_str(&w.bundle_path)])
+        .args([
+            "--world",
+            &path_str(&w.world_path),
+            "--store",
+            &path_str(&db),
+        ])
+        .args(["--mandate", &path_str(&m)])
+        .arg(&input)
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["decision"], "ALLOW", "{d}");
+    assert_eq!(d["receipt"]["seq"], 2);
+    // a refused change: exit 1, a diagnostic, no receipt
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args([
+            "registry",
+            "add",
+            "--pack",
+            "bank",
+            "--registry",
+            "beneficiaries",
+        ])
+        .args(["--owner", "emma"])
+        .args(["--bundle", &path_str(&w.bundle_path)])
+        .args(["--world", &path_str(&w.world_path)])
+        .args(["--store", &path_str(&db), "not an iban"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ipc::registry::value"));
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["receipts", "verify", &path_str(&db)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2 receipts"));
+}
