@@ -155,7 +155,7 @@ fn the_demo_blocks_every_attack_and_verifies_its_receipts() {
         .unwrap();
     let text = String::from_utf8(human.stdout).unwrap();
     assert!(text.contains("without intentplane: the money leaves"));
-    assert!(text.contains("the hash chain verifies"));
+    assert!(text.contains("the store verifies"), "{text}");
 }
 
 #[test]
