@@ -384,6 +384,19 @@ pub enum PackDiagnostic {
         span: SourceSpan,
     },
 
+    /// `by ROLE` on a rule other than `four_eyes`: only the second pair of
+    /// eyes has a role (a step-up is the user herself; a forbid no one lifts).
+    #[error("`by` names the role of the second approver, which only `four_eyes` has")]
+    #[diagnostic(
+        code(ipc::role_not_four_eyes),
+        help("remove `by ...`, or make the rule `four_eyes`")
+    )]
+    RoleNotFourEyes {
+        kind: &'static str,
+        #[label("on a `{kind}` rule")]
+        span: SourceSpan,
+    },
+
     /// A parameter option given twice (`normalize` twice, two `critical`).
     #[error("`{option}` given twice for `{param}`")]
     #[diagnostic(code(ipc::repeated_option), help("keep one"))]

@@ -439,6 +439,9 @@ pub struct Rule {
     /// `None`: always.
     pub when: Option<Expr>,
     pub hint: Option<String>,
+    /// `four_eyes ... by ROLE`: the role the second approver must hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
     pub line: usize,
 }
 

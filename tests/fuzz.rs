@@ -921,7 +921,9 @@ struct Move {
     extra_top_level: bool,
     /// 0: none; 1: the user approves; 2: the user and a colleague; 3: the
     /// colleague alone; 4: the user approves another operation; 5: the
-    /// user twice; 6: the colleague and the user's expired approval.
+    /// user twice; 6: the colleague and the user's expired approval; 7:
+    /// the user and a person of another tenant (never four eyes). The
+    /// colleague is one the world authorises for the owner and the action.
     approvals: u8,
 }
 
@@ -936,7 +938,7 @@ fn a_move(packs: Range<usize>) -> impl Strategy<Value = Move> {
         0usize..64,
         proptest::collection::vec((0usize..64, prop::bool::weighted(0.8), 0usize..256), 0..4),
         prop::bool::weighted(0.03),
-        0u8..7,
+        0u8..8,
     )
         .prop_map(
             |(pack, mandate, genuine, cross, action, base, variant, args, extra, approvals)| Move {
@@ -1072,6 +1074,47 @@ impl From<&Decision> for Exec {
     }
 }
 
+/// Who may be the second pair of eyes, read from the world file as data
+/// (`[approvers]`: name to the owners and roles it may approve for).
+type Authorisations = HashMap<String, (Vec<String>, Vec<String>)>;
+
+fn second_approvers() -> &'static Authorisations {
+    static A: OnceLock<Authorisations> = OnceLock::new();
+    A.get_or_init(|| {
+        let text = std::fs::read_to_string(&world().world_path).unwrap();
+        let v: toml::Value = toml::from_str(&text).unwrap();
+        let list = |e: &toml::Value, k: &str| -> Vec<String> {
+            e.get(k)
+                .and_then(toml::Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        v["approvers"]
+            .as_table()
+            .unwrap()
+            .iter()
+            .map(|(n, e)| (n.clone(), (list(e, "owners"), list(e, "roles"))))
+            .collect()
+    })
+}
+
+/// The role the oracle's own table says an action's four eyes need.
+fn role_for(action: &str) -> Option<&'static str> {
+    (action == "vendor.change_iban").then_some("treasury")
+}
+
+/// Whether `who` counts as the second pair of eyes for `owner` on `action`.
+fn authorised(who: &str, owner: &str, action: &str) -> bool {
+    second_approvers().get(who).is_some_and(|(owners, roles)| {
+        owners.iter().any(|o| o == owner)
+            && role_for(action).is_none_or(|r| roles.iter().any(|x| x == r))
+    })
+}
+
 /// Who approved an execution.
 struct Approved {
     user: bool,
@@ -1185,7 +1228,12 @@ fn check_executed(
     }
     let approved = Approved {
         user: d.approvers.contains(&md.user),
-        other: d.approvers.iter().any(|a| *a != md.user),
+        // a second pair of eyes counts only when the world authorises that
+        // person for this owner (and the action's role)
+        other: d
+            .approvers
+            .iter()
+            .any(|a| *a != md.user && authorised(a, &md.owner, &action)),
     };
     match pack {
         "bank" | "ap" => money_pack(t, md, &action, proposal, d, &approved, ledger)?,
@@ -1627,12 +1675,16 @@ fn code_pack(
 // ---- playing the moves -------------------------------------------------
 
 /// Someone other than `user` the world knows, to approve as a second
-/// person or alone.
-fn colleague(user: &str) -> &'static str {
-    ["lead_bo", "cfo", "maria"]
-        .into_iter()
-        .find(|c| *c != user)
-        .unwrap_or("maria")
+/// person or alone: one the world authorises for `owner` and `action`
+/// when `ours`, else one of another tenant (or of none).
+fn colleague(user: &str, owner: &str, action: &str, ours: bool) -> &'static str {
+    [
+        "cfo", "clerk", "maria", "lead_bo", "noah", "emma", "dev_ana",
+    ]
+    .into_iter()
+    .filter(|c| *c != user)
+    .find(|c| authorised(c, owner, action) == ours)
+    .unwrap_or("dev_ana")
 }
 
 /// Decides a move: the proposal, then (when PENDING and the move says so)
@@ -1653,13 +1705,19 @@ fn decide_move(gw: &Gateway, m: &M, proposal: &Value, mv: &Move) -> Result<Vec<D
     } else {
         "emma"
     };
-    let other = colleague(user);
+    let owner = m.token["mandate"]["owner"].as_str().unwrap_or("");
+    let action = proposal["action"].as_str().unwrap_or("");
+    let other = colleague(user, owner, action, true);
     let approvals = match mv.approvals {
         1 => vec![w.approve(user, &op)],
         2 => vec![w.approve(user, &op), w.approve(other, &op)],
         3 => vec![w.approve(other, &op)],
         4 => vec![w.approve(user, "sha256:00")],
         5 => vec![w.approve(user, &op), w.approve(user, &op)],
+        7 => vec![
+            w.approve(user, &op),
+            w.approve(colleague(user, owner, action, false), &op),
+        ],
         _ => vec![
             w.approve_with(user, &op, now() - 1, "expired-nonce"),
             w.approve(other, &op),
@@ -1889,6 +1947,36 @@ enum Sabotage {
     NoForbids,
     /// No budget parameter: nothing is spent.
     BudgetNotCounted,
+    /// Every approver authorised for every owner, with every role: a
+    /// person of another tenant counts as the second pair of eyes.
+    AnyoneIsFourEyes,
+}
+
+/// The world a sabotage runs in: the test world, or one whose approvers
+/// are all authorised everywhere.
+fn world_for(s: Option<Sabotage>) -> intentplane::gateway::world::World {
+    let mut w = world().world();
+    if let Some(Sabotage::AnyoneIsFourEyes) = s {
+        let owners: Vec<String> = [
+            "acme",
+            "globex",
+            "dr_lee",
+            "dr_kim",
+            "dr_rao",
+            "payments-api",
+            "web-portal",
+            "emma",
+            "noah",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for a in w.approvers.values_mut() {
+            a.owners = owners.clone();
+            a.roles = vec!["treasury".into()];
+        }
+    }
+    w
 }
 
 /// A gateway over the test world, broken on purpose.
@@ -1908,6 +1996,7 @@ fn sabotaged(s: Sabotage) -> Gateway {
             Sabotage::BudgetNotCounted => gw
                 .edit_action_for_sabotage(name, |a| a.budget = None)
                 .unwrap(),
+            Sabotage::AnyoneIsFourEyes => {}
             Sabotage::SkippedStepUp | Sabotage::NoForbids => {
                 let mut set = PolicySet::new();
                 for p in gw.policies(name).unwrap().policies() {
@@ -1929,7 +2018,12 @@ fn sabotaged(s: Sabotage) -> Gateway {
 
 /// Runs the property on moves of one pack against forks of `gw` (a fresh
 /// store per case), with no shrinking: the first failure is the answer.
-fn run_property(gw: &Gateway, pack: usize, cases: u32) -> Result<(), TestError<Vec<Move>>> {
+fn run_property(
+    gw: &Gateway,
+    pack: usize,
+    cases: u32,
+    s: Option<Sabotage>,
+) -> Result<(), TestError<Vec<Move>>> {
     let mut runner = TestRunner::new(Config {
         cases,
         max_shrink_iters: 0,
@@ -1937,7 +2031,7 @@ fn run_property(gw: &Gateway, pack: usize, cases: u32) -> Result<(), TestError<V
         ..Config::default()
     });
     runner.run(&moves(pack..pack + 1), |moves| {
-        let fork = gw.fork(world().world(), Arc::new(MemoryStore::new()));
+        let fork = gw.fork(world_for(s), Arc::new(MemoryStore::new()));
         check_sequence(&fork, &moves)
     })
 }
@@ -1950,7 +2044,7 @@ fn assert_caught(s: Sabotage, packs: &[&str], tag: &str) {
         let i = PACKS.iter().position(|p| p == pack).unwrap();
         // the first failure ends the run: usually in the first case or
         // two (accounts payable, with few open invoices, took up to 20)
-        match run_property(&gw, i, 256) {
+        match run_property(&gw, i, 256, Some(s)) {
             Ok(()) => panic!("{s:?} on `{pack}`: the oracle accepted a broken gateway"),
             Err(TestError::Fail(reason, _)) => assert!(
                 reason.message().contains(tag),
@@ -1966,7 +2060,7 @@ fn assert_caught(s: Sabotage, packs: &[&str], tag: &str) {
 fn the_unbroken_gateway_passes_the_same_runs() {
     let gw = gateway();
     for (i, pack) in PACKS.iter().enumerate() {
-        let r = run_property(gw, i, 1);
+        let r = run_property(gw, i, 1, None);
         assert!(r.is_ok(), "{pack}: {r:?}");
     }
 }
@@ -1984,6 +2078,15 @@ fn sabotage_a_skipped_step_up_is_caught() {
 #[test]
 fn sabotage_removed_forbids_are_caught() {
     assert_caught(Sabotage::NoForbids, &PACKS, "[policy]");
+}
+
+#[test]
+fn sabotage_a_second_approver_of_another_tenant_is_caught() {
+    assert_caught(
+        Sabotage::AnyoneIsFourEyes,
+        &["ap", "health", "code"],
+        "[approval]",
+    );
 }
 
 #[test]

@@ -130,11 +130,20 @@ impl Cx {
                 }
                 e
             });
+            if let Some(role) = &r.role
+                && r.kind != ir::RuleKind::FourEyes
+            {
+                self.err(PackDiagnostic::RoleNotFourEyes {
+                    kind: r.kind.keyword(),
+                    span: role.span.into(),
+                });
+            }
             rules.push(ir::Rule {
                 kind: r.kind,
                 reason: r.reason.value.clone(),
                 when,
                 hint: r.hint.as_ref().map(|h| h.value.clone()),
+                role: r.role.as_ref().map(|x| x.value.clone()),
                 line: self.line(r.span.start),
             });
         }

@@ -101,7 +101,15 @@ fn setup(people: &[&str]) -> Result<Setup, String> {
         let k = SecretKey::generate().map_err(|e| e.to_string())?;
         k.write_pair(&dir.path().join(p))
             .map_err(|e| e.to_string())?;
-        approvers.push_str(&format!("{p} = \"{p}.pub\"\n"));
+        // the CFO is acme's treasury: the second pair of eyes on its bank
+        // details; everyone else approves only as the user
+        if *p == "cfo" {
+            approvers.push_str(
+                "cfo = { key = \"cfo.pub\", owners = [\"acme\"], roles = [\"treasury\"] }\n",
+            );
+        } else {
+            approvers.push_str(&format!("{p} = \"{p}.pub\"\n"));
+        }
         keys.push((p.to_string(), k));
     }
     let world_path = dir.path().join("world.toml");

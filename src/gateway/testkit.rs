@@ -37,9 +37,20 @@ pub const SANCTIONED: &str = "GB29NWBK60161331926819";
 
 /// The shipped packs.
 const PACKS: [&str; 5] = ["bank", "ap", "health", "workspace", "code"];
-/// The approvers the world knows, each with a fresh key.
-const APPROVERS: [&str; 8] = [
-    "emma", "noah", "cfo", "clerk", "maria", "dr_lee", "dev_ana", "lead_bo",
+/// The approvers the world knows, each with a fresh key, and the owners
+/// (tenants) and roles each may be the second pair of eyes for: the CFO is
+/// acme's treasury, the clerk a colleague at acme without it, maria the
+/// clinicians' chief, lead_bo the repositories' reviewer, and noah a
+/// treasurer — of globex, not acme. The others approve only as users.
+pub const APPROVERS: [(&str, &[&str], &[&str]); 8] = [
+    ("emma", &[], &[]),
+    ("noah", &["globex"], &["treasury"]),
+    ("cfo", &["acme"], &["treasury"]),
+    ("clerk", &["acme"], &[]),
+    ("maria", &["dr_lee", "dr_kim", "dr_rao"], &[]),
+    ("dr_lee", &[], &[]),
+    ("dev_ana", &[], &[]),
+    ("lead_bo", &["payments-api", "web-portal"], &[]),
 ];
 
 /// A world on disk (in a temporary folder that lives as long as it does):
@@ -89,11 +100,13 @@ impl TestWorld {
             .expect("issuer key written");
         let mut approvers = vec![];
         let mut approver_lines = String::new();
-        for name in APPROVERS {
+        for (name, owners, roles) in APPROVERS {
             let k = SecretKey::generate().expect("approver key");
             k.write_pair(&dir.path().join(name))
                 .expect("approver key written");
-            approver_lines.push_str(&format!("{name} = \"{name}.pub\"\n"));
+            approver_lines.push_str(&format!(
+                "{name} = {{ key = \"{name}.pub\", owners = {owners:?}, roles = {roles:?} }}\n"
+            ));
             approvers.push((name.to_string(), k));
         }
         let mut regs = String::new();

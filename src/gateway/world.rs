@@ -8,7 +8,11 @@
 //! store = "state.db"                  # optional: SQLite file (default: memory)
 //!
 //! [approvers]                         # who may approve, and their keys
-//! emma = "keys/emma.pub"
+//! emma = "keys/emma.pub"              # approves only as a mandate's user
+//! [approvers.cfo]                     # also a second pair of eyes:
+//! key = "keys/cfo.pub"
+//! owners = ["acme"]                   #   for these tenants (owners)
+//! roles = ["treasury"]                #   holding these roles
 //!
 //! [registries]                        # per pack: a folder of <registry>.json
 //! bank = "packs/bank/registries"
@@ -73,9 +77,55 @@ struct WorldFile {
     bundle_keys: Vec<PathBuf>,
     store: Option<PathBuf>,
     #[serde(default)]
-    approvers: BTreeMap<String, PathBuf>,
+    approvers: BTreeMap<String, ApproverEntry>,
     #[serde(default)]
     registries: BTreeMap<String, PathBuf>,
+}
+
+/// An approver in the world file: a key file alone (approves only as a
+/// mandate's user), or a key with the owners and roles it may approve for.
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum ApproverEntry {
+    Key(PathBuf),
+    Full(ApproverFile),
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct ApproverFile {
+    key: PathBuf,
+    #[serde(default)]
+    owners: Vec<String>,
+    #[serde(default)]
+    roles: Vec<String>,
+}
+
+/// A person who may approve: their verifying key, and the tenants (owners)
+/// and roles for which they count as the second pair of eyes. Anyone with
+/// a key approves as the user of their own mandates (step-up).
+#[derive(Clone, Debug)]
+pub struct Approver {
+    pub key: PublicKey,
+    pub owners: Vec<String>,
+    pub roles: Vec<String>,
+}
+
+impl Approver {
+    /// Only a key: approves as a mandate's user, never for anyone else.
+    pub fn user(key: PublicKey) -> Self {
+        Approver {
+            key,
+            owners: vec![],
+            roles: vec![],
+        }
+    }
+    /// May be the second pair of eyes for `owner`, with `role` if one is
+    /// required.
+    pub fn may_approve_for(&self, owner: &str, role: Option<&str>) -> bool {
+        self.owners.iter().any(|o| o == owner)
+            && role.is_none_or(|r| self.roles.iter().any(|x| x == r))
+    }
 }
 
 /// One registry's records for one owner.
@@ -94,7 +144,7 @@ pub struct World {
     pub mandate_keys: HashMap<String, PublicKey>,
     /// Keys a bundle may be signed with, by key id.
     pub bundle_keys: HashMap<String, PublicKey>,
-    pub approvers: HashMap<String, PublicKey>,
+    pub approvers: HashMap<String, Approver>,
     pub store: Option<PathBuf>,
     /// `(pack, registry)` to owner (`"*"` for global) to records.
     pub registries: HashMap<String, HashMap<String, HashMap<String, Records>>>,
@@ -141,10 +191,22 @@ impl World {
             let key = crate::keys::load_public(&base.join(k))?;
             w.bundle_keys.insert(key.id(), key);
         }
-        for (name, k) in &wf.approvers {
-            w.approvers
-                .insert(name.clone(), crate::keys::load_public(&base.join(k))?);
+        for (name, entry) in &wf.approvers {
+            let a = match entry {
+                ApproverEntry::Key(k) => Approver::user(crate::keys::load_public(&base.join(k))?),
+                ApproverEntry::Full(f) => Approver {
+                    key: crate::keys::load_public(&base.join(&f.key))?,
+                    owners: f.owners.clone(),
+                    roles: f.roles.clone(),
+                },
+            };
+            w.approvers.insert(name.clone(), a);
         }
+        w.check_approver_keys()
+            .map_err(|reason| WorldError::Invalid {
+                path: p.clone(),
+                reason,
+            })?;
         w.store = wf.store.map(|s| base.join(s));
         for (pack, dir) in &wf.registries {
             if table.pack(pack).is_none() {
@@ -204,6 +266,23 @@ impl World {
                 .entry(pack.to_string())
                 .or_default()
                 .insert(reg.name.clone(), recs);
+        }
+        Ok(())
+    }
+
+    /// Two names never share one key: four eyes are two people, and a
+    /// person with two names would be both.
+    pub fn check_approver_keys(&self) -> Result<(), String> {
+        let mut by_key: BTreeMap<String, &str> = BTreeMap::new();
+        let mut names: Vec<&String> = self.approvers.keys().collect();
+        names.sort();
+        for name in names {
+            let id = self.approvers[name].key.id();
+            if let Some(first) = by_key.insert(id.clone(), name) {
+                return Err(format!(
+                    "approvers `{first}` and `{name}` share one key (`{id}`): four eyes must be two people"
+                ));
+            }
         }
         Ok(())
     }

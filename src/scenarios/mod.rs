@@ -70,7 +70,21 @@ pub struct Suite {
     /// `scenarios` folder by default).
     pub registries: PathBuf,
     pub mandates: BTreeMap<String, MandateSpec>,
+    /// Who may be the second pair of eyes, for which owners and roles (as
+    /// the world's `[approvers.NAME]`); anyone else approves only as the
+    /// user of their own mandates.
+    pub approvers: BTreeMap<String, ApproverSpec>,
     pub tests: Vec<TestCase>,
+}
+
+/// A scenario file's approver: the owners and roles it may approve for.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApproverSpec {
+    #[serde(default)]
+    pub owners: Vec<String>,
+    #[serde(default)]
+    pub roles: Vec<String>,
 }
 
 /// A mandate the runner issues (and signs with its own issuer key) for
@@ -214,6 +228,8 @@ struct FileRaw {
     clock: String,
     #[serde(default)]
     mandates: BTreeMap<String, Value>,
+    #[serde(default)]
+    approvers: BTreeMap<String, ApproverSpec>,
     tests: Vec<Value>,
 }
 
@@ -418,6 +434,7 @@ impl Suite {
             clock,
             registries,
             mandates,
+            approvers: raw.approvers,
             tests,
         })
     }
@@ -425,6 +442,7 @@ impl Suite {
     /// Everyone who must be a world approver: mandate users and approvers.
     pub fn people(&self) -> Vec<String> {
         let mut out: Vec<String> = self.mandates.values().map(|m| m.user.clone()).collect();
+        out.extend(self.approvers.keys().cloned());
         for t in &self.tests {
             for s in &t.steps {
                 if let Step::Decide(d) = s {

@@ -7,7 +7,7 @@ use crate::codegen::table::{Table, TablePack};
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::json::{parse_money, parse_time_str};
 use crate::gateway::trusted::RegistryChange;
-use crate::gateway::world::{Records, World, typed_value};
+use crate::gateway::world::{Approver, Records, World, typed_value};
 use crate::gateway::{
     Budget, Decision, Gateway, GatewayError, Input, Mandate, MandateToken, Outcome,
 };
@@ -238,7 +238,15 @@ impl<'a> Prepared<'a> {
         let issuer = self.issuer.public();
         w.mandate_keys.insert(issuer.id(), issuer);
         for (name, k) in &self.people {
-            w.approvers.insert(name.clone(), k.public());
+            let spec = self.suite.approvers.get(name).cloned().unwrap_or_default();
+            w.approvers.insert(
+                name.clone(),
+                Approver {
+                    key: k.public(),
+                    owners: spec.owners,
+                    roles: spec.roles,
+                },
+            );
         }
         w.registries = self.registries.clone();
         w

@@ -208,6 +208,8 @@ pub struct RuleDecl {
     /// `None` for `always`.
     pub when: Option<Expr>,
     pub hint: Option<Str>,
+    /// `by ROLE`: the role the second approver must hold (four eyes).
+    pub role: Option<Str>,
     pub span: Span,
 }
 

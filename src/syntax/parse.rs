@@ -117,6 +117,7 @@ fn describe(rule: Rule) -> Option<&'static str> {
         Rule::field => "a field `name: Type`",
         Rule::registry_set => "`: Type`",
         Rule::registry_keyed | Rule::kw_by => "`by KeyType { ... }`",
+        Rule::role_clause => "`by ROLE`",
         Rule::global_flag | Rule::kw_global => "`global`",
         Rule::scope_clause | Rule::kw_scope => "`scope`",
         Rule::budget_clause | Rule::kw_budget => "`budget`",
@@ -579,6 +580,7 @@ impl Builder {
             },
             when: None,
             hint: None,
+            role: None,
             span,
         };
         for it in p.into_inner() {
@@ -591,6 +593,15 @@ impl Builder {
                     }
                 }
                 Rule::string => r.reason = self.string(it),
+                Rule::role_clause => {
+                    r.role = it
+                        .into_inner()
+                        .find(|x| x.as_rule() == Rule::word)
+                        .map(|w| Str {
+                            value: w.as_str().to_string(),
+                            span: w.as_span().into(),
+                        })
+                }
                 Rule::when_clause => {
                     r.when = it
                         .into_inner()

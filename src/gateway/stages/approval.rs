@@ -2,7 +2,9 @@
 //! an approval to the exact operation (mandate, bundle, action, resolved
 //! values); each approval is checked for signature, hash, expiry, single
 //! use and approver. Step-up (1) is the mandate's user; four eyes (2) is
-//! the user and a different person. Not enough: PENDING with the hash.
+//! the user and a different person, with a different key, whom the world
+//! authorises for the mandate's owner (and for the role a `four_eyes ... by
+//! ROLE` rule names). Not enough: PENDING with the hash.
 
 use super::{Run, StageResult, Stop};
 use crate::canonical::to_jcs;
@@ -34,6 +36,21 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let Some(m) = r.mandate.clone() else {
         return Err(deny("no mandate".into()).into());
     };
+    let Some(a) = r.action else {
+        return Err(deny("no action".into()).into());
+    };
+    // the roles the rules demanding four eyes name: the second approver
+    // must hold each of them
+    let mut roles: Vec<&str> = r
+        .policies
+        .iter()
+        .filter_map(|id| a.table.rule_of(id))
+        .filter(|rule| rule.kind.level() == 2)
+        .filter_map(|rule| rule.role.as_deref())
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    let user_key = r.gw.world.approvers.get(&m.user).map(|u| u.key.id());
     let mut user_ok = false;
     let mut other: Option<String> = None;
     for raw in &r.input.approvals {
@@ -44,7 +61,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             ))
         })?;
         let ap = &sa.approval;
-        let Some(key) = r.gw.world.approvers.get(&ap.approver) else {
+        let Some(approver) = r.gw.world.approvers.get(&ap.approver) else {
             return Err(deny(format!(
                 "`{}` is not a known approver",
                 crate::gateway::json::echo(&ap.approver)
@@ -52,12 +69,15 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             .into());
         };
         let msg = to_jcs(ap).map_err(|e| deny(e.to_string()))?;
-        key.verify(msg.as_bytes(), &sa.signature).map_err(|_| {
-            deny(format!(
-                "invalid signature on the approval by `{}`",
-                ap.approver
-            ))
-        })?;
+        approver
+            .key
+            .verify(msg.as_bytes(), &sa.signature)
+            .map_err(|_| {
+                deny(format!(
+                    "invalid signature on the approval by `{}`",
+                    ap.approver
+                ))
+            })?;
         if ap.operation_hash != op {
             return Err(deny(format!(
                 "the approval by `{}` is for another operation",
@@ -79,8 +99,39 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         r.nonces.push(ap.nonce.clone());
         if ap.approver == m.user {
             user_ok = true;
-        } else if other.is_none() {
-            other = Some(ap.approver.clone());
+        } else if r.level >= 2 {
+            // a second pair of eyes: another person of this tenant (below
+            // four eyes, anyone else's approval counts for nothing)
+            if user_key.as_deref() == Some(approver.key.id().as_str()) {
+                return Err(deny(format!(
+                    "the approval by `{}` is signed with the user's own key",
+                    ap.approver
+                ))
+                .into());
+            }
+            let allowed = approver.may_approve_for(&m.owner, None)
+                && roles
+                    .iter()
+                    .all(|role| approver.may_approve_for(&m.owner, Some(role)));
+            if !allowed {
+                let as_role = if roles.is_empty() {
+                    String::new()
+                } else {
+                    format!(" as `{}`", roles.join("` and `"))
+                };
+                return Err(deny(format!(
+                    "`{}` may not approve for `{}`{as_role}",
+                    ap.approver, m.owner
+                ))
+                .hint(Some(format!(
+                    "the second approver must be declared for the owner `{}`{as_role} in the world's `[approvers]`",
+                    m.owner
+                )))
+                .into());
+            }
+            if other.is_none() {
+                other = Some(ap.approver.clone());
+            }
         }
         if !r.approvers.contains(&ap.approver) {
             r.approvers.push(ap.approver.clone());
@@ -95,9 +146,6 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         return Ok(());
     }
     let level = r.level;
-    let Some(a) = r.action else {
-        return Err(deny("no action".into()).into());
-    };
     let why: Vec<String> = r
         .policies
         .iter()
@@ -105,10 +153,21 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         .filter(|rule| rule.kind.level() > 0)
         .map(|rule| rule.reason.clone())
         .collect();
+    let second = match roles.as_slice() {
+        [] => format!("a second person of `{}`", m.owner),
+        rs => format!(
+            "a second person of `{}` with the role {}",
+            m.owner,
+            rs.iter()
+                .map(|r| format!("`{r}`"))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    };
     let approve_by = match (level, user_ok) {
         (1, _) => format!("the user `{}`", m.user),
-        (_, true) => format!("a second person besides `{}`", m.user),
-        _ => format!("the user `{}` and a second person", m.user),
+        (_, true) => format!("{second} besides `{}`", m.user),
+        _ => format!("the user `{}` and {second}", m.user),
     };
     Err(Stop::Pending {
         reason: format!(
