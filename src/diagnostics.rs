@@ -397,6 +397,44 @@ pub enum PackDiagnostic {
         span: SourceSpan,
     },
 
+    /// `secret` where it cannot hold: on a critical parameter (a trusted
+    /// value is not the user's secret) or on a non-text one.
+    #[error("`{param}` cannot be secret: {reason}")]
+    #[diagnostic(code(ipc::invalid_secret), help("remove `secret`"))]
+    InvalidSecret {
+        param: String,
+        reason: &'static str,
+        #[label("here")]
+        span: SourceSpan,
+    },
+
+    /// A rule or fact that reads a secret parameter: it would see only the
+    /// commitment, and a policy on a secret would put it in Cedar's hands.
+    #[error("`{param}` is secret: rules and facts cannot read it")]
+    #[diagnostic(
+        code(ipc::secret_read),
+        help("check a secret with validators (`min_len`, `pattern`) instead")
+    )]
+    SecretRead {
+        param: String,
+        #[label("read here")]
+        span: SourceSpan,
+    },
+
+    /// A parameter whose name says it is a password, a secret or a token,
+    /// and which is not `secret`: its value would stay in the receipts.
+    #[error("`{param}` looks like a secret but is not marked `secret`")]
+    #[diagnostic(
+        code(ipc::secret_not_marked),
+        severity(Warning),
+        help("add `secret`, so that receipts and decisions hold a commitment, never the value")
+    )]
+    SecretNotMarked {
+        param: String,
+        #[label("its value would be kept in the receipts")]
+        span: SourceSpan,
+    },
+
     /// A parameter option given twice (`normalize` twice, two `critical`).
     #[error("`{option}` given twice for `{param}`")]
     #[diagnostic(code(ipc::repeated_option), help("keep one"))]

@@ -248,6 +248,10 @@ pub struct Param {
     pub default: Option<Value>,
     /// Shown to the agent when the value is refused (where the user can fix it).
     pub hint: Option<String>,
+    /// `secret`: only the executor sees the value; receipts, decisions and
+    /// the operation hash hold a salted commitment to it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
     pub line: usize,
 }
 

@@ -5,6 +5,7 @@ mod common;
 use common::*;
 use intentplane::gateway::Outcome;
 use intentplane::gateway::trusted::{RegistryChange, TrustedError};
+use intentplane::store::Store;
 use serde_json::{Value, json};
 use std::process::Command;
 
@@ -237,4 +238,74 @@ fn ipc_registry_add_then_run() {
         String::from_utf8_lossy(&out.stdout)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("2 receipts"));
+}
+
+// ---- secrets (issue #15, item 5) -------------------------------------------
+
+fn password(p: &str) -> Value {
+    json!({"action": "user.update_password", "args": {"new_password": p}})
+}
+
+/// A `secret` parameter reaches the executor only: the decision, the
+/// receipts (the agent's proposal included) and the operation hash hold a
+/// commitment; the approval binds the exact value through it.
+#[test]
+fn a_new_password_never_reaches_a_receipt_or_a_decision() {
+    let w = TestWorld::new();
+    let store = std::sync::Arc::new(intentplane::store::memory::MemoryStore::new());
+    let gw = w.gateway_with(store.clone());
+    let m = w.emma();
+    let secret = "correct horse battery staple";
+    let d = decide(&gw, password(secret), &m);
+    assert_eq!(d.decision, Outcome::Pending, "{d:#?}");
+    let c = d.resolved["new_password"].as_str().unwrap().to_string();
+    assert!(c.starts_with("secret:sha256:"), "{c}");
+    let op = d.operation_hash.clone().unwrap();
+    // the same password gives the same operation: emma's approval executes it
+    let approved = gw
+        .decide(&input(password(secret), &m, vec![w.approve("emma", &op)]))
+        .unwrap();
+    assert_eq!(approved.decision, Outcome::Allow, "{approved:#?}");
+    assert_eq!(approved.resolved["new_password"], json!(c));
+    // another password is another operation: the approval does not carry over
+    let other = gw
+        .decide(&input(
+            password("another password entirely"),
+            &m,
+            vec![w.approve("emma", &op)],
+        ))
+        .unwrap();
+    assert_deny(&other, "approval", "another operation");
+    // a refused password is withheld, not echoed
+    let short = decide(&gw, password("short-pw"), &m);
+    assert_deny(&short, "contract", "shorter than 12");
+    // the executor alone saw it: the simulated bank keeps a salted hash
+    let verifier = store
+        .transaction(&mut |tx| {
+            Ok(tx
+                .state_get(intentplane::gateway::executors::CREDENTIALS_NS, "emma")?
+                .unwrap_or(Value::Null))
+        })
+        .unwrap();
+    use sha2::{Digest, Sha256};
+    let salt = hex::decode(verifier["salt"].as_str().unwrap()).unwrap();
+    let mut h = Sha256::new();
+    h.update(&salt);
+    h.update(secret.as_bytes());
+    assert_eq!(verifier["sha256"], json!(hex::encode(h.finalize())));
+    // nowhere in the decisions or the receipts
+    for d in [&d, &approved, &other, &short] {
+        let text = serde_json::to_string(d).unwrap();
+        assert!(
+            !text.contains("horse") && !text.contains("short-pw"),
+            "{text}"
+        );
+    }
+    let receipts = serde_json::to_string(&gw.store().receipts().unwrap()).unwrap();
+    assert!(!receipts.contains("horse"), "{receipts}");
+    assert!(!receipts.contains("another password"), "{receipts}");
+    assert!(!receipts.contains("short-pw"), "{receipts}");
+    assert!(receipts.contains("secret:withheld"));
+    let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
+    assert!(audit.is_ok(), "{audit:?}");
 }

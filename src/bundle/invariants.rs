@@ -24,6 +24,7 @@ pub fn check(table: &Table) -> Result<(), String> {
         for p in &a.action.params {
             critical_has_source(p).map_err(&at)?;
             no_default_on_critical(p).map_err(&at)?;
+            secret_is_not_critical(p).map_err(&at)?;
             normalizer_fits(p).map_err(&at)?;
             for s in &p.sources {
                 source_resolves(pack, a, p, s).map_err(&at)?;
@@ -61,6 +62,18 @@ fn no_default_on_critical(p: &Param) -> Result<(), String> {
     let empty = matches!(&p.default, Some(crate::ir::Value::List(v)) if v.is_empty());
     if p.critical && p.default.is_some() && !empty {
         return Err(format!("critical parameter `{}` has a default", p.name));
+    }
+    Ok(())
+}
+
+/// A secret is a value the user gives, never a critical one: a table that
+/// marks a critical parameter secret would hide the trusted value's origin.
+fn secret_is_not_critical(p: &Param) -> Result<(), String> {
+    if p.secret && (p.critical || p.ty != Type::Text) {
+        return Err(format!(
+            "parameter `{}` is secret but critical or not text",
+            p.name
+        ));
     }
     Ok(())
 }

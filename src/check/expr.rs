@@ -40,6 +40,8 @@ impl Ty {
 struct Scope<'a> {
     action: &'a str,
     params: HashMap<&'a str, &'a Type>,
+    /// Secret parameters: no rule or fact reads them.
+    secrets: Vec<&'a str>,
     facts: HashMap<String, Type>,
     /// Facts declared later in the action (for a better message).
     later_facts: Vec<String>,
@@ -63,6 +65,11 @@ impl Cx {
         let mut scope = Scope {
             action: &a.name.text,
             params: params.iter().map(|p| (p.name.as_str(), &p.ty)).collect(),
+            secrets: params
+                .iter()
+                .filter(|p| p.secret)
+                .map(|p| p.name.as_str())
+                .collect(),
             facts: HashMap::new(),
             later_facts: fact_decls.iter().map(|f| f.name.text.clone()).collect(),
             in_rule: false,
@@ -453,6 +460,13 @@ impl Cx {
                     return fail;
                 }
                 if let Some(t) = s.params.get(name) {
+                    if s.secrets.contains(&name) {
+                        self.err(PackDiagnostic::SecretRead {
+                            param: name.to_string(),
+                            span: p.span.into(),
+                        });
+                        return fail;
+                    }
                     return (Expr::Param { name: name.into() }, Ty::T((*t).clone()));
                 }
                 if let Some(t) = s.facts.get(name) {

@@ -92,9 +92,11 @@ impl Cx {
             validators: vec![],
             default: None,
             hint: None,
+            secret: false,
             line: self.line(d.span.start),
         };
         let mut seen: HashSet<&'static str> = HashSet::new();
+        let mut secret_span: Option<Span> = None;
         let mut default_span = None;
         for o in &d.options {
             let (opt, span) = match o {
@@ -102,6 +104,7 @@ impl Cx {
                 ParamOption::Normalize(n) => ("normalize", n.span),
                 ParamOption::Default(l) => ("default", l.span),
                 ParamOption::Hint(s) => ("hint", s.span),
+                ParamOption::Secret(s) => ("secret", *s),
                 ParamOption::Validator(_) => ("", Span::default()),
             };
             if !opt.is_empty() && !seen.insert(opt) {
@@ -163,11 +166,35 @@ impl Cx {
                     }
                 }
                 ParamOption::Hint(s) => p.hint = Some(s.value.clone()),
+                ParamOption::Secret(s) => {
+                    p.secret = true;
+                    secret_span = Some(*s);
+                }
                 ParamOption::Validator(v) => {
                     if let Some(val) = self.validator(v, &ty, known_ty) {
                         p.validators.push(val);
                     }
                 }
+            }
+        }
+        // a secret is a value the user gives (a new password), never one a
+        // source vouches for, and it is text the executor takes as it is
+        if let Some(s) = secret_span {
+            let reason = if p.critical {
+                Some(
+                    "a critical parameter's value comes from a trusted source; it is not a secret the user gives",
+                )
+            } else if !matches!(ty, Type::Text) {
+                Some("only a `Text` parameter can be secret")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                self.err(PackDiagnostic::InvalidSecret {
+                    param: d.name.text.clone(),
+                    reason,
+                    span: s.into(),
+                });
             }
         }
         // an empty collection vouches for nothing, so it may be the default

@@ -58,6 +58,8 @@ fn amount(c: &ExecCtx<'_, '_>, k: &str) -> Result<i64, ExecError> {
 /// records it changes and its result.
 struct Plan<'r> {
     writes: Vec<(&'r crate::ir::Registry, String, Map<String, Value>)>,
+    /// Other state of the simulated system (namespace, key, value).
+    state: Vec<(&'static str, String, Value)>,
     result: Value,
 }
 
@@ -65,10 +67,15 @@ impl<'r> Plan<'r> {
     fn result(result: Value) -> Self {
         Plan {
             writes: vec![],
+            state: vec![],
             result,
         }
     }
 }
+
+/// The simulated bank's credential store: per user, a salted SHA-256 of
+/// the password (what a real system keeps instead of the password).
+pub const CREDENTIALS_NS: &str = "bank.credentials";
 
 /// Runs an executor in two steps: [`plan`] reads and validates everything
 /// (every parameter it needs, every record, the system of record's own
@@ -79,6 +86,9 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
     let p = plan(name, c)?;
     for (reg, key, record) in p.writes {
         c.registries.put_record(c.tx, reg, &key, record)?;
+    }
+    for (ns, key, value) in p.state {
+        c.tx.state_put(ns, &key, &value)?;
     }
     Ok(p.result)
 }
@@ -117,10 +127,28 @@ fn plan<'r>(name: &str, c: &mut ExecCtx<'r, '_>) -> Result<Plan<'r>, ExecError> 
             let result = json!({"standing_order": id, "now": rec});
             Ok(Plan {
                 writes: vec![(reg, id, rec)],
+                state: vec![],
                 result,
             })
         }
-        "bank.update_user" | "bank.update_password" => {
+        "bank.update_password" => {
+            // the one place the new password is seen: kept as a salted hash
+            use sha2::{Digest, Sha256};
+            let password = s(c, "new_password")?;
+            let mut salt = [0u8; 16];
+            getrandom::fill(&mut salt)
+                .map_err(|e| ExecError::Refused(format!("no randomness: {e}")))?;
+            let mut h = Sha256::new();
+            h.update(salt);
+            h.update(password.as_bytes());
+            let verifier = json!({"salt": hex::encode(salt), "sha256": hex::encode(h.finalize())});
+            Ok(Plan {
+                writes: vec![],
+                state: vec![(CREDENTIALS_NS, c.mandate.user.clone(), verifier)],
+                result: json!({"account_change": name, "fields": ["new_password"]}),
+            })
+        }
+        "bank.update_user" => {
             let changed: Vec<&String> = c
                 .resolved
                 .iter()
@@ -144,6 +172,7 @@ fn plan<'r>(name: &str, c: &mut ExecCtx<'r, '_>) -> Result<Plan<'r>, ExecError> 
             let result = json!({"vendor": vendor, "old_iban": old, "new_iban": new_iban});
             Ok(Plan {
                 writes: vec![(reg, vendor, rec)],
+                state: vec![],
                 result,
             })
         }
@@ -167,6 +196,7 @@ fn plan<'r>(name: &str, c: &mut ExecCtx<'r, '_>) -> Result<Plan<'r>, ExecError> 
             rec.insert("status".into(), json!("paid"));
             Ok(Plan {
                 writes: vec![(reg, inv, rec)],
+                state: vec![],
                 result: entry,
             })
         }

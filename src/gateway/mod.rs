@@ -16,6 +16,7 @@ pub mod json;
 pub mod mandate;
 pub mod normalize;
 pub mod registry;
+pub mod secret;
 mod stages;
 /// A test world — the shipped packs built into a bundle, fresh issuer and
 /// approver keys, the packs' registries, a fixed clock — and the helpers

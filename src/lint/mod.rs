@@ -2,6 +2,7 @@
 //! lint, each a function from the syntax tree and the IR to diagnostics.
 //! `ipc check --deny-warnings` turns them into errors.
 
+mod secret_not_marked;
 mod unused_claim;
 mod unused_fact;
 mod unused_registry;
@@ -18,6 +19,7 @@ pub fn run(file: &ast::File, pack: &Pack) -> Vec<PackDiagnostic> {
     out.extend(unused_claim::check(file, &usage));
     out.extend(unused_registry::check(file, &usage));
     out.extend(unused_fact::check(file, &usage));
+    out.extend(secret_not_marked::check(file, pack));
     out
 }
 

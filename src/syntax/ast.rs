@@ -154,6 +154,8 @@ pub enum ParamOption {
     Normalize(Name),
     Default(Literal),
     Hint(Str),
+    /// `secret`: the value reaches the executor only.
+    Secret(Span),
     /// `max_len 140`, `range 0.01 .. 10.00`, `pattern "..."`, `nonempty`
     Validator(ValidatorDecl),
 }

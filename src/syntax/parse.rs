@@ -118,6 +118,7 @@ fn describe(rule: Rule) -> Option<&'static str> {
         Rule::registry_set => "`: Type`",
         Rule::registry_keyed | Rule::kw_by => "`by KeyType { ... }`",
         Rule::role_clause => "`by ROLE`",
+        Rule::secret_clause | Rule::kw_secret => "`secret`",
         Rule::global_flag | Rule::kw_global => "`global`",
         Rule::scope_clause | Rule::kw_scope => "`scope`",
         Rule::budget_clause | Rule::kw_budget => "`budget`",
@@ -543,6 +544,7 @@ impl Builder {
                         d.options.push(ParamOption::Hint(s))
                     }
                 }
+                Rule::secret_clause => d.options.push(ParamOption::Secret(it.as_span().into())),
                 Rule::validator => {
                     let mut v = ValidatorDecl {
                         name: empty_name(),

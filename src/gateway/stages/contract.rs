@@ -73,12 +73,25 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
                     return Err(deny(format!("missing parameter `{}`", p.name)).into());
                 }
             },
-            Some(v) => parse_arg(p, v).map_err(|e| deny(format!("`{}`: {e}", p.name)))?,
+            Some(v) => parse_arg(p, v).map_err(|e| deny(refusal(p, e)))?,
         };
-        validate(p, &arg, &r.gw.regexes).map_err(|e| deny(format!("`{}`: {e}", p.name)))?;
+        validate(p, &arg, &r.gw.regexes).map_err(|e| deny(refusal(p, e)))?;
         r.args.insert(p.name.clone(), arg);
     }
     Ok(())
+}
+
+/// Why a value is refused, naming the parameter; a secret's value is
+/// never echoed (a `pattern` refusal would show it).
+fn refusal(p: &Param, e: String) -> String {
+    if p.secret && !e.starts_with("longer than") && !e.starts_with("shorter than") {
+        format!(
+            "`{}`: the value does not meet the parameter's rules",
+            p.name
+        )
+    } else {
+        format!("`{}`: {e}", p.name)
+    }
 }
 
 fn parse_arg(p: &Param, v: &Value) -> Result<Arg, String> {

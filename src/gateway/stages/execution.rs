@@ -37,6 +37,16 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         pack: &a.table.pack,
         owner: &m.owner,
     };
+    // the executor alone takes the secrets' values
+    let with_secrets;
+    let values = if r.secrets.is_empty() {
+        &r.resolved
+    } else {
+        let mut all = r.resolved.clone();
+        all.extend(r.secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
+        with_secrets = all;
+        &with_secrets
+    };
     let result = executors::execute(
         &a.table.action.executor,
         &mut ExecCtx {
@@ -44,7 +54,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             registries: &regs,
             declared: &a.pack.registries,
             mandate: &m,
-            resolved: &r.resolved,
+            resolved: values,
             now: r.now,
             operation_hash: &op,
         },

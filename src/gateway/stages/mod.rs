@@ -39,6 +39,9 @@ pub(crate) struct Run<'a> {
     pub action: Option<&'a ActionRt>,
     pub args: BTreeMap<String, Arg>,
     pub resolved: Map<String, Value>,
+    /// The values of `secret` parameters, for the executor only; `resolved`
+    /// holds their commitments.
+    pub secrets: Map<String, Value>,
     pub origins: Map<String, Value>,
     pub facts: Map<String, Value>,
     /// The level the policy requires.
@@ -91,6 +94,7 @@ pub(crate) fn run(
         action: None,
         args: BTreeMap::new(),
         resolved: Map::new(),
+        secrets: Map::new(),
         origins: Map::new(),
         facts: Map::new(),
         level: 0,

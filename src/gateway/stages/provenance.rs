@@ -52,6 +52,16 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             ),
             Some(Arg::Ref(_)) | None => continue,
         };
+        // a secret reaches the executor only: everything else sees its
+        // commitment (the decision, the receipt, the operation hash)
+        let value = match value {
+            Value::String(v) if p.secret => {
+                let c = crate::gateway::secret::commitment(r.tx, &m.id, &p.name, &v)?;
+                r.secrets.insert(p.name.clone(), Value::String(v));
+                Value::String(c)
+            }
+            other => other,
+        };
         r.resolved.insert(p.name.clone(), value);
         r.origins
             .insert(p.name.clone(), Value::String("proposal".into()));

@@ -26,16 +26,50 @@ pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreEr
         amount,
         nonces: &r.nonces,
     });
+    let redacted = redact_secrets(r);
     let body = body(
         r.now,
         &r.gw.bundle_hash,
         r.mandate.as_deref(),
-        &r.input.proposal,
+        redacted.as_ref().unwrap_or(&r.input.proposal),
         d,
         consumed.as_ref(),
     )
     .map_err(|e| StoreError::Backend(format!("cannot encode the receipt: {e}")))?;
     r.tx.append_receipt_jcs(&body)
+}
+
+/// The proposal as the receipt keeps it when it names an action with
+/// `secret` parameters: each secret argument replaced by its commitment
+/// (or, when it never got one — a refused value —, by `secret:withheld`).
+/// `None`: nothing to hide, the proposal is kept as it came.
+fn redact_secrets(r: &Run<'_>) -> Option<Value> {
+    let name = r.input.proposal.get("action")?.as_str()?;
+    let action = r.gw.actions.get(name)?;
+    let secret: Vec<&str> = action
+        .table
+        .action
+        .params
+        .iter()
+        .filter(|p| p.secret)
+        .map(|p| p.name.as_str())
+        .collect();
+    let args = r.input.proposal.get("args")?.as_object()?;
+    if !secret.iter().any(|s| args.contains_key(*s)) {
+        return None;
+    }
+    let mut p = r.input.proposal.clone();
+    if let Some(Value::Object(args)) = p.get_mut("args") {
+        for s in secret {
+            if let Some(v) = args.get_mut(s) {
+                *v = match r.resolved.get(s) {
+                    Some(c) if crate::gateway::secret::is_commitment(c) => c.clone(),
+                    _ => Value::String("secret:withheld".into()),
+                };
+            }
+        }
+    }
+    Some(p)
 }
 
 /// What an executed decision took from the store: the amount spent from
