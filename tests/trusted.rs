@@ -309,3 +309,181 @@ fn a_new_password_never_reaches_a_receipt_or_a_decision() {
     let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
     assert!(audit.is_ok(), "{audit:?}");
 }
+
+// ---- what you see is what you sign (issue #15, item 2) --------------------
+
+fn ipc_in(args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+/// A PENDING decision records its operation; the approver sees it from the
+/// store (amounts in major units, origins, what is new), is asked, signs;
+/// an unknown hash is refused; a declined operation is then a DENY.
+#[test]
+fn approvers_see_the_pending_operation_from_the_store() {
+    let w = TestWorld::new();
+    let db = w.dir.path().join("s.db");
+    let g = |v: &mut Vec<String>| {
+        v.extend([
+            "--bundle".to_string(),
+            path_str(&w.bundle_path),
+            "--world".into(),
+            path_str(&w.world_path),
+            "--store".into(),
+            path_str(&db),
+        ])
+    };
+    let cmd = |head: &[&str], tail: &[&str], stdin: &str| {
+        let mut v: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        g(&mut v);
+        v.extend(tail.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+        ipc_in(&refs, stdin)
+    };
+    let m = w.emma();
+    let line_for = |m: &Value, p: Value, approvals: Vec<Value>| {
+        json!({"proposal": p, "mandate": m, "approvals": approvals}).to_string() + "\n"
+    };
+    let line = |p: Value, approvals: Vec<Value>| line_for(&m, p, approvals);
+    let big = transfer(LANDLORD, json!("1500.00"));
+    let out = cmd(&["run"], &[], &line(big.clone(), vec![]));
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["decision"], "PENDING", "{d}");
+    let op = d["operation_hash"].as_str().unwrap().to_string();
+
+    let out = cmd(&["approvals", "list"], &["--for", "emma"], "");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&op) && text.contains("waiting"), "{text}");
+    assert!(text.contains("amount=1,500.00"), "{text}");
+    assert!(text.contains("1 operation waiting"), "{text}");
+    // not for someone who may not approve it
+    let out = cmd(&["approvals", "list"], &["--for", "lead_bo"], "");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 operations"));
+    let out = cmd(&["approvals", "show"], &[&op, "--format", "json"], "");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "waiting");
+    assert_eq!(v["resolved"]["payee_iban"], LANDLORD);
+    assert_eq!(v["origins"]["payee_iban"], "registry.beneficiaries");
+    assert_eq!(v["level"], 1);
+
+    let key = path_str(&w.dir.path().join("emma.key"));
+    let approve = |extra: &[&str], stdin: &str| {
+        let mut tail = vec!["--as", "emma", "--key", &key, "--operation", &op];
+        tail.extend_from_slice(extra);
+        cmd(&["approve"], &tail, stdin)
+    };
+    // asked, and a "no" signs nothing
+    let out = approve(&[], "n\n");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1,500.00") && err.contains("from registry.beneficiaries"),
+        "{err}"
+    );
+    assert!(err.contains("[y/N]") && err.contains("not signed"), "{err}");
+    assert!(out.stdout.is_empty());
+    // a yes signs
+    let out = approve(&[], "y\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let approval: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = cmd(&["run"], &[], &line(big, vec![approval]));
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["decision"], "ALLOW", "{d}");
+    // executed: no longer waiting, and no longer approvable
+    let out = cmd(&["approvals", "list"], &[], "");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 operations"));
+    let out = approve(&["--yes"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ipc::approvals::executed"));
+    // a hash the store does not know
+    let out = cmd(
+        &["approve"],
+        &[
+            "--as",
+            "emma",
+            "--key",
+            &key,
+            "--yes",
+            "--operation",
+            "sha256:00",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ipc::approvals::unknown"));
+
+    // declined: recorded with a receipt; the same operation is then a DENY
+    let m2 = w.emma();
+    let other = transfer(LANDLORD, json!("1700.00"));
+    let out = cmd(&["run"], &[], &line_for(&m2, other.clone(), vec![]));
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let op2 = d["operation_hash"].as_str().unwrap().to_string();
+    let out = cmd(
+        &["approve"],
+        &["--as", "emma", "--decline", "--operation", &op2],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("declined"));
+    let out = cmd(&["run"], &[], &line_for(&m2, other, vec![]));
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (d["decision"].as_str(), d["stage"].as_str()),
+        (Some("DENY"), Some("approval"))
+    );
+    assert!(
+        d["reason"].as_str().unwrap().contains("`emma` declined"),
+        "{d}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["receipts", "verify", &path_str(&db)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// An operation whose mandate has expired can no longer be approved.
+#[test]
+fn an_expired_pending_operation_is_refused() {
+    let w = TestWorld::new();
+    let store = std::sync::Arc::new(intentplane::store::memory::MemoryStore::new());
+    let gw = w.gateway_with(store.clone());
+    let mut spec = MandateSpec::bank("emma");
+    spec.ttl = 120;
+    let m = w.mandate(spec);
+    let d = decide(&gw, transfer(LANDLORD, json!("1500.00")), &m);
+    let op = d.operation_hash.unwrap();
+    assert!(gw.pending_op(&op).is_ok());
+    let mut later = w.world();
+    later.clock = Some(now() + 3600);
+    let gw_later = gw.fork(later, store);
+    let e = gw_later.pending_op(&op).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            intentplane::gateway::pending::PendingError::Expired { .. }
+        ),
+        "{e}"
+    );
+}

@@ -1,63 +1,99 @@
-//! `ipc approve`: the trusted side signs an approval over an operation hash
-//! (from a PENDING decision) as a named approver, with an expiry and a
-//! fresh nonce (single use).
+//! `ipc approve`: the trusted side signs an approval over a pending
+//! operation as a named approver, with an expiry and a fresh nonce (single
+//! use). What you see is what you sign: the operation is read from the
+//! store (never from the agent's copy), shown, and signed only after a
+//! yes (`--yes` for scripts); a hash the store does not know, or that has
+//! expired or executed, is refused. `--decline` records a refusal instead.
 
+use super::gateway::GatewayArgs;
 use crate::gateway::approval::SignedApproval;
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct ApproveArgs {
-    /// The approver's secret key.
-    #[arg(long, value_name = "KEYFILE")]
-    pub key: PathBuf,
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+    /// The approver's secret key (not needed with --decline).
+    #[arg(long, value_name = "KEYFILE", required_unless_present = "decline")]
+    pub key: Option<PathBuf>,
     /// The approver's name, as in the world's `[approvers]`.
     #[arg(long = "as", value_name = "NAME")]
     pub approver: String,
     /// The operation hash the PENDING decision returned.
     #[arg(long, value_name = "HASH")]
     pub operation: String,
+    /// Sign without asking (scripts): the operation is still shown.
+    #[arg(long)]
+    pub yes: bool,
+    /// Refuse the operation: recorded, with a receipt; proposing it again
+    /// is then a DENY.
+    #[arg(long, conflicts_with_all = ["yes", "key", "output"])]
+    pub decline: bool,
     /// Validity in seconds.
     #[arg(long, default_value_t = 600)]
     pub ttl: i64,
-    /// Signing time (`YYYY-MM-DDTHH:MM:SSZ`); default now.
-    #[arg(long)]
-    pub now: Option<String>,
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
 
-pub fn sign(args: &ApproveArgs) -> Result<SignedApproval, String> {
-    let key = crate::keys::load_secret(&args.key).map_err(|e| e.to_string())?;
-    if !args.operation.starts_with("sha256:") {
-        return Err(format!(
-            "`{}` is not an operation hash (sha256:...)",
-            args.operation
-        ));
-    }
-    let now = super::token::now_or(&args.now)?;
-    SignedApproval::issue(
-        &args.approver,
-        &args.operation,
-        now.saturating_add(args.ttl),
-        &key,
-    )
-    .map_err(|e| e.to_string())
-}
-
 pub fn run(args: &ApproveArgs, out: &mut dyn Write) -> u8 {
-    let r = sign(args).and_then(|a| {
-        let text = serde_json::to_string_pretty(&a).map_err(|e| e.to_string())?;
-        match &args.output {
-            Some(p) => std::fs::write(p, text + "\n").map_err(|e| e.to_string()),
-            None => writeln!(out, "{text}").map_err(|e| e.to_string()),
-        }
-    });
-    match r {
-        Ok(()) => 0,
+    match approve(args, out, &mut std::io::stdin().lock()) {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
             1
         }
     }
+}
+
+fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> Result<u8, String> {
+    let gw = super::gateway::load(&args.gateway).map_err(|e| {
+        super::bundle::render_error(e.as_ref(), false)
+            .trim_end()
+            .to_string()
+    })?;
+    let op = match gw.pending_op(&args.operation) {
+        Ok(op) => op,
+        Err(e) => {
+            eprint!("{}", super::bundle::render_error(&e, false));
+            return Ok(1);
+        }
+    };
+    // shown on stderr: stdout carries the signed approval
+    eprint!("{}", super::approvals::describe(&gw, &op));
+    if args.decline {
+        let r = gw
+            .decline(&args.operation, &args.approver)
+            .map_err(|e| e.to_string())?;
+        writeln!(
+            out,
+            "declined `{}` as `{}` (receipt {} {})",
+            args.operation, args.approver, r.seq, r.hash
+        )
+        .map_err(|e| e.to_string())?;
+        return Ok(0);
+    }
+    if !args.yes {
+        eprint!("sign this operation as `{}`? [y/N] ", args.approver);
+        let mut answer = String::new();
+        input.read_line(&mut answer).map_err(|e| e.to_string())?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("not signed");
+            return Ok(1);
+        }
+    }
+    let Some(key_path) = &args.key else {
+        return Err("give the approver's key with `--key`".into());
+    };
+    let key = crate::keys::load_secret(key_path).map_err(|e| e.to_string())?;
+    let expires = gw.now().saturating_add(args.ttl).min(op.expires_at);
+    let signed = SignedApproval::issue(&args.approver, &args.operation, expires, &key)
+        .map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(&signed).map_err(|e| e.to_string())?;
+    match &args.output {
+        Some(p) => std::fs::write(p, text + "\n").map_err(|e| e.to_string())?,
+        None => writeln!(out, "{text}").map_err(|e| e.to_string())?,
+    }
+    Ok(0)
 }

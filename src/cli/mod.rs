@@ -7,6 +7,7 @@ mod bundle;
 mod check;
 mod keygen;
 // the gateway and the trusted side
+mod approvals;
 mod approve;
 mod demo;
 pub mod gateway;
@@ -51,8 +52,10 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Trusted side: issue or revoke a mandate token.
     Token(token::TokenArgs),
-    /// Trusted side: sign an approval over an operation hash.
+    /// Trusted side: sign (or decline) a pending operation, shown from the store.
     Approve(approve::ApproveArgs),
+    /// Trusted side: the operations waiting for approval.
+    Approvals(approvals::ApprovalsArgs),
     /// Trusted side: the owner adds or removes a record (with a receipt).
     Registry(registry::RegistryArgs),
     /// Play a scenario end to end: `bank` (Emma's bill) or `ap` (the CFO's).
@@ -98,6 +101,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Serve(args) => serve::run(&args, &mut out),
         Command::Token(args) => token::run(&args, &mut out),
         Command::Approve(args) => approve::run(&args, &mut out),
+        Command::Approvals(args) => approvals::run(&args, &mut out),
         Command::Registry(args) => registry::run(&args, &mut out),
         Command::Demo(args) => demo::run(&args, &mut out),
         Command::Test(args) => test::run(&args, &mut out),

@@ -15,6 +15,7 @@ pub mod facts;
 pub mod json;
 pub mod mandate;
 pub mod normalize;
+pub mod pending;
 pub mod registry;
 pub mod secret;
 mod stages;
@@ -309,6 +310,14 @@ impl Gateway {
             })?;
         a.policies = set;
         Ok(())
+    }
+
+    /// The declared type of an action's parameter.
+    pub fn param_type(&self, action: &str, param: &str) -> Option<crate::ir::Type> {
+        self.actions
+            .get(action)
+            .and_then(|a| a.table.action.param(param))
+            .map(|p| p.ty.clone())
     }
 
     /// The Cedar policies evaluated for one action.

@@ -36,6 +36,18 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let Some(m) = r.mandate.clone() else {
         return Err(deny("no mandate".into()).into());
     };
+    // an operation an approver declined is refused, not asked again (only
+    // an operation that needs approval can have been declined)
+    if r.level > 0
+        && let Some(p) = crate::gateway::pending::get(r.tx, &op)?
+        && let Some(who) = p.declined_by.first()
+    {
+        return Err(deny(format!("`{who}` declined this operation"))
+            .hint(Some(
+                "the approver refused exactly this operation; ask them, or change it".into(),
+            ))
+            .into());
+    }
     let Some(a) = r.action else {
         return Err(deny("no action".into()).into());
     };

@@ -129,6 +129,7 @@ pub(crate) fn run(
             d.stage = Stage::Approval;
             d.reason = Some(reason);
             d.approve_by = Some(approve_by);
+            record_pending(&mut r, &d)?;
             d
         }
         Err(Stop::Store(e)) => return Err(e),
@@ -179,6 +180,49 @@ fn base(r: &mut Run<'_>) -> Decision {
         replayed: r.replayed,
         receipt: None,
     }
+}
+
+/// Records a PENDING decision's operation for the approvers (see
+/// [`crate::gateway::pending`]), in the decision's transaction.
+fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
+    let (Some(a), Some(m), Some(op)) = (r.action, r.mandate.as_ref(), &d.operation_hash) else {
+        return Ok(());
+    };
+    let critical = |name: &str| a.table.action.param(name).is_some_and(|p| p.critical);
+    let from_request = |o: &Value| match o {
+        Value::String(s) => s.starts_with("mandate."),
+        Value::Array(items) => items
+            .iter()
+            .any(|i| i.as_str().is_some_and(|s| s.starts_with("mandate."))),
+        _ => false,
+    };
+    let new_values = d
+        .origins
+        .iter()
+        .filter(|(k, o)| critical(k) && from_request(o))
+        .map(|(k, _)| k.clone())
+        .collect();
+    crate::gateway::pending::record(
+        r.tx,
+        &crate::gateway::pending::PendingOp {
+            operation_hash: op.clone(),
+            pack: a.table.pack.clone(),
+            action: a.table.action.name.clone(),
+            mandate: m.id.clone(),
+            user: m.user.clone(),
+            owner: m.owner.clone(),
+            resolved: d.resolved.clone(),
+            origins: d.origins.clone(),
+            new_values,
+            level: d.level.unwrap_or(0),
+            reason: d.reason.clone().unwrap_or_default(),
+            policies: d.policies.clone(),
+            approve_by: d.approve_by.clone().unwrap_or_default(),
+            created_at: r.now,
+            expires_at: m.expires_at,
+            declined_by: vec![],
+        },
+    )
 }
 
 /// A DENY decision outside any run (a line that is not even JSON).

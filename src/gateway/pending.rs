@@ -1,0 +1,217 @@
+//! Pending operations: what an approver is asked to sign, as the gateway
+//! resolved it — never the agent's copy. A PENDING decision records the
+//! operation in the store, in its own transaction with its receipt: the
+//! action, every resolved value with its origin, which values are new to
+//! the owner (vouched for only by the request, not by the owner's records),
+//! the level, who must approve, and until when (the mandate's expiry).
+//! `ipc approvals list|show` read it, `ipc approve --operation H` shows it
+//! before signing and refuses a hash the store does not know or that has
+//! expired, and `ipc approve --decline` records a refusal: the same
+//! operation proposed again is then a DENY.
+
+use crate::store::{StoreError, Tx};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+const NS: &str = "pending";
+/// The operation hashes recorded, oldest first (the store has no listing).
+const INDEX: &str = "#index";
+/// Most operations the index keeps (it is rewritten on each new PENDING);
+/// older ones leave the listing but stay approvable by their hash.
+const MAX_INDEX: usize = 1_000;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingOp {
+    pub operation_hash: String,
+    pub pack: String,
+    pub action: String,
+    pub mandate: String,
+    pub user: String,
+    pub owner: String,
+    /// The trusted values, as they would execute (secrets as commitments).
+    pub resolved: Map<String, Value>,
+    pub origins: Map<String, Value>,
+    /// Parameters whose value only the request vouches for (a payee the
+    /// user named but never paid): what an approver should look at first.
+    pub new_values: Vec<String>,
+    pub level: u8,
+    /// Why approval is needed (the rules' reasons) and the policies.
+    pub reason: String,
+    pub policies: Vec<String>,
+    pub approve_by: String,
+    /// Seconds since the epoch: created, and no longer approvable after.
+    pub created_at: i64,
+    pub expires_at: i64,
+    /// Who declined it, if anyone did.
+    #[serde(default)]
+    pub declined_by: Vec<String>,
+}
+
+impl PendingOp {
+    pub fn expired(&self, now: i64) -> bool {
+        now >= self.expires_at
+    }
+}
+
+/// Records (or refreshes) a pending operation.
+pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<(), StoreError> {
+    let previous = get(tx, &op.operation_hash)?;
+    let mut op = op.clone();
+    if let Some(p) = previous {
+        op.declined_by = p.declined_by;
+    } else {
+        let mut index = index(tx)?;
+        index.push(op.operation_hash.clone());
+        if index.len() > MAX_INDEX {
+            let cut = index.len() - MAX_INDEX;
+            index.drain(..cut);
+        }
+        tx.state_put(NS, INDEX, &Value::from(index))?;
+    }
+    let v = serde_json::to_value(&op).map_err(|e| StoreError::Aborted(e.to_string()))?;
+    tx.state_put(NS, &op.operation_hash, &v)
+}
+
+pub fn get(tx: &mut dyn Tx, hash: &str) -> Result<Option<PendingOp>, StoreError> {
+    if hash == INDEX {
+        return Ok(None);
+    }
+    match tx.state_get(NS, hash)? {
+        Some(v) if !v.is_null() => serde_json::from_value(v)
+            .map(Some)
+            .map_err(|e| StoreError::Backend(format!("pending operation `{hash}`: {e}"))),
+        _ => Ok(None),
+    }
+}
+
+/// Every recorded operation, oldest first.
+pub fn all(tx: &mut dyn Tx) -> Result<Vec<PendingOp>, StoreError> {
+    let mut out = vec![];
+    for h in index(tx)? {
+        if let Some(op) = get(tx, &h)? {
+            out.push(op);
+        }
+    }
+    Ok(out)
+}
+
+/// Marks an operation declined by `who`.
+pub fn decline(tx: &mut dyn Tx, hash: &str, who: &str) -> Result<Option<PendingOp>, StoreError> {
+    let Some(mut op) = get(tx, hash)? else {
+        return Ok(None);
+    };
+    if !op.declined_by.iter().any(|d| d == who) {
+        op.declined_by.push(who.to_string());
+    }
+    let v = serde_json::to_value(&op).map_err(|e| StoreError::Aborted(e.to_string()))?;
+    tx.state_put(NS, hash, &v)?;
+    Ok(Some(op))
+}
+
+fn index(tx: &mut dyn Tx) -> Result<Vec<String>, StoreError> {
+    Ok(match tx.state_get(NS, INDEX)? {
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        _ => vec![],
+    })
+}
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum PendingError {
+    #[error("the store knows no pending operation `{hash}`")]
+    #[diagnostic(
+        code(ipc::approvals::unknown),
+        help("approve only an operation a PENDING decision recorded: `ipc approvals list`")
+    )]
+    Unknown { hash: String },
+    #[error("the operation `{hash}` expired at {at}")]
+    #[diagnostic(
+        code(ipc::approvals::expired),
+        help("the agent must propose it again under a valid mandate")
+    )]
+    Expired { hash: String, at: String },
+    #[error("the operation `{hash}` was already executed")]
+    #[diagnostic(code(ipc::approvals::executed))]
+    Executed { hash: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl crate::gateway::Gateway {
+    /// The pending operation under `hash`, if it can still be approved:
+    /// known to the store, not expired, not executed.
+    pub fn pending_op(&self, hash: &str) -> Result<PendingOp, PendingError> {
+        let now = self.now();
+        let mut found: Option<(PendingOp, bool)> = None;
+        self.store.transaction(&mut |tx| {
+            found = match get(tx, hash)? {
+                Some(op) => {
+                    let executed = tx.executed(hash)?.is_some();
+                    Some((op, executed))
+                }
+                None => None,
+            };
+            Ok(Value::Null)
+        })?;
+        match found {
+            None => Err(PendingError::Unknown { hash: hash.into() }),
+            Some((_, true)) => Err(PendingError::Executed { hash: hash.into() }),
+            Some((op, _)) if op.expired(now) => Err(PendingError::Expired {
+                hash: hash.into(),
+                at: crate::gateway::json::format_time(op.expires_at),
+            }),
+            Some((op, _)) => Ok(op),
+        }
+    }
+
+    /// Every recorded operation with whether it was executed, oldest first.
+    pub fn pending_ops(&self) -> Result<Vec<(PendingOp, bool)>, StoreError> {
+        let mut out = vec![];
+        self.store.transaction(&mut |tx| {
+            out.clear();
+            for op in all(tx)? {
+                let executed = tx.executed(&op.operation_hash)?.is_some();
+                out.push((op, executed));
+            }
+            Ok(Value::Null)
+        })?;
+        Ok(out)
+    }
+
+    /// `who` declines the pending operation `hash`: recorded with a receipt
+    /// in one transaction; the same operation proposed again is a DENY.
+    pub fn decline(
+        &self,
+        hash: &str,
+        who: &str,
+    ) -> Result<crate::gateway::ReceiptRef, PendingError> {
+        self.pending_op(hash)?;
+        let now = self.now();
+        let mut link = None;
+        self.store.transaction(&mut |tx| {
+            if decline(tx, hash, who)?.is_none() {
+                return Err(StoreError::Aborted(format!(
+                    "no pending operation `{hash}`"
+                )));
+            }
+            let mut w = crate::canonical::ObjectWriter::new();
+            w.str("bundle", &self.bundle_hash)
+                .str("by", who)
+                .str("change", "decline")
+                .str("kind", "approval")
+                .str("operation_hash", hash)
+                .str("time", &crate::gateway::json::format_time(now));
+            let l = tx.append_receipt_jcs(&w.finish())?;
+            link = Some(crate::gateway::ReceiptRef {
+                seq: l.seq,
+                hash: l.hash,
+            });
+            Ok(Value::Null)
+        })?;
+        link.ok_or_else(|| PendingError::Store(StoreError::Aborted("no receipt".into())))
+    }
+}
