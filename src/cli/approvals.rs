@@ -171,7 +171,7 @@ fn show(a: &ShowArgs, out: &mut dyn Write) -> u8 {
             v["status"] = json!(s);
             writeln!(out, "{v}")
         }
-        Format::Human => write!(out, "{}status     {s}\n", describe(&gw, &op)),
+        Format::Human => writeln!(out, "{}status     {s}", describe(&gw, &op)),
     };
     u8::from(written.is_err())
 }
@@ -190,29 +190,16 @@ fn summary(gw: &Gateway, op: &PendingOp) -> String {
 fn shown_value(gw: &Gateway, op: &PendingOp, param: &str, v: &Value) -> String {
     let ty = gw.param_type(&op.action, param).unwrap_or(Type::Text);
     match (ty, v) {
-        (Type::Money, Value::Number(n)) => n.as_i64().map(money).unwrap_or_else(|| n.to_string()),
+        (Type::Money, Value::Number(n)) => n
+            .as_i64()
+            .map(crate::gateway::money)
+            .unwrap_or_else(|| n.to_string()),
         (Type::Date | Type::Timestamp, Value::Number(n)) => {
             n.as_i64().map(format_time).unwrap_or_else(|| n.to_string())
         }
         (_, Value::String(s)) => crate::gateway::json::echo(s),
         (_, other) => other.to_string(),
     }
-}
-
-fn money(cents: i64) -> String {
-    let units = (cents / 100).unsigned_abs().to_string();
-    let mut grouped = String::new();
-    for (i, c) in units.chars().enumerate() {
-        if i > 0 && (units.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    format!(
-        "{}{grouped}.{:02}",
-        if cents < 0 { "-" } else { "" },
-        (cents % 100).unsigned_abs()
-    )
 }
 
 /// The whole operation, as `ipc approve` shows it before signing.

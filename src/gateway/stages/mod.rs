@@ -12,6 +12,7 @@ mod policy;
 mod provenance;
 mod receipt;
 
+pub use budget::money;
 pub use receipt::{Consumed, body as receipt_body};
 
 use super::{ActionRt, Decision, Deny, Gateway, Input, Mandate, Outcome, ReceiptRef, Stage};
