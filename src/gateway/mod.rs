@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use world::World;
 
 pub use mandate::{Budget, Mandate, MandateToken};
-pub use stages::{Consumed, receipt_body};
+pub use stages::{Consumed, money, receipt_body};
 
 /// What a caller hands the gateway for one decision: the agent's proposal
 /// (untrusted, exactly `{"action", "args"}`), the mandate token and any
