@@ -158,6 +158,45 @@ fn the_demo_blocks_every_attack_and_verifies_its_receipts() {
     assert!(text.contains("the store verifies"), "{text}");
 }
 
+/// One injection, three domains: the hostile text's proposals are refused
+/// in the bank, the health record and the repository; the users' own tasks
+/// execute; the store verifies.
+#[test]
+fn the_three_domain_demo_refuses_the_same_injection_everywhere() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["demo", "three", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got: Vec<(String, String)> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["decision"]["decision"].as_str().unwrap().to_string(),
+                s["decision"]["stage"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("DENY", "provenance"),
+        ("ALLOW", "execution"),
+        ("DENY", "provenance"),
+        ("DENY", "provenance"),
+        ("ALLOW", "execution"),
+        ("DENY", "policy"),
+        ("ALLOW", "execution"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(d, s)| (d.to_string(), s.to_string()))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(v["chain_verifies"], true);
+}
+
 #[test]
 fn build_lint_reports_dead_and_unreachable_rules() {
     let dir = tempfile::tempdir().unwrap();
