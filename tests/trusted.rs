@@ -487,3 +487,54 @@ fn an_expired_pending_operation_is_refused() {
         "{e}"
     );
 }
+
+/// Approvals submitted by hash are kept with the pending operation and
+/// count when the agent proposes it again — with no approval in hand.
+#[test]
+fn approvals_submitted_by_hash_count_on_the_next_proposal() {
+    use intentplane::gateway::approval::SignedApproval;
+    use intentplane::gateway::pending::PendingError;
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.mandate(MandateSpec::for_pack(
+        "ap",
+        "clerk",
+        "acme",
+        &["vendors.write", "payments.write"],
+    ));
+    let p = json!({"action": "vendor.change_iban", "args": {
+        "vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "new_iban": "ES91 2100 0418 4502 0005 1332"}});
+    let d = decide(&gw, p.clone(), &m);
+    assert_eq!(d.decision, Outcome::Pending);
+    let op = d.operation_hash.unwrap();
+    let sign =
+        |who: &str, hash: &str| SignedApproval::issue(who, hash, now() + 600, w.key(who)).unwrap();
+    // refused at submission: an unknown operation, a forged signature
+    assert!(matches!(
+        gw.submit_approval(&sign("cfo", "sha256:00")),
+        Err(PendingError::Unknown { .. })
+    ));
+    let mut forged = sign("cfo", &op);
+    forged.approval.approver = "clerk".into();
+    assert!(matches!(
+        gw.submit_approval(&forged),
+        Err(PendingError::Invalid { .. })
+    ));
+    // the clerk's alone: still pending; with the CFO's: executes
+    gw.submit_approval(&sign("clerk", &op)).unwrap();
+    assert_eq!(decide(&gw, p.clone(), &m).decision, Outcome::Pending);
+    gw.submit_approval(&sign("cfo", &op)).unwrap();
+    let d = decide(&gw, p, &m);
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    assert_eq!(d.approvers, vec!["clerk".to_string(), "cfo".to_string()]);
+    let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
+    assert!(audit.is_ok(), "{audit:?}");
+    let kinds: Vec<Value> = gw
+        .store()
+        .receipts()
+        .unwrap()
+        .iter()
+        .map(|r| r.body["change"].clone())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| **k == json!("approve")).count(), 2);
+}

@@ -30,6 +30,10 @@ pub struct ApproveArgs {
     /// is then a DENY.
     #[arg(long, conflicts_with_all = ["yes", "key", "output"])]
     pub decline: bool,
+    /// Hand the approval to the store (by its operation hash) instead of
+    /// printing it: the operation executes when it is proposed again.
+    #[arg(long, conflicts_with = "output")]
+    pub submit: bool,
     /// Validity in seconds.
     #[arg(long, default_value_t = 600)]
     pub ttl: i64,
@@ -90,6 +94,23 @@ fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> 
     let expires = gw.now().saturating_add(args.ttl).min(op.expires_at);
     let signed = SignedApproval::issue(&args.approver, &args.operation, expires, &key)
         .map_err(|e| e.to_string())?;
+    if args.submit {
+        return match gw.submit_approval(&signed) {
+            Ok(r) => {
+                writeln!(
+                    out,
+                    "approved `{}` as `{}` (receipt {} {})",
+                    args.operation, args.approver, r.seq, r.hash
+                )
+                .map_err(|e| e.to_string())?;
+                Ok(0)
+            }
+            Err(e) => {
+                eprint!("{}", super::bundle::render_error(&e, false));
+                Ok(1)
+            }
+        };
+    }
     let text = serde_json::to_string_pretty(&signed).map_err(|e| e.to_string())?;
     match &args.output {
         Some(p) => std::fs::write(p, text + "\n").map_err(|e| e.to_string())?,

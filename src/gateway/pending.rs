@@ -46,6 +46,11 @@ pub struct PendingOp {
     /// Who declined it, if anyone did.
     #[serde(default)]
     pub declined_by: Vec<String>,
+    /// Signed approvals submitted for it by hash (`ipc approve --submit`,
+    /// the approval page): the gateway counts them when the operation is
+    /// proposed again, so the approver never needs the agent's copy.
+    #[serde(default)]
+    pub approvals: Vec<Value>,
 }
 
 impl PendingOp {
@@ -60,6 +65,7 @@ pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<(), StoreError> {
     let mut op = op.clone();
     if let Some(p) = previous {
         op.declined_by = p.declined_by;
+        op.approvals = p.approvals;
     } else {
         let mut index = index(tx)?;
         index.push(op.operation_hash.clone());
@@ -136,6 +142,9 @@ pub enum PendingError {
     #[error("the operation `{hash}` was already executed")]
     #[diagnostic(code(ipc::approvals::executed))]
     Executed { hash: String },
+    #[error("the approval cannot be accepted: {reason}")]
+    #[diagnostic(code(ipc::approvals::invalid))]
+    Invalid { reason: String },
     #[error(transparent)]
     #[diagnostic(transparent)]
     Store(#[from] StoreError),
@@ -180,6 +189,68 @@ impl crate::gateway::Gateway {
             Ok(Value::Null)
         })?;
         Ok(out)
+    }
+
+    /// Stores a signed approval for the pending operation it names, with a
+    /// receipt: checked now (a known approver, a valid signature, a known
+    /// and approvable operation, not expired) and again, like any
+    /// approval, when the operation is proposed again.
+    pub fn submit_approval(
+        &self,
+        signed: &crate::gateway::approval::SignedApproval,
+    ) -> Result<crate::gateway::ReceiptRef, PendingError> {
+        let ap = &signed.approval;
+        let hash = ap.operation_hash.clone();
+        self.pending_op(&hash)?;
+        let invalid = |reason: String| PendingError::Invalid { reason };
+        let approver = self.world.approvers.get(&ap.approver).ok_or_else(|| {
+            invalid(format!(
+                "`{}` is not a known approver",
+                crate::gateway::json::echo(&ap.approver)
+            ))
+        })?;
+        let msg = crate::canonical::to_jcs(ap).map_err(|e| invalid(e.to_string()))?;
+        approver
+            .key
+            .verify(msg.as_bytes(), &signed.signature)
+            .map_err(|_| {
+                invalid(format!(
+                    "the signature of `{}` does not verify",
+                    ap.approver
+                ))
+            })?;
+        if self.now() >= ap.expires_at {
+            return Err(invalid("the approval has expired".into()));
+        }
+        let value = serde_json::to_value(signed).map_err(|e| invalid(e.to_string()))?;
+        let now = self.now();
+        let mut link = None;
+        self.store.transaction(&mut |tx| {
+            let Some(mut op) = get(tx, &hash)? else {
+                return Err(StoreError::Aborted(format!(
+                    "no pending operation `{hash}`"
+                )));
+            };
+            if !op.approvals.contains(&value) {
+                op.approvals.push(value.clone());
+            }
+            let v = serde_json::to_value(&op).map_err(|e| StoreError::Aborted(e.to_string()))?;
+            tx.state_put(NS, &hash, &v)?;
+            let mut w = crate::canonical::ObjectWriter::new();
+            w.str("bundle", &self.bundle_hash)
+                .str("by", &ap.approver)
+                .str("change", "approve")
+                .str("kind", "approval")
+                .str("operation_hash", &hash)
+                .str("time", &crate::gateway::json::format_time(now));
+            let l = tx.append_receipt_jcs(&w.finish())?;
+            link = Some(crate::gateway::ReceiptRef {
+                seq: l.seq,
+                hash: l.hash,
+            });
+            Ok(Value::Null)
+        })?;
+        link.ok_or_else(|| PendingError::Store(StoreError::Aborted("no receipt".into())))
     }
 
     /// `who` declines the pending operation `hash`: recorded with a receipt

@@ -38,16 +38,21 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     };
     // an operation an approver declined is refused, not asked again (only
     // an operation that needs approval can have been declined)
-    if r.level > 0
-        && let Some(p) = crate::gateway::pending::get(r.tx, &op)?
-        && let Some(who) = p.declined_by.first()
-    {
+    // and the approvals submitted to the store for it (by hash, from the
+    // trusted side) count like those the caller brings
+    let pending = if r.level > 0 {
+        crate::gateway::pending::get(r.tx, &op)?
+    } else {
+        None
+    };
+    if let Some(who) = pending.as_ref().and_then(|p| p.declined_by.first()) {
         return Err(deny(format!("`{who}` declined this operation"))
             .hint(Some(
                 "the approver refused exactly this operation; ask them, or change it".into(),
             ))
             .into());
     }
+    let stored: &[serde_json::Value] = pending.as_ref().map_or(&[], |p| &p.approvals);
     let Some(a) = r.action else {
         return Err(deny("no action".into()).into());
     };
@@ -65,7 +70,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let user_key = r.gw.world.approvers.get(&m.user).map(|u| u.key.id());
     let mut user_ok = false;
     let mut other: Option<String> = None;
-    for raw in &r.input.approvals {
+    for raw in r.input.approvals.iter().chain(stored) {
         let sa: SignedApproval = serde_json::from_value(raw.clone()).map_err(|e| {
             deny(format!(
                 "malformed approval: {}",
