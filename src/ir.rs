@@ -8,7 +8,70 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-pub use crate::syntax::ast::{BinOp, RuleKind};
+/// A rule's kind, and the approval level it demands. The IR's own
+/// vocabulary: each front-end (the pack language, the MCP proxy's TOML)
+/// lowers its syntax to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleKind {
+    Forbid,
+    StepUp,
+    FourEyes,
+}
+
+impl RuleKind {
+    pub fn keyword(self) -> &'static str {
+        match self {
+            RuleKind::Forbid => "forbid",
+            RuleKind::StepUp => "step_up",
+            RuleKind::FourEyes => "four_eyes",
+        }
+    }
+    /// The approval level a rule of this kind demands (0 for a forbid,
+    /// which no approval lifts).
+    pub fn level(self) -> u8 {
+        match self {
+            RuleKind::Forbid => 0,
+            RuleKind::StepUp => 1,
+            RuleKind::FourEyes => 2,
+        }
+    }
+}
+
+/// A binary operator of a typed expression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    In,
+    Add,
+    Sub,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Or => "or",
+            BinOp::And => "and",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::In => "in",
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "of", rename_all = "snake_case")]

@@ -8,7 +8,8 @@
 use super::Cx;
 use super::params::literal_value;
 use crate::diagnostics::{PackDiagnostic, suggest};
-use crate::ir::{self, BinOp, Expr, Type, Value};
+use crate::ir::{self, Expr, Type, Value};
+use crate::syntax::ast::BinOp;
 use crate::syntax::ast::{self, ExprKind, PathStep};
 use std::collections::HashMap;
 
@@ -138,7 +139,7 @@ impl Cx {
                 e
             });
             if let Some(role) = &r.role
-                && r.kind != ir::RuleKind::FourEyes
+                && r.kind != ast::RuleKind::FourEyes
             {
                 self.err(PackDiagnostic::RoleNotFourEyes {
                     kind: r.kind.keyword(),
@@ -146,7 +147,7 @@ impl Cx {
                 });
             }
             rules.push(ir::Rule {
-                kind: r.kind,
+                kind: lower_kind(r.kind),
                 reason: r.reason.value.clone(),
                 when,
                 hint: r.hint.as_ref().map(|h| h.value.clone()),
@@ -220,7 +221,7 @@ impl Cx {
                 let ty = self.binary(*op, e, (&lt, l), (&rt, r));
                 (
                     Expr::Binary {
-                        op: *op,
+                        op: lower_op(*op),
                         lhs: Box::new(lx),
                         rhs: Box::new(rx),
                     },
@@ -525,5 +526,31 @@ fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
             Some(Ty::T(Type::Set(x.clone())))
         }
         _ => None,
+    }
+}
+
+/// The pack language's operator, in the IR's vocabulary.
+fn lower_op(op: BinOp) -> ir::BinOp {
+    match op {
+        BinOp::Or => ir::BinOp::Or,
+        BinOp::And => ir::BinOp::And,
+        BinOp::Eq => ir::BinOp::Eq,
+        BinOp::Ne => ir::BinOp::Ne,
+        BinOp::Lt => ir::BinOp::Lt,
+        BinOp::Le => ir::BinOp::Le,
+        BinOp::Gt => ir::BinOp::Gt,
+        BinOp::Ge => ir::BinOp::Ge,
+        BinOp::In => ir::BinOp::In,
+        BinOp::Add => ir::BinOp::Add,
+        BinOp::Sub => ir::BinOp::Sub,
+    }
+}
+
+/// The pack language's rule keyword, in the IR's vocabulary.
+fn lower_kind(k: ast::RuleKind) -> ir::RuleKind {
+    match k {
+        ast::RuleKind::Forbid => ir::RuleKind::Forbid,
+        ast::RuleKind::StepUp => ir::RuleKind::StepUp,
+        ast::RuleKind::FourEyes => ir::RuleKind::FourEyes,
     }
 }
