@@ -5,7 +5,7 @@
 //! clock = "2026-11-29T18:40:00Z"      # optional: a fixed time (scenarios)
 //! mandate_keys = ["keys/issuer.pub"]  # verifying keys for mandate tokens
 //! bundle_keys = ["keys/bundle.pub"]   # a bundle must be signed by one of them
-//! store = "state.db"                  # optional: SQLite file (default: memory)
+//! store = "state.db"                  # optional: SQLite file or `postgres://` URL (default: memory)
 //!
 //! [approvers]                         # who may approve, and their keys
 //! emma = "keys/emma.pub"
@@ -145,7 +145,12 @@ impl World {
             w.approvers
                 .insert(name.clone(), crate::keys::load_public(&base.join(k))?);
         }
-        w.store = wf.store.map(|s| base.join(s));
+        // a `postgres://` URL is taken as written; a file is relative to
+        // the world
+        w.store = wf.store.map(|s| match s.to_str() {
+            Some(u) if crate::store::postgres::is_url(u) => s,
+            _ => base.join(s),
+        });
         for (pack, dir) in &wf.registries {
             if table.pack(pack).is_none() {
                 return Err(WorldError::Invalid {

@@ -8,13 +8,16 @@
 //! never both spend the last euro or pay the same invoice twice, and a
 //! crash leaves either all of it or none of it.
 //!
-//! Implementations: [`memory::MemoryStore`] (tests) and
+//! Implementations: [`memory::MemoryStore`] (tests),
 //! [`sqlite::SqliteStore`] (the embedded default: one file, WAL,
-//! `BEGIN IMMEDIATE`).
+//! `BEGIN IMMEDIATE`) and [`postgres::PgStore`] (several gateway
+//! instances on one database). [`open`] picks one from a location: a
+//! `postgres://` URL or a file path.
 
 pub mod audit;
 pub mod checkpoint;
 pub mod memory;
+pub mod postgres;
 pub mod receipts;
 pub mod sqlite;
 
@@ -130,4 +133,55 @@ pub enum StoreError {
     #[error("{0}")]
     #[diagnostic(code(ipc::store::aborted))]
     Aborted(String),
+
+    /// A PostgreSQL URL holding a password: refused, so that the password
+    /// never sits on a command line or in a world file.
+    #[error("the store url `{url}` holds a password: passwords are never given in the url")]
+    #[diagnostic(
+        code(ipc::store::password_in_url),
+        help(
+            "remove the password from the url; put it in a file named by `IPC_PG_PASSWORD_FILE` or in `PGPASSWORD`"
+        )
+    )]
+    PasswordInUrl { url: String },
+
+    /// The database (schema) belongs to another application: left
+    /// untouched.
+    #[error("`{store}` is not an intentplane store: {reason}")]
+    #[diagnostic(
+        code(ipc::store::foreign),
+        help("point the store at an empty schema (`?options=-csearch_path%3DNAME`) or database")
+    )]
+    Foreign { store: String, reason: String },
+
+    /// The store was written by a newer intentplane: left untouched.
+    #[error("`{store}` has schema version {found}, newer than this build's {supported}")]
+    #[diagnostic(
+        code(ipc::store::newer_schema),
+        help("run a newer `ipc`; this one never downgrades a store")
+    )]
+    NewerSchema {
+        store: String,
+        found: i64,
+        supported: i64,
+    },
+}
+
+/// Opens the store at `location`: a `postgres://` (or `postgresql://`)
+/// URL, else an SQLite file; `create` allows making a new one (`false`
+/// for commands that only read or amend a store: `ipc receipts`).
+pub fn open(
+    location: &std::path::Path,
+    create: bool,
+) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    if let Some(url) = location.to_str().filter(|s| postgres::is_url(s)) {
+        let s = postgres::PgStore::open_with(url, postgres::PgOptions::default(), create)?;
+        return Ok(std::sync::Arc::new(s));
+    }
+    let s = if create {
+        sqlite::SqliteStore::open(location)?
+    } else {
+        sqlite::SqliteStore::open_existing(location)?
+    };
+    Ok(std::sync::Arc::new(s))
 }
