@@ -129,7 +129,8 @@ pub fn is_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
-/// The URL with any password in it replaced by `***` (for messages).
+/// The URL with any password in it (user info or a `password=`
+/// parameter) replaced by `***` (for messages).
 pub fn redact(url: &str) -> String {
     let Some(start) = url.find("://").map(|i| i + 3) else {
         return url.to_string();
@@ -137,19 +138,29 @@ pub fn redact(url: &str) -> String {
     let rest = &url[start..];
     let end = rest.find(['/', '?']).unwrap_or(rest.len());
     let authority = &rest[..end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &authority[..at];
-    match userinfo.find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &url[..start],
-            &userinfo[..colon],
-            &url[start + at..]
-        ),
+    let mut out = match authority.rfind('@') {
+        Some(at) => match authority[..at].find(':') {
+            Some(colon) => format!(
+                "{}{}:***{}",
+                &url[..start],
+                &authority[..colon],
+                &url[start + at..]
+            ),
+            None => url.to_string(),
+        },
         None => url.to_string(),
+    };
+    if let Some(q) = out.find('?') {
+        let params: Vec<String> = out[q + 1..]
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k == "password" => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        out = format!("{}?{}", &out[..q], params.join("&"));
     }
+    out
 }
 
 /// Parses the URL (refusing a password in it) and adds the password from
