@@ -65,6 +65,25 @@ pub trait Tx {
     /// and returns its place in the chain.
     fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError>;
 
+    /// The rows of `owner` in a registry kept in a table of the store's
+    /// database (`[pg_registries]` in the world), read inside this
+    /// transaction: for a set registry (`keyed` false) the columns `value`
+    /// and `id`, for a keyed one `key` and `record` (a JSON object); with
+    /// `key`, only the row(s) of that key (keyed registries). Only a
+    /// PostgreSQL store has tables to read ([`Store::registry_tables`]).
+    fn registry_rows(
+        &mut self,
+        table: &str,
+        owner: &str,
+        keyed: bool,
+        key: Option<&str>,
+    ) -> Result<Vec<RegistryRow>, StoreError> {
+        let _ = (owner, keyed, key);
+        Err(StoreError::Backend(format!(
+            "registry table `{table}`: this store has no database tables to read (a PostgreSQL store has)"
+        )))
+    }
+
     /// Appends a receipt given as a JSON value and returns the stored
     /// record (with its sequence number, previous hash and own hash).
     fn append_receipt(&mut self, body: &Value) -> Result<ReceiptRecord, StoreError> {
@@ -78,6 +97,16 @@ pub trait Tx {
             body: body.clone(),
         })
     }
+}
+
+/// One row of a registry table (see [`Tx::registry_rows`]): a set
+/// registry's `value` (in `key`) and optional `id`, or a keyed registry's
+/// `key` and `record`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegistryRow {
+    pub key: String,
+    pub id: Option<String>,
+    pub record: Option<Value>,
 }
 
 /// The body of a transaction: runs against a [`Tx`]; returning `Err` rolls
@@ -111,6 +140,11 @@ pub trait Store: Send + Sync {
     /// marker, and the budgets, used nonces and executed operations, all
     /// read at one point in time: what [`verify_store`] checks.
     fn snapshot(&self) -> Result<Snapshot, StoreError>;
+
+    /// Whether [`Tx::registry_rows`] can read registry tables (PostgreSQL).
+    fn registry_tables(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]

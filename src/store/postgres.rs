@@ -44,7 +44,8 @@
 //! with a newer version, is refused and left untouched.
 
 use super::{
-    Accounts, ChainLink, ReceiptRecord, Snapshot, Spent, Store, StoreError, StoredReceipt, Tx, TxFn,
+    Accounts, ChainLink, ReceiptRecord, RegistryRow, Snapshot, Spent, Store, StoreError,
+    StoredReceipt, Tx, TxFn,
 };
 use crate::canonical::Jcs;
 use postgres::error::SqlState;
@@ -216,6 +217,8 @@ fn lower(s: &str) -> String {
 struct Conn {
     client: Client,
     stmts: HashMap<&'static str, Statement>,
+    /// Registry table reads, by their SQL.
+    table_stmts: HashMap<String, Statement>,
 }
 
 impl Conn {
@@ -346,6 +349,7 @@ impl PgStore {
             **guard = Some(Conn {
                 client,
                 stmts: HashMap::new(),
+                table_stmts: HashMap::new(),
             });
         }
         guard
@@ -637,6 +641,10 @@ impl Store for PgStore {
         }))
     }
 
+    fn registry_tables(&self) -> bool {
+        true
+    }
+
     fn snapshot(&self) -> Result<Snapshot, StoreError> {
         let mut guard = self.lock();
         let conn = self.connection(&mut guard)?;
@@ -775,7 +783,111 @@ fn to_json_text(v: &Value) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Backend(e.to_string()))
 }
 
+/// A table name as SQL: `name` or `schema.name`, each part an unquoted
+/// identifier (letters, digits, `_`), written quoted; `None` otherwise.
+pub fn quote_table(name: &str) -> Option<String> {
+    let ident = |p: &str| {
+        let mut c = p.chars();
+        matches!(c.next(), Some(f) if f.is_ascii_alphabetic() || f == '_')
+            && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+            && p.len() <= 63
+    };
+    let parts: Vec<&str> = name.split('.').collect();
+    if parts.is_empty() || parts.len() > 2 || !parts.iter().all(|p| ident(p)) {
+        return None;
+    }
+    Some(
+        parts
+            .iter()
+            .map(|p| format!("\"{p}\""))
+            .collect::<Vec<_>>()
+            .join("."),
+    )
+}
+
 impl Tx for PgTx<'_> {
+    fn registry_rows(
+        &mut self,
+        table: &str,
+        owner: &str,
+        keyed: bool,
+        key: Option<&str>,
+    ) -> Result<Vec<RegistryRow>, StoreError> {
+        let quoted = quote_table(table).ok_or_else(|| {
+            StoreError::Backend(format!(
+                "`{table}` is not a table name (`name` or `schema.name`)"
+            ))
+        })?;
+        let key = key.filter(|_| keyed);
+        let sql = match (keyed, key.is_some()) {
+            (true, true) => format!(
+                "SELECT key::text, NULL::text, record::text FROM {quoted} WHERE owner = $1 AND key = $2"
+            ),
+            (true, false) => {
+                format!("SELECT key::text, NULL::text, record::text FROM {quoted} WHERE owner = $1")
+            }
+            _ => format!("SELECT value::text, id::text, NULL::text FROM {quoted} WHERE owner = $1"),
+        };
+        // in a savepoint: a table that is missing or of another shape
+        // fails this read (the gateway denies), not the whole transaction
+        self.conn
+            .client
+            .batch_execute("SAVEPOINT registry")
+            .map_err(|e| self.err(e))?;
+        let read = (|| -> Result<Vec<postgres::Row>, postgres::Error> {
+            let st = match self.conn.table_stmts.get(&sql) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = self.conn.client.prepare(&sql)?;
+                    self.conn.table_stmts.insert(sql.clone(), s.clone());
+                    s
+                }
+            };
+            match key {
+                Some(k) => self.conn.client.query(&st, &[&owner, &k]),
+                None => self.conn.client.query(&st, &[&owner]),
+            }
+        })();
+        let end = if read.is_ok() {
+            "RELEASE registry"
+        } else {
+            "ROLLBACK TO registry; RELEASE registry"
+        };
+        self.conn
+            .client
+            .batch_execute(end)
+            .map_err(|e| self.err(e))?;
+        let rows = read.map_err(|e| {
+            let e = self.err(e);
+            StoreError::Backend(format!("registry table `{table}`: {e}"))
+        })?;
+        let bad = |what: String| StoreError::Backend(format!("registry table `{table}`: {what}"));
+        rows.iter()
+            .map(|r| {
+                let key: Option<String> = r.get(0);
+                let key = key.ok_or_else(|| {
+                    bad(format!(
+                        "a row of `{owner}` has no {}",
+                        if keyed { "key" } else { "value" }
+                    ))
+                })?;
+                let record = match r.get::<_, Option<String>>(2) {
+                    Some(text) => Some(
+                        serde_json::from_str(&text)
+                            .map_err(|e| bad(format!("record `{key}` is not json: {e}")))?,
+                    ),
+                    None if keyed => return Err(bad(format!("record `{key}` is null"))),
+                    None => None,
+                };
+                Ok(RegistryRow {
+                    key,
+                    id: r.get(1),
+                    record,
+                })
+            })
+            .collect()
+    }
+
     fn spent(&mut self, mandate_id: &str) -> Result<Spent, StoreError> {
         let row = self.query_opt(
             "SELECT amount, calls FROM ipc_budgets WHERE mandate_id = $1",
