@@ -1284,7 +1284,7 @@ fn four_processes_spend(path: &Path) {
                     "--nocapture",
                     "--test-threads=1",
                 ])
-                .env(WORKER_ENV, &path)
+                .env(WORKER_ENV, path)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
