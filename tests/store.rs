@@ -1879,3 +1879,52 @@ fn cli_verify_show_and_revoke_on_postgres() {
     assert_eq!(code, 1);
     assert!(stderr.contains("not an intentplane store"), "{stderr}");
 }
+
+#[test]
+fn a_postgres_store_reconnects_after_its_connection_is_killed() {
+    let Some(pg) = common::pg::fresh() else {
+        return;
+    };
+    // a name of its own, to find this store's server process
+    let url = format!("{}&application_name={}", pg.url, pg.name);
+    let s = PgStore::open(&url).unwrap();
+    append(&s, 2);
+    let mut admin = common::pg::admin(&std::env::var(common::pg::ENV).unwrap());
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = $1) t",
+            &[&pg.name],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1);
+    // the transaction on the dead connection fails (never a wrong answer);
+    // the next one reconnects
+    let mut failures = 0;
+    loop {
+        let r = tx(&s, |t| {
+            t.spend("m-1", 1)?;
+            t.append_receipt(&json!({"decision": "DENY", "after": "reconnect"}))
+                .map(|r| json!(r.seq))
+        });
+        match r {
+            Ok(seq) => {
+                assert_eq!(seq, json!(3));
+                break;
+            }
+            Err(e) => {
+                assert!(
+                    matches!(e, StoreError::Backend(_) | StoreError::Open { .. }),
+                    "{e:?}"
+                );
+                failures += 1;
+                assert!(failures < 2, "no reconnection: {e}");
+            }
+        }
+    }
+    let snap = s.snapshot().unwrap();
+    assert_eq!(snap.receipts.len(), 3);
+    // one spend from `append`, one after the reconnection: none lost, none twice
+    assert_eq!(snap.accounts.budgets["m-1"].calls, 2);
+}
