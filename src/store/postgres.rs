@@ -902,20 +902,28 @@ impl Tx for PgTx<'_> {
     }
 
     fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
-        let now = self.spent(mandate_id)?;
-        let next = Spent {
-            amount: now.amount.checked_add(amount).ok_or_else(|| {
-                StoreError::Backend(format!("budget of `{mandate_id}` overflows"))
-            })?,
-            calls: now.calls.saturating_add(1),
+        // one round trip: add in the database (BIGINT overflow is an
+        // error there, 22003, as `checked_add` is in the other stores)
+        let row = self.query_opt(
+            "INSERT INTO ipc_budgets (mandate_id, amount, calls) VALUES ($1, $2, 1)
+             ON CONFLICT (mandate_id) DO UPDATE
+             SET amount = ipc_budgets.amount + EXCLUDED.amount, calls = ipc_budgets.calls + 1
+             RETURNING amount, calls",
+            &[&mandate_id, &amount],
+        );
+        let row = match row {
+            Err(StoreError::Backend(e)) if e.contains("(22003)") => {
+                return Err(StoreError::Backend(format!(
+                    "budget of `{mandate_id}` overflows"
+                )));
+            }
+            other => other?,
         };
-        let calls = to_i64(next.calls)?;
-        self.execute(
-            "INSERT INTO ipc_budgets (mandate_id, amount, calls) VALUES ($1, $2, $3)
-             ON CONFLICT (mandate_id) DO UPDATE SET amount = EXCLUDED.amount, calls = EXCLUDED.calls",
-            &[&mandate_id, &next.amount, &calls],
-        )?;
-        Ok(next)
+        let row = row.ok_or_else(|| StoreError::Backend("no budget row returned".into()))?;
+        Ok(Spent {
+            amount: row.get(0),
+            calls: u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+        })
     }
 
     fn nonce_used(&mut self, nonce: &str) -> Result<bool, StoreError> {
