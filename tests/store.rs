@@ -1928,3 +1928,83 @@ fn a_postgres_store_reconnects_after_its_connection_is_killed() {
     // one spend from `append`, one after the reconnection: none lost, none twice
     assert_eq!(snap.accounts.budgets["m-1"].calls, 2);
 }
+
+#[test]
+fn a_world_naming_a_postgres_store_runs_on_it() {
+    let Some(pg) = common::pg::fresh() else {
+        return;
+    };
+    let w = TestWorld::new();
+    // `store = URL` in the world, no `--store`: the URL is taken as written
+    let text = std::fs::read_to_string(&w.world_path).unwrap();
+    let world = w.dir.path().join("world-pg.toml");
+    std::fs::write(&world, format!("store = {:?}\n{text}", pg.url)).unwrap();
+    let mandate = w.dir.path().join("m.json");
+    std::fs::write(&mandate, w.emma().to_string()).unwrap();
+    let input = w.dir.path().join("in.jsonl");
+    std::fs::write(
+        &input,
+        format!(
+            "{}\n{}\n",
+            transfer(LANDLORD, json!("12.00")),
+            transfer(ATTACKER_IBAN, json!("12.00"))
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["run", "--bundle", w.bundle_path.to_str().unwrap()])
+        .args(["--world", world.to_str().unwrap()])
+        .args(["--mandate", mandate.to_str().unwrap()])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = PgStore::open_existing(&pg.url).unwrap();
+    let snap = s.snapshot().unwrap();
+    assert_eq!(verify_store(&snap, None), Ok(2));
+    assert_eq!(snap.records()[0].body["decision"], json!("ALLOW"));
+    assert_eq!(snap.records()[1].body["decision"], json!("DENY"));
+}
+
+#[test]
+fn the_postgres_password_comes_from_the_file_named_in_the_environment() {
+    let Some(pg) = common::pg::fresh() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // an unreadable file: a typed error naming the variable, no connection
+    let missing = dir.path().join("missing");
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["token", "revoke", "--store", &pg.url, "tok"])
+        .env("IPC_PG_PASSWORD_FILE", &missing)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("IPC_PG_PASSWORD_FILE"), "{stderr}");
+    assert!(stderr.contains("cannot read the password file"), "{stderr}");
+    // a readable one is used (the test server trusts local connections,
+    // so any password is accepted)
+    let file = dir.path().join("pw");
+    std::fs::write(&file, "not-on-the-command-line\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["token", "revoke", "--store", &pg.url, "tok"])
+        .env("IPC_PG_PASSWORD_FILE", &file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = PgStore::open_existing(&pg.url).unwrap();
+    assert_eq!(
+        tx(&s, |t| Ok(json!(t.revoked("tok")?))).unwrap(),
+        json!(true)
+    );
+}
