@@ -2008,3 +2008,32 @@ fn the_postgres_password_comes_from_the_file_named_in_the_environment() {
         json!(true)
     );
 }
+
+#[test]
+fn tamper_a_postgres_store_with_other_column_types_and_nulls() {
+    let Some(pg) = common::pg::fresh() else {
+        return;
+    };
+    append(&PgStore::open(&pg.url).unwrap(), 4);
+    pg.sql(
+        "ALTER TABLE ipc_receipts ALTER COLUMN body TYPE bytea USING convert_to(body, 'UTF8');
+         ALTER TABLE ipc_receipts ALTER COLUMN prev_hash DROP NOT NULL;
+         UPDATE ipc_receipts SET prev_hash = NULL WHERE seq = 3;
+         ALTER TABLE ipc_budgets ALTER COLUMN calls DROP NOT NULL;
+         UPDATE ipc_budgets SET calls = NULL;",
+    );
+    // read and judged, never a panic
+    let s = PgStore::open_existing(&pg.url).unwrap();
+    let problems = verify_store(&s.snapshot().unwrap(), None).unwrap_err();
+    assert!(
+        problems.contains(&ChainProblem::NotText {
+            seq: 1,
+            storage: "bytea".into()
+        }),
+        "{problems:?}"
+    );
+    assert!(problems.len() >= 5, "{problems:?}");
+    // a decision-time read of the tampered budget is an error, not a panic
+    let err = tx(&s, |t| t.spent("m-1").map(|sp| json!(sp))).unwrap_err();
+    assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+}

@@ -266,6 +266,16 @@ fn retryable(e: &postgres::Error) -> bool {
     )
 }
 
+/// A column of a row, typed; a row of another shape (a tampered table) is
+/// an error, never a panic.
+fn col<'a, T: postgres::types::FromSql<'a>>(
+    r: &'a postgres::Row,
+    i: usize,
+) -> Result<T, StoreError> {
+    r.try_get(i)
+        .map_err(|e| StoreError::Backend(format!("postgresql: unexpected column {i}: {e}")))
+}
+
 fn backend(e: postgres::Error) -> StoreError {
     StoreError::Backend(pg_text(&e))
 }
@@ -526,12 +536,12 @@ fn prepare_schema(client: &mut Client, create: bool) -> Result<(), SchemaError> 
 
 fn check_or_create(client: &mut Client, create: bool) -> Result<(), SchemaError> {
     client.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])?;
-    let schema: Option<String> = client.query_one("SELECT current_schema()", &[])?.get(0);
-    let Some(schema) = schema else {
+    let schema = txt(&client.query_one("SELECT current_schema()::text", &[])?, 0);
+    if schema.is_empty() {
         return Err(SchemaError::Missing(
             "no schema to use: none of the `search_path` schemas exists".into(),
         ));
-    };
+    }
     let present: Vec<String> = client
         .query(
             "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -540,7 +550,7 @@ fn check_or_create(client: &mut Client, create: bool) -> Result<(), SchemaError>
             &[&schema, &TABLES.to_vec()],
         )?
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| txt(r, 0))
         .collect();
     if present.iter().any(|t| t == "ipc_meta") {
         let rows = client
@@ -551,7 +561,7 @@ fn check_or_create(client: &mut Client, create: bool) -> Result<(), SchemaError>
                     pg_text(&e)
                 ))
             })?;
-        let meta: HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let meta: HashMap<String, String> = rows.iter().map(|r| (txt(r, 0), txt(r, 1))).collect();
         if meta.get("application").map(String::as_str) != Some(APPLICATION) {
             return Err(SchemaError::Foreign(format!(
                 "schema `{schema}` belongs to another application (`ipc_meta` has no `application = {APPLICATION}`)"
@@ -633,12 +643,8 @@ impl Store for PgStore {
             .client
             .query_opt("SELECT seq, hash FROM ipc_head WHERE id = 1", &[])
             .map_err(backend)?;
-        Ok(row.map(|r| {
-            (
-                u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
-                r.get::<_, String>(1),
-            )
-        }))
+        row.map(|r| Ok((u64::try_from(col::<i64>(&r, 0)?).unwrap_or(0), col(&r, 1)?)))
+            .transpose()
     }
 
     fn registry_tables(&self) -> bool {
@@ -662,46 +668,60 @@ impl Store for PgStore {
     }
 }
 
+/// A column read leniently, as text (`::text` in the query): whatever a
+/// tampered table holds, a snapshot reads it and `verify_store` judges it.
+fn txt(r: &postgres::Row, i: usize) -> String {
+    r.try_get::<_, Option<String>>(i)
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
 fn read_snapshot(client: &mut Client) -> Result<Snapshot, postgres::Error> {
     let receipts = client
         .query(
-            "SELECT seq, prev_hash, hash, body FROM ipc_receipts ORDER BY seq",
+            "SELECT seq::text, prev_hash::text, hash::text, body::text, pg_typeof(body)::text
+             FROM ipc_receipts ORDER BY ipc_receipts.seq",
             &[],
         )?
         .iter()
-        .map(|r| StoredReceipt {
-            seq: u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
-            prev_hash: r.get(1),
-            hash: r.get(2),
-            body: r.get(3),
-            body_storage: None,
+        .map(|r| {
+            let storage = txt(r, 4);
+            StoredReceipt {
+                seq: txt(r, 0).parse().unwrap_or(0),
+                prev_hash: txt(r, 1),
+                hash: txt(r, 2),
+                body: txt(r, 3),
+                body_storage: (storage != "text").then_some(storage),
+            }
         })
         .collect();
     let head = client
-        .query_opt("SELECT seq, hash FROM ipc_head WHERE id = 1", &[])?
-        .map(|r| {
-            (
-                u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
-                r.get::<_, String>(1),
-            )
-        });
+        .query_opt(
+            "SELECT seq::text, hash::text FROM ipc_head WHERE id = 1",
+            &[],
+        )?
+        .map(|r| (txt(&r, 0).parse().unwrap_or(0), txt(&r, 1)));
     let mut accounts = Accounts::default();
-    for r in client.query("SELECT mandate_id, amount, calls FROM ipc_budgets", &[])? {
-        let calls: i64 = r.get(2);
+    for r in client.query(
+        "SELECT mandate_id::text, amount::text, calls::text FROM ipc_budgets",
+        &[],
+    )? {
         accounts.budgets.insert(
-            r.get(0),
+            txt(&r, 0),
             Spent {
-                amount: r.get(1),
-                // a negative count (tampered) is not any receipt's sum
-                calls: u64::try_from(calls).unwrap_or(u64::MAX),
+                // an amount that is not a number (tampered) is no receipt's sum
+                amount: txt(&r, 1).parse().unwrap_or(i64::MIN),
+                // nor is a negative count
+                calls: txt(&r, 2).parse().unwrap_or(u64::MAX),
             },
         );
     }
-    for r in client.query("SELECT nonce FROM ipc_nonces", &[])? {
-        accounts.nonces.insert(r.get(0));
+    for r in client.query("SELECT nonce::text FROM ipc_nonces", &[])? {
+        accounts.nonces.insert(txt(&r, 0));
     }
-    for r in client.query("SELECT op_hash FROM ipc_executions", &[])? {
-        accounts.executions.insert(r.get(0));
+    for r in client.query("SELECT op_hash::text FROM ipc_executions", &[])? {
+        accounts.executions.insert(txt(&r, 0));
     }
     Ok(Snapshot {
         receipts,
@@ -767,7 +787,7 @@ impl PgTx<'_> {
     ) -> Result<Option<Value>, StoreError> {
         let row = self.query_opt(sql, params)?;
         row.map(|r| {
-            let text: String = r.get(0);
+            let text: String = col(&r, 0)?;
             serde_json::from_str(&text)
                 .map_err(|e| StoreError::Backend(format!("stored json is invalid: {e}")))
         })
@@ -864,14 +884,14 @@ impl Tx for PgTx<'_> {
         let bad = |what: String| StoreError::Backend(format!("registry table `{table}`: {what}"));
         rows.iter()
             .map(|r| {
-                let key: Option<String> = r.get(0);
+                let key: Option<String> = col(r, 0)?;
                 let key = key.ok_or_else(|| {
                     bad(format!(
                         "a row of `{owner}` has no {}",
                         if keyed { "key" } else { "value" }
                     ))
                 })?;
-                let record = match r.get::<_, Option<String>>(2) {
+                let record = match col::<Option<String>>(r, 2)? {
                     Some(text) => Some(
                         serde_json::from_str(&text)
                             .map_err(|e| bad(format!("record `{key}` is not json: {e}")))?,
@@ -881,7 +901,7 @@ impl Tx for PgTx<'_> {
                 };
                 Ok(RegistryRow {
                     key,
-                    id: r.get(1),
+                    id: col(r, 1)?,
                     record,
                 })
             })
@@ -893,12 +913,13 @@ impl Tx for PgTx<'_> {
             "SELECT amount, calls FROM ipc_budgets WHERE mandate_id = $1",
             &[&mandate_id],
         )?;
-        Ok(row
-            .map(|r| Spent {
-                amount: r.get(0),
-                calls: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
-            })
-            .unwrap_or_default())
+        match row {
+            Some(r) => Ok(Spent {
+                amount: col(&r, 0)?,
+                calls: u64::try_from(col::<i64>(&r, 1)?).unwrap_or(0),
+            }),
+            None => Ok(Spent::default()),
+        }
     }
 
     fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
@@ -921,8 +942,8 @@ impl Tx for PgTx<'_> {
         };
         let row = row.ok_or_else(|| StoreError::Backend("no budget row returned".into()))?;
         Ok(Spent {
-            amount: row.get(0),
-            calls: u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+            amount: col(&row, 0)?,
+            calls: u64::try_from(col::<i64>(&row, 1)?).unwrap_or(0),
         })
     }
 
@@ -1007,12 +1028,12 @@ impl Tx for PgTx<'_> {
             let row = self.query_opt("SELECT seq, hash FROM ipc_head WHERE id = 1", &[])?;
             let head = match row {
                 Some(r) => {
-                    let seq: i64 = r.get(0);
+                    let seq: i64 = col(&r, 0)?;
                     Some((
                         u64::try_from(seq).map_err(|_| {
                             StoreError::Backend(format!("head marker has seq `{seq}`"))
                         })?,
-                        r.get::<_, String>(1),
+                        col::<String>(&r, 1)?,
                     ))
                 }
                 None => None,
