@@ -346,84 +346,74 @@ pub fn records_from_rows(
 
 /// One owner's records of a registry, checked against its declaration.
 fn owner_records(reg: &ir::Registry, owner: &str, recs: Value) -> Result<Records, String> {
-    let bad = |reason: String| reason;
-    {
-        let mut r = Records::default();
-        match (&reg.shape, recs) {
-            (RegistryShape::Set { element }, Value::Array(items)) => {
-                for it in items {
-                    let (id, val) = match it {
-                        Value::Object(mut o) => {
-                            let id = o.remove("id");
-                            let val = o.remove("value");
-                            if !o.is_empty() {
-                                return Err(bad("a set entry has only `id` and `value`".into()));
-                            }
-                            match (id, val) {
-                                (Some(Value::String(i)), Some(v)) => (Some(i), v),
-                                _ => {
-                                    return Err(bad(
-                                        "a set entry needs a string `id` and a `value`".into(),
-                                    ));
-                                }
+    let mut r = Records::default();
+    match (&reg.shape, recs) {
+        (RegistryShape::Set { element }, Value::Array(items)) => {
+            for it in items {
+                let (id, val) = match it {
+                    Value::Object(mut o) => {
+                        let id = o.remove("id");
+                        let val = o.remove("value");
+                        if !o.is_empty() {
+                            return Err("a set entry has only `id` and `value`".into());
+                        }
+                        match (id, val) {
+                            (Some(Value::String(i)), Some(v)) => (Some(i), v),
+                            _ => {
+                                return Err("a set entry needs a string `id` and a `value`".into());
                             }
                         }
-                        v => (None, v),
-                    };
-                    r.values
-                        .push((id, scalar_text(&val, element).map_err(&bad)?));
-                }
-            }
-            (
-                RegistryShape::Keyed {
-                    fields,
-                    key: key_ty,
-                },
-                Value::Object(records),
-            ) => {
-                for (key, rec) in records {
-                    let key = match key_ty.canonical_normalizer() {
-                        Some(n) => crate::gateway::normalize::apply(n, &key).map_err(&bad)?,
-                        None => key,
-                    };
-                    let Value::Object(rec) = rec else {
-                        return Err(bad(format!("record `{key}` is not an object")));
-                    };
-                    let mut clean = Map::new();
-                    for f in fields {
-                        let Some(v) = rec.get(&f.name) else {
-                            return Err(bad(format!("record `{key}` has no field `{}`", f.name)));
-                        };
-                        clean.insert(
-                            f.name.clone(),
-                            typed_value(v, &f.ty).map_err(|e| {
-                                bad(format!("record `{key}`, field `{}`: {e}", f.name))
-                            })?,
-                        );
                     }
-                    if let Some(extra) = rec.keys().find(|k| !fields.iter().any(|f| &f.name == *k))
-                    {
-                        return Err(bad(format!(
-                            "record `{key}` has an undeclared field `{extra}`"
-                        )));
-                    }
-                    r.keyed.insert(key, clean);
-                }
-            }
-            (_, other) => {
-                return Err(bad(format!(
-                    "records of `{owner}` are {}, expected {}",
-                    kind(&other),
-                    if matches!(reg.shape, RegistryShape::Set { .. }) {
-                        "a list"
-                    } else {
-                        "an object"
-                    }
-                )));
+                    v => (None, v),
+                };
+                r.values.push((id, scalar_text(&val, element)?));
             }
         }
-        Ok(r)
+        (
+            RegistryShape::Keyed {
+                fields,
+                key: key_ty,
+            },
+            Value::Object(records),
+        ) => {
+            for (key, rec) in records {
+                let key = match key_ty.canonical_normalizer() {
+                    Some(n) => crate::gateway::normalize::apply(n, &key)?,
+                    None => key,
+                };
+                let Value::Object(rec) = rec else {
+                    return Err(format!("record `{key}` is not an object"));
+                };
+                let mut clean = Map::new();
+                for f in fields {
+                    let Some(v) = rec.get(&f.name) else {
+                        return Err(format!("record `{key}` has no field `{}`", f.name));
+                    };
+                    clean.insert(
+                        f.name.clone(),
+                        typed_value(v, &f.ty)
+                            .map_err(|e| format!("record `{key}`, field `{}`: {e}", f.name))?,
+                    );
+                }
+                if let Some(extra) = rec.keys().find(|k| !fields.iter().any(|f| &f.name == *k)) {
+                    return Err(format!("record `{key}` has an undeclared field `{extra}`"));
+                }
+                r.keyed.insert(key, clean);
+            }
+        }
+        (_, other) => {
+            return Err(format!(
+                "records of `{owner}` are {}, expected {}",
+                kind(&other),
+                if matches!(reg.shape, RegistryShape::Set { .. }) {
+                    "a list"
+                } else {
+                    "an object"
+                }
+            ));
+        }
     }
+    Ok(r)
 }
 
 /// A registry value as its text (set registries hold scalars).
