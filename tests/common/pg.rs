@@ -1,6 +1,7 @@
 //! PostgreSQL for the conformance tests. `IPC_TEST_PG` names a server
 //! (`postgres://USER@HOST:PORT/DB`, no password: `scripts/test` starts a
-//! throwaway cluster that trusts local connections and sets it). Each test
+//! throwaway cluster that trusts local connections and sets it; a server
+//! that wants a password gets it from `PGPASSWORD`). Each test
 //! gets a schema of its own, dropped at the end. Without a server the PG
 //! half of a test prints a loud `SKIPPED: no PostgreSQL` line and passes;
 //! with `CI` set it fails instead: CI never skips.
@@ -69,10 +70,18 @@ pub fn fresh() -> Option<Schema> {
     })
 }
 
-/// A plain client on the server (to set up and tamper).
+/// A plain client on the server (to set up and tamper); the password, if
+/// the server wants one, from `PGPASSWORD` as for the store.
 pub fn admin(server: &str) -> postgres::Client {
-    postgres::Client::connect(server, postgres::NoTls)
-        .unwrap_or_else(|e| panic!("cannot connect to {ENV} `{server}`: {e}"))
+    try_admin(server).unwrap_or_else(|e| panic!("cannot connect to {ENV} `{server}`: {e}"))
+}
+
+fn try_admin(server: &str) -> Result<postgres::Client, postgres::Error> {
+    let mut config: postgres::Config = server.parse()?;
+    if let Ok(p) = std::env::var("PGPASSWORD") {
+        config.password(p);
+    }
+    config.connect(postgres::NoTls)
 }
 
 impl Schema {
@@ -86,7 +95,8 @@ impl Schema {
 
 impl Drop for Schema {
     fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.server, postgres::NoTls) {
+        // never a panic here: this may run while a failed test unwinds
+        if let Ok(mut c) = try_admin(&self.server) {
             let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
         }
     }
