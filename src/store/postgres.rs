@@ -257,6 +257,9 @@ enum Failure {
     Retry(String),
     /// Returned as is.
     Fail(StoreError),
+    /// The connection was found closed before any body ran (the server
+    /// restarted, or ended the session): connect again and start over.
+    Reconnect(StoreError),
 }
 
 fn retryable(e: &postgres::Error) -> bool {
@@ -274,6 +277,17 @@ fn col<'a, T: postgres::types::FromSql<'a>>(
 ) -> Result<T, StoreError> {
     r.try_get(i)
         .map_err(|e| StoreError::Backend(format!("postgresql: unexpected column {i}: {e}")))
+}
+
+/// The session is gone: the connection closed, or the server ended it
+/// (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now,
+/// class 08 connection exceptions).
+fn session_lost(e: &postgres::Error) -> bool {
+    e.is_closed()
+        || e.code().is_some_and(|c| {
+            let c = c.code();
+            c.starts_with("57P0") || c.starts_with("08")
+        })
 }
 
 fn backend(e: postgres::Error) -> StoreError {
@@ -376,6 +390,7 @@ impl PgStore {
     ) -> Result<Vec<Result<Value, StoreError>>, StoreError> {
         let mut guard = self.lock();
         let mut attempt = 0u32;
+        let mut reconnected = false;
         loop {
             let conn = self.connection(&mut guard)?;
             let outcome = catch_unwind(AssertUnwindSafe(|| attempt_once(conn, bodies, savepoints)));
@@ -412,7 +427,11 @@ impl PgStore {
                                 attempt + 1
                             )));
                         }
-                        Failure::Fail(e) => return Err(e),
+                        Failure::Reconnect(_) if !reconnected => {
+                            reconnected = true;
+                            *guard = None;
+                        }
+                        Failure::Reconnect(e) | Failure::Fail(e) => return Err(e),
                     }
                 }
             }
@@ -437,7 +456,13 @@ fn attempt_once(
         .batch_execute(
             "BEGIN ISOLATION LEVEL READ COMMITTED; LOCK TABLE ipc_head IN EXCLUSIVE MODE",
         )
-        .map_err(fail)?;
+        .map_err(|e| {
+            if session_lost(&e) || conn.client.is_closed() {
+                Failure::Reconnect(backend(e))
+            } else {
+                fail(e)
+            }
+        })?;
     let mut head = Head {
         known: None,
         dirty: false,
