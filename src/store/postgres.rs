@@ -299,7 +299,22 @@ fn backend(e: postgres::Error) -> StoreError {
 fn pg_text(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("postgresql: {} ({})", db.message(), db.code().code()),
-        None => format!("postgresql: {}", lower(&e.to_string())),
+        None => {
+            // the client's own errors keep their detail in the source
+            // ("invalid configuration": "password missing")
+            let mut text = lower(&e.to_string());
+            if let Some(source) = std::error::Error::source(e)
+                && !text.contains(&source.to_string())
+            {
+                text = format!("{text}: {source}");
+            }
+            if text.contains("password missing") {
+                text.push_str(&format!(
+                    " (the server wants a password: put it in a file named by `{PASSWORD_FILE_ENV}`, or in `PGPASSWORD`)"
+                ));
+            }
+            format!("postgresql: {text}")
+        }
     }
 }
 
