@@ -1,14 +1,48 @@
-//! Concurrency and crashes: 8 threads, 4 `ipc` processes on one SQLite
-//! file, and a run killed with SIGKILL mid-batch.
+//! Concurrency and crashes: 8 threads, 4 `ipc` processes on one store,
+//! and a run killed with SIGKILL mid-batch; each on an SQLite file and on
+//! PostgreSQL (when `IPC_TEST_PG` names a server: see `common/pg.rs`).
 
 mod common;
 use common::*;
 use intentplane::gateway::Outcome;
 use intentplane::store::Store;
-use intentplane::store::sqlite::SqliteStore;
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+
+/// Where a test keeps its state: an SQLite file in the test world's
+/// folder, or a fresh PostgreSQL schema (kept alive by the guard).
+enum Loc {
+    File(PathBuf),
+    Pg(common::pg::Schema),
+}
+
+impl Loc {
+    fn sqlite(w: &TestWorld) -> Loc {
+        Loc::File(w.dir.path().join("state.db"))
+    }
+
+    /// A fresh schema, or `None` when the test is skipped.
+    fn pg() -> Option<Loc> {
+        common::pg::fresh().map(Loc::Pg)
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Loc::File(p) => p,
+            Loc::Pg(s) => Path::new(&s.url),
+        }
+    }
+
+    fn arg(&self) -> String {
+        self.path().to_str().unwrap().to_string()
+    }
+
+    fn open(&self) -> Arc<dyn Store> {
+        intentplane::store::open(self.path(), true).unwrap()
+    }
+}
 
 fn pay_1001() -> Value {
     json!({"action": "invoice.pay", "args": {"invoice_id": "INV-1001",
@@ -18,8 +52,19 @@ fn pay_1001() -> Value {
 #[test]
 fn eight_threads_pay_one_invoice_once() {
     let w = TestWorld::new();
-    let db = w.dir.path().join("state.db");
-    let gw = Arc::new(w.gateway_with(Arc::new(SqliteStore::open(&db).unwrap())));
+    let loc = Loc::sqlite(&w);
+    threads_pay_one_invoice_once(&w, &loc);
+}
+
+#[test]
+fn eight_threads_pay_one_invoice_once_postgres() {
+    let w = TestWorld::new();
+    let Some(loc) = Loc::pg() else { return };
+    threads_pay_one_invoice_once(&w, &loc);
+}
+
+fn threads_pay_one_invoice_once(w: &TestWorld, loc: &Loc) {
+    let gw = Arc::new(w.gateway_with(loc.open()));
     // eight clerks, eight mandates: idempotency cannot hide a double payment
     let mandates: Vec<Value> = (0..8)
         .map(|_| {
@@ -60,8 +105,19 @@ fn eight_threads_pay_one_invoice_once() {
 #[test]
 fn eight_threads_spend_one_budget_exactly() {
     let w = TestWorld::new();
-    let db = w.dir.path().join("state.db");
-    let gw = Arc::new(w.gateway_with(Arc::new(SqliteStore::open(&db).unwrap())));
+    let loc = Loc::sqlite(&w);
+    threads_spend_one_budget_exactly(&w, &loc);
+}
+
+#[test]
+fn eight_threads_spend_one_budget_exactly_postgres() {
+    let w = TestWorld::new();
+    let Some(loc) = Loc::pg() else { return };
+    threads_spend_one_budget_exactly(&w, &loc);
+}
+
+fn threads_spend_one_budget_exactly(w: &TestWorld, loc: &Loc) {
+    let gw = Arc::new(w.gateway_with(loc.open()));
     let mut spec = MandateSpec::bank("emma");
     spec.budget = 50_000; // 500.00
     spec.calls = 1000;
@@ -106,7 +162,19 @@ fn ipc() -> Command {
 #[test]
 fn four_processes_pay_one_invoice_once() {
     let w = TestWorld::new();
-    let db = w.dir.path().join("state.db");
+    let loc = Loc::sqlite(&w);
+    processes_pay_one_invoice_once(&w, &loc);
+}
+
+#[test]
+fn four_processes_pay_one_invoice_once_postgres() {
+    let w = TestWorld::new();
+    let Some(loc) = Loc::pg() else { return };
+    processes_pay_one_invoice_once(&w, &loc);
+}
+
+fn processes_pay_one_invoice_once(w: &TestWorld, loc: &Loc) {
+    let db = loc.arg();
     let mut children = vec![];
     for i in 0..4 {
         let m = w.mandate(MandateSpec::for_pack(
@@ -139,7 +207,7 @@ fn four_processes_pay_one_invoice_once() {
                 ])
                 .args([
                     "--store",
-                    &path_str(&db),
+                    &db,
                     "--batch",
                     "1",
                     "--mandate",
@@ -163,17 +231,26 @@ fn four_processes_pay_one_invoice_once() {
         }
     }
     assert_eq!(allowed, 1, "the invoice was paid {allowed} times");
-    let v = ipc()
-        .args(["receipts", "verify", &path_str(&db)])
-        .output()
-        .unwrap();
+    let v = ipc().args(["receipts", "verify", &db]).output().unwrap();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
 }
 
 #[test]
 fn a_run_killed_mid_batch_verifies_and_reruns_without_double_execution() {
     let w = TestWorld::new();
-    let db = w.dir.path().join("state.db");
+    let loc = Loc::sqlite(&w);
+    run_killed_mid_batch(&w, &loc);
+}
+
+#[test]
+fn a_run_killed_mid_batch_verifies_and_reruns_without_double_execution_postgres() {
+    let w = TestWorld::new();
+    let Some(loc) = Loc::pg() else { return };
+    run_killed_mid_batch(&w, &loc);
+}
+
+fn run_killed_mid_batch(w: &TestWorld, loc: &Loc) {
+    let db = loc.arg();
     let mut spec = MandateSpec::bank("emma");
     spec.budget = 100_000_000;
     spec.calls = 1_000_000;
@@ -198,7 +275,7 @@ fn a_run_killed_mid_batch_verifies_and_reruns_without_double_execution() {
             ])
             .args([
                 "--store",
-                &path_str(&db),
+                &db,
                 "--batch",
                 "50",
                 "--mandate",
@@ -221,10 +298,7 @@ fn a_run_killed_mid_batch_verifies_and_reruns_without_double_execution() {
         Some(child.wait_with_output().unwrap())
     };
     run(true);
-    let v = ipc()
-        .args(["receipts", "verify", &path_str(&db)])
-        .output()
-        .unwrap();
+    let v = ipc().args(["receipts", "verify", &db]).output().unwrap();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
     let out = run(false).unwrap();
     assert!(out.status.success());
@@ -240,7 +314,7 @@ fn a_run_killed_mid_batch_verifies_and_reruns_without_double_execution() {
     assert!(replayed < 3000, "the kill came before the end of the run");
     assert_eq!(replayed % 50, 0, "whole batches or nothing: {replayed}");
     // what the killed run committed is replayed, never executed again
-    let store = SqliteStore::open(&db).unwrap();
+    let store = loc.open();
     let executed = store
         .receipts()
         .unwrap()
@@ -248,9 +322,6 @@ fn a_run_killed_mid_batch_verifies_and_reruns_without_double_execution() {
         .filter(|r| r.body["decision"] == "ALLOW" && r.body["replayed"] == false)
         .count();
     assert_eq!(executed, 3000, "each transfer executed exactly once");
-    let v = ipc()
-        .args(["receipts", "verify", &path_str(&db)])
-        .output()
-        .unwrap();
+    let v = ipc().args(["receipts", "verify", &db]).output().unwrap();
     assert!(v.status.success());
 }

@@ -7,7 +7,6 @@ use crate::gateway::world::World;
 use crate::gateway::{Deny, Gateway, Input, Stage};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
-use crate::store::sqlite::SqliteStore;
 use miette::Diagnostic;
 use serde_json::Value;
 use std::io::BufRead;
@@ -30,9 +29,10 @@ pub struct GatewayArgs {
     /// The world: keys, approvers, registries, clock, store (TOML).
     #[arg(long, value_name = "FILE")]
     pub world: Option<PathBuf>,
-    /// The store (SQLite file); overrides the world's. Without either, an
+    /// The store: an SQLite file or a `postgres://USER@HOST/DB` URL (no
+    /// password in it); overrides the world's. Without either, an
     /// in-memory store that ends with the process.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE|URL")]
     pub store: Option<PathBuf>,
 }
 
@@ -67,7 +67,7 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
     }
     let store_path = args.store.clone().or_else(|| world.store.clone());
     let store: Arc<dyn Store> = match store_path {
-        Some(p) => Arc::new(SqliteStore::open(&p).map_err(|e| Box::new(e) as LoadError)?),
+        Some(p) => crate::store::open(&p, true).map_err(|e| Box::new(e) as LoadError)?,
         None => Arc::new(MemoryStore::new()),
     };
     Gateway::new(&bundle, world, store).map_err(|e| Box::new(e) as LoadError)

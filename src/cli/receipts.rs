@@ -6,10 +6,8 @@
 
 use super::Format;
 use crate::keys::{PublicKey, SecretKey};
-use crate::store::sqlite::SqliteStore;
 use crate::store::{
-    ChainProblem, Checkpoint, CheckpointError, ReceiptRecord, Snapshot, Store, StoreError,
-    verify_store,
+    ChainProblem, Checkpoint, CheckpointError, ReceiptRecord, Snapshot, StoreError, verify_store,
 };
 use clap::Subcommand;
 use miette::Diagnostic;
@@ -39,7 +37,7 @@ pub enum ReceiptsCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
-    /// The store file (SQLite).
+    /// The store: an SQLite file or a `postgres://` URL.
     pub store: PathBuf,
     /// A checkpoint from `ipc receipts checkpoint`: the chain must still
     /// hold its record (same hash), so nothing up to it was cut or rewritten.
@@ -56,7 +54,7 @@ pub struct VerifyArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct CheckpointArgs {
-    /// The store file (SQLite).
+    /// The store: an SQLite file or a `postgres://` URL.
     pub store: PathBuf,
     /// The secret key that signs (`NAME.key` from `ipc keygen`).
     #[arg(long, value_name = "KEY.key")]
@@ -75,7 +73,7 @@ pub struct CheckpointArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ShowArgs {
-    /// The store file (SQLite).
+    /// The store: an SQLite file or a `postgres://` URL.
     pub store: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
@@ -93,9 +91,10 @@ pub fn run(args: &ReceiptsArgs, out: &mut dyn Write) -> u8 {
     }
 }
 
-/// The receipts, head marker and accounts of a store file.
+/// The receipts, head marker and accounts of a store (a file, or a
+/// `postgres://` URL).
 fn load(path: &Path) -> Result<Snapshot, StoreError> {
-    SqliteStore::open_existing(path)?.snapshot()
+    crate::store::open(path, false)?.snapshot()
 }
 
 fn verify(args: &VerifyArgs, out: &mut dyn Write) -> u8 {

@@ -7,8 +7,6 @@ use crate::gateway::json::{parse_decimal_minor, parse_time_str};
 use crate::gateway::world::typed_value;
 use crate::gateway::{Budget, Mandate, MandateToken};
 use crate::ir::Type;
-use crate::store::Store;
-use crate::store::sqlite::SqliteStore;
 use serde_json::{Map, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -186,7 +184,7 @@ fn claim_value(text: &str, ty: &Type) -> Result<Value, String> {
 }
 
 fn revoke(a: &RevokeArgs, out: &mut dyn Write) -> Result<(), String> {
-    let store = SqliteStore::open(&a.store).map_err(|e| e.to_string())?;
+    let store = crate::store::open(&a.store, true).map_err(|e| e.to_string())?;
     store
         .transaction(&mut |tx| {
             tx.revoke(&a.id)?;

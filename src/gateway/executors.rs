@@ -299,6 +299,15 @@ mod tests {
             self.writes += 1;
             self.inner.append_receipt_jcs(body)
         }
+        fn registry_rows(
+            &mut self,
+            t: &str,
+            o: &str,
+            keyed: bool,
+            key: Option<&str>,
+        ) -> Result<Vec<crate::store::RegistryRow>, StoreError> {
+            self.inner.registry_rows(t, o, keyed, key)
+        }
     }
 
     fn obj(v: Value) -> Map<String, Value> {

@@ -187,6 +187,16 @@ pub enum GatewayError {
     #[error("the bundle has no action `{action}`")]
     #[diagnostic(code(ipc::gateway::unknown_action))]
     UnknownAction { action: String },
+    #[error(
+        "the world reads registries from database tables ({tables}), but the store is not postgresql"
+    )]
+    #[diagnostic(
+        code(ipc::gateway::registry_tables),
+        help(
+            "give a `postgres://` store (`--store` or `store` in the world), or registry files under `[registries]`"
+        )
+    )]
+    RegistryTables { tables: String },
 }
 
 /// The operation hash: `sha256:` and the hex SHA-256 of the canonical
@@ -226,6 +236,17 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn new(bundle: &Bundle, world: World, store: Arc<dyn Store>) -> Result<Self, GatewayError> {
+        if !world.registry_tables.is_empty() && !store.registry_tables() {
+            let mut tables: Vec<String> = world
+                .registry_tables
+                .values()
+                .flat_map(|m| m.values().map(|t| format!("`{t}`")))
+                .collect();
+            tables.sort();
+            return Err(GatewayError::RegistryTables {
+                tables: tables.join(", "),
+            });
+        }
         let cedar = bundle.cedar().map_err(|e| GatewayError::Prepare {
             action: "*".into(),
             reason: e.to_string(),

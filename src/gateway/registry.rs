@@ -3,12 +3,15 @@
 //! side and the executors made in the store (an invoice marked paid, a
 //! beneficiary the user added, a vendor's new IBAN). Every read goes through
 //! the current store transaction, so a decision sees a consistent state.
+//! A registry the world keeps in a database table (`[pg_registries]`) is
+//! read from that table, through the same transaction.
 
 use super::normalize;
-use super::world::World;
+use super::world::{Records, World};
 use crate::ir::{self, Normalizer, RegistryShape};
 use crate::store::{StoreError, Tx};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// Store namespace of keyed-record overrides.
 pub fn record_ns(pack: &str, registry: &str) -> String {
@@ -38,6 +41,29 @@ impl Registries<'_> {
         if reg.global { "*" } else { self.owner }
     }
 
+    /// The owner's records: from the registry's table inside `tx` (only
+    /// the record under `key` when one is given, for a keyed registry), or
+    /// as the world loaded them.
+    fn owned(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        owner: &str,
+        key: Option<&str>,
+    ) -> Result<Option<Cow<'_, Records>>, StoreError> {
+        if let Some(table) = self.world.table_of(self.pack, &reg.name) {
+            let keyed = matches!(reg.shape, RegistryShape::Keyed { .. });
+            let rows = tx.registry_rows(table, owner, keyed, key)?;
+            let records = super::world::records_from_rows(reg, owner, rows)
+                .map_err(|e| StoreError::Backend(format!("registry table `{table}`: {e}")))?;
+            return Ok(Some(Cow::Owned(records)));
+        }
+        Ok(self
+            .world
+            .records(self.pack, &reg.name, owner)
+            .map(Cow::Borrowed))
+    }
+
     /// The trusted spelling of `value` if it is a member of the registry
     /// (a key, for a keyed registry), comparing under `norm`.
     pub fn member(
@@ -58,7 +84,7 @@ impl Registries<'_> {
         };
         match &reg.shape {
             RegistryShape::Set { .. } => {
-                if let Some(r) = self.world.records(self.pack, &reg.name, owner)
+                if let Some(r) = self.owned(tx, reg, owner, None)?
                     && let Some((_, v)) = r.values.iter().find(|(_, v)| same(v))
                     && !self.removed(tx, reg, v)?
                 {
@@ -80,8 +106,7 @@ impl Registries<'_> {
                     return Ok((!o.is_null()).then(|| value.to_string()));
                 }
                 Ok(self
-                    .world
-                    .records(self.pack, &reg.name, owner)
+                    .owned(tx, reg, owner, direct.then_some(value))?
                     .and_then(|r| {
                         if direct {
                             r.keyed.get_key_value(value).map(|(k, _)| k.clone())
@@ -103,11 +128,12 @@ impl Registries<'_> {
         let owner = self.owner_of(reg);
         match &reg.shape {
             RegistryShape::Set { .. } => {
-                let found = self
-                    .world
-                    .records(self.pack, &reg.name, owner)
-                    .and_then(|r| r.values.iter().find(|(i, _)| i.as_deref() == Some(id)))
-                    .map(|(_, v)| v.clone());
+                let found = self.owned(tx, reg, owner, None)?.and_then(|r| {
+                    r.values
+                        .iter()
+                        .find(|(i, _)| i.as_deref() == Some(id))
+                        .map(|(_, v)| v.clone())
+                });
                 match found {
                     Some(v) if !self.removed(tx, reg, &v)? => Ok(Some(v)),
                     _ => Ok(None),
@@ -132,8 +158,7 @@ impl Registries<'_> {
             });
         }
         Ok(self
-            .world
-            .records(self.pack, &reg.name, owner)
+            .owned(tx, reg, owner, Some(key))?
             .and_then(|r| r.keyed.get(key).cloned()))
     }
 

@@ -5,7 +5,7 @@
 //! clock = "2026-11-29T18:40:00Z"      # optional: a fixed time (scenarios)
 //! mandate_keys = ["keys/issuer.pub"]  # verifying keys for mandate tokens
 //! bundle_keys = ["keys/bundle.pub"]   # a bundle must be signed by one of them
-//! store = "state.db"                  # optional: SQLite file (default: memory)
+//! store = "state.db"                  # optional: SQLite file or `postgres://` URL (default: memory)
 //!
 //! [approvers]                         # who may approve, and their keys
 //! emma = "keys/emma.pub"              # approves only as a mandate's user
@@ -16,7 +16,18 @@
 //!
 //! [registries]                        # per pack: a folder of <registry>.json
 //! bank = "packs/bank/registries"
+//!
+//! [pg_registries.ap]                  # per pack: registries kept in tables of
+//! vendors = "erp.ipc_vendors"         # the PostgreSQL store's database
 //! ```
+//!
+//! A registry named under `[pg_registries.PACK]` is read from that table
+//! (`name` or `schema.name`) inside each decision's transaction, instead
+//! of from its JSON file: a set registry's table has the columns `owner`,
+//! `value` and `id` (may be NULL), a keyed registry's `owner`, `key` and
+//! `record` (a JSON object with the declared fields, as in the file). A
+//! view over a company's own tables serves. Rows are checked as file
+//! records are, at every read; such a world needs a PostgreSQL store.
 //!
 //! Paths are relative to the world file. A registry file maps an owner (a
 //! tenant) to its records; a global registry uses the owner `"*"`. A set
@@ -80,6 +91,8 @@ struct WorldFile {
     approvers: BTreeMap<String, ApproverEntry>,
     #[serde(default)]
     registries: BTreeMap<String, PathBuf>,
+    #[serde(default)]
+    pg_registries: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// An approver in the world file: a key file alone (approves only as a
@@ -148,6 +161,9 @@ pub struct World {
     pub store: Option<PathBuf>,
     /// `(pack, registry)` to owner (`"*"` for global) to records.
     pub registries: HashMap<String, HashMap<String, HashMap<String, Records>>>,
+    /// Registries read from tables of the store's database: pack to
+    /// registry to table name.
+    pub registry_tables: HashMap<String, HashMap<String, String>>,
 }
 
 impl World {
@@ -160,6 +176,7 @@ impl World {
             approvers: HashMap::new(),
             store: None,
             registries: HashMap::new(),
+            registry_tables: HashMap::new(),
         }
     }
 
@@ -207,7 +224,42 @@ impl World {
                 path: p.clone(),
                 reason,
             })?;
-        w.store = wf.store.map(|s| base.join(s));
+        // a `postgres://` URL is taken as written; a file is relative to
+        // the world
+        w.store = wf.store.map(|s| match s.to_str() {
+            Some(u) if crate::store::postgres::is_url(u) => s,
+            _ => base.join(s),
+        });
+        for (pack, tables) in &wf.pg_registries {
+            let Some(tp) = table.pack(pack) else {
+                return Err(WorldError::Invalid {
+                    path: p.clone(),
+                    reason: format!("pg_registries for `{pack}`, which is not in the bundle"),
+                });
+            };
+            for (reg, name) in tables {
+                if !tp.registries.iter().any(|r| &r.name == reg) {
+                    return Err(WorldError::Invalid {
+                        path: p.clone(),
+                        reason: format!(
+                            "pg_registries: pack `{pack}` declares no registry `{reg}`"
+                        ),
+                    });
+                }
+                if crate::store::postgres::quote_table(name).is_none() {
+                    return Err(WorldError::Invalid {
+                        path: p.clone(),
+                        reason: format!(
+                            "pg_registries: `{name}` is not a table name (`name` or `schema.name`: letters, digits, `_`)"
+                        ),
+                    });
+                }
+                w.registry_tables
+                    .entry(pack.clone())
+                    .or_default()
+                    .insert(reg.clone(), name.clone());
+            }
+        }
         for (pack, dir) in &wf.registries {
             if table.pack(pack).is_none() {
                 return Err(WorldError::Invalid {
@@ -219,12 +271,14 @@ impl World {
         }
         // every pack that trusts records must be given them
         for tp in &table.packs {
-            if !tp.registries.is_empty() && !wf.registries.contains_key(&tp.name) {
-                let names: Vec<String> = tp
-                    .registries
-                    .iter()
-                    .map(|r| format!("`{}`", r.name))
-                    .collect();
+            let from_files: Vec<&ir::Registry> = tp
+                .registries
+                .iter()
+                .filter(|r| w.table_of(&tp.name, &r.name).is_none())
+                .collect();
+            if !from_files.is_empty() && !wf.registries.contains_key(&tp.name) {
+                let names: Vec<String> =
+                    from_files.iter().map(|r| format!("`{}`", r.name)).collect();
                 return Err(WorldError::MissingRegistries {
                     pack: tp.name.clone(),
                     registries: names.join(", "),
@@ -250,6 +304,9 @@ impl World {
             });
         };
         for reg in &tp.registries {
+            if self.table_of(pack, &reg.name).is_some() {
+                continue;
+            }
             let file = dir.join(format!("{}.json", reg.name));
             // a missing file is not an empty registry: an empty sanctions
             // list or list of protected branches would let through what it
@@ -287,6 +344,14 @@ impl World {
         Ok(())
     }
 
+    /// The table a registry is read from, if it is kept in the database.
+    pub fn table_of(&self, pack: &str, registry: &str) -> Option<&str> {
+        self.registry_tables
+            .get(pack)
+            .and_then(|m| m.get(registry))
+            .map(String::as_str)
+    }
+
     pub fn records(&self, pack: &str, registry: &str, owner: &str) -> Option<&Records> {
         self.registries
             .get(pack)
@@ -318,83 +383,116 @@ fn load_registry(file: &Path, reg: &ir::Registry) -> Result<HashMap<String, Reco
                 format!("`{}` is per owner: `*` is not an owner", reg.name)
             }));
         }
-        let mut r = Records::default();
-        match (&reg.shape, recs) {
-            (RegistryShape::Set { element }, Value::Array(items)) => {
-                for it in items {
-                    let (id, val) = match it {
-                        Value::Object(mut o) => {
-                            let id = o.remove("id");
-                            let val = o.remove("value");
-                            if !o.is_empty() {
-                                return Err(bad("a set entry has only `id` and `value`".into()));
-                            }
-                            match (id, val) {
-                                (Some(Value::String(i)), Some(v)) => (Some(i), v),
-                                _ => {
-                                    return Err(bad(
-                                        "a set entry needs a string `id` and a `value`".into(),
-                                    ));
-                                }
-                            }
-                        }
-                        v => (None, v),
-                    };
-                    r.values
-                        .push((id, scalar_text(&val, element).map_err(&bad)?));
-                }
-            }
-            (
-                RegistryShape::Keyed {
-                    fields,
-                    key: key_ty,
-                },
-                Value::Object(records),
-            ) => {
-                for (key, rec) in records {
-                    let key = match key_ty.canonical_normalizer() {
-                        Some(n) => crate::gateway::normalize::apply(n, &key).map_err(&bad)?,
-                        None => key,
-                    };
-                    let Value::Object(rec) = rec else {
-                        return Err(bad(format!("record `{key}` is not an object")));
-                    };
-                    let mut clean = Map::new();
-                    for f in fields {
-                        let Some(v) = rec.get(&f.name) else {
-                            return Err(bad(format!("record `{key}` has no field `{}`", f.name)));
-                        };
-                        clean.insert(
-                            f.name.clone(),
-                            typed_value(v, &f.ty).map_err(|e| {
-                                bad(format!("record `{key}`, field `{}`: {e}", f.name))
-                            })?,
-                        );
-                    }
-                    if let Some(extra) = rec.keys().find(|k| !fields.iter().any(|f| &f.name == *k))
-                    {
-                        return Err(bad(format!(
-                            "record `{key}` has an undeclared field `{extra}`"
-                        )));
-                    }
-                    r.keyed.insert(key, clean);
-                }
-            }
-            (_, other) => {
-                return Err(bad(format!(
-                    "records of `{owner}` are {}, expected {}",
-                    kind(&other),
-                    if matches!(reg.shape, RegistryShape::Set { .. }) {
-                        "a list"
-                    } else {
-                        "an object"
-                    }
-                )));
-            }
-        }
+        let r = owner_records(reg, &owner, recs).map_err(&bad)?;
         out.insert(owner, r);
     }
     Ok(out)
+}
+
+/// The rows of one owner in a registry table as records, checked as the
+/// records of a registry file are.
+pub fn records_from_rows(
+    reg: &ir::Registry,
+    owner: &str,
+    rows: Vec<crate::store::RegistryRow>,
+) -> Result<Records, String> {
+    let recs = match &reg.shape {
+        RegistryShape::Set { element } => Value::Array(
+            rows.into_iter()
+                .map(|row| {
+                    // a text column: a number-typed element is read as JSON
+                    let value = match element {
+                        Type::Int | Type::Duration | Type::Bool => {
+                            serde_json::from_str(&row.key).unwrap_or(Value::String(row.key))
+                        }
+                        _ => Value::String(row.key),
+                    };
+                    match row.id {
+                        Some(id) => serde_json::json!({"id": id, "value": value}),
+                        None => value,
+                    }
+                })
+                .collect(),
+        ),
+        RegistryShape::Keyed { .. } => Value::Object(
+            rows.into_iter()
+                .map(|row| (row.key, row.record.unwrap_or(Value::Null)))
+                .collect(),
+        ),
+    };
+    owner_records(reg, owner, recs)
+}
+
+/// One owner's records of a registry, checked against its declaration.
+fn owner_records(reg: &ir::Registry, owner: &str, recs: Value) -> Result<Records, String> {
+    let mut r = Records::default();
+    match (&reg.shape, recs) {
+        (RegistryShape::Set { element }, Value::Array(items)) => {
+            for it in items {
+                let (id, val) = match it {
+                    Value::Object(mut o) => {
+                        let id = o.remove("id");
+                        let val = o.remove("value");
+                        if !o.is_empty() {
+                            return Err("a set entry has only `id` and `value`".into());
+                        }
+                        match (id, val) {
+                            (Some(Value::String(i)), Some(v)) => (Some(i), v),
+                            _ => {
+                                return Err("a set entry needs a string `id` and a `value`".into());
+                            }
+                        }
+                    }
+                    v => (None, v),
+                };
+                r.values.push((id, scalar_text(&val, element)?));
+            }
+        }
+        (
+            RegistryShape::Keyed {
+                fields,
+                key: key_ty,
+            },
+            Value::Object(records),
+        ) => {
+            for (key, rec) in records {
+                let key = match key_ty.canonical_normalizer() {
+                    Some(n) => crate::gateway::normalize::apply(n, &key)?,
+                    None => key,
+                };
+                let Value::Object(rec) = rec else {
+                    return Err(format!("record `{key}` is not an object"));
+                };
+                let mut clean = Map::new();
+                for f in fields {
+                    let Some(v) = rec.get(&f.name) else {
+                        return Err(format!("record `{key}` has no field `{}`", f.name));
+                    };
+                    clean.insert(
+                        f.name.clone(),
+                        typed_value(v, &f.ty)
+                            .map_err(|e| format!("record `{key}`, field `{}`: {e}", f.name))?,
+                    );
+                }
+                if let Some(extra) = rec.keys().find(|k| !fields.iter().any(|f| &f.name == *k)) {
+                    return Err(format!("record `{key}` has an undeclared field `{extra}`"));
+                }
+                r.keyed.insert(key, clean);
+            }
+        }
+        (_, other) => {
+            return Err(format!(
+                "records of `{owner}` are {}, expected {}",
+                kind(&other),
+                if matches!(reg.shape, RegistryShape::Set { .. }) {
+                    "a list"
+                } else {
+                    "an object"
+                }
+            ));
+        }
+    }
+    Ok(r)
 }
 
 /// A registry value as its text (set registries hold scalars).

@@ -8,13 +8,16 @@
 //! never both spend the last euro or pay the same invoice twice, and a
 //! crash leaves either all of it or none of it.
 //!
-//! Implementations: [`memory::MemoryStore`] (tests) and
+//! Implementations: [`memory::MemoryStore`] (tests),
 //! [`sqlite::SqliteStore`] (the embedded default: one file, WAL,
-//! `BEGIN IMMEDIATE`).
+//! `BEGIN IMMEDIATE`) and [`postgres::PgStore`] (several gateway
+//! instances on one database). [`open`] picks one from a location: a
+//! `postgres://` URL or a file path.
 
 pub mod audit;
 pub mod checkpoint;
 pub mod memory;
+pub mod postgres;
 pub mod receipts;
 pub mod sqlite;
 
@@ -62,6 +65,25 @@ pub trait Tx {
     /// and returns its place in the chain.
     fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError>;
 
+    /// The rows of `owner` in a registry kept in a table of the store's
+    /// database (`[pg_registries]` in the world), read inside this
+    /// transaction: for a set registry (`keyed` false) the columns `value`
+    /// and `id`, for a keyed one `key` and `record` (a JSON object); with
+    /// `key`, only the row(s) of that key (keyed registries). Only a
+    /// PostgreSQL store has tables to read ([`Store::registry_tables`]).
+    fn registry_rows(
+        &mut self,
+        table: &str,
+        owner: &str,
+        keyed: bool,
+        key: Option<&str>,
+    ) -> Result<Vec<RegistryRow>, StoreError> {
+        let _ = (owner, keyed, key);
+        Err(StoreError::Backend(format!(
+            "registry table `{table}`: this store has no database tables to read (a PostgreSQL store has)"
+        )))
+    }
+
     /// Appends a receipt given as a JSON value and returns the stored
     /// record (with its sequence number, previous hash and own hash).
     fn append_receipt(&mut self, body: &Value) -> Result<ReceiptRecord, StoreError> {
@@ -75,6 +97,16 @@ pub trait Tx {
             body: body.clone(),
         })
     }
+}
+
+/// One row of a registry table (see [`Tx::registry_rows`]): a set
+/// registry's `value` (in `key`) and optional `id`, or a keyed registry's
+/// `key` and `record`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegistryRow {
+    pub key: String,
+    pub id: Option<String>,
+    pub record: Option<Value>,
 }
 
 /// The body of a transaction: runs against a [`Tx`]; returning `Err` rolls
@@ -108,6 +140,11 @@ pub trait Store: Send + Sync {
     /// marker, and the budgets, used nonces and executed operations, all
     /// read at one point in time: what [`verify_store`] checks.
     fn snapshot(&self) -> Result<Snapshot, StoreError>;
+
+    /// Whether [`Tx::registry_rows`] can read registry tables (PostgreSQL).
+    fn registry_tables(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -130,4 +167,55 @@ pub enum StoreError {
     #[error("{0}")]
     #[diagnostic(code(ipc::store::aborted))]
     Aborted(String),
+
+    /// A PostgreSQL URL holding a password: refused, so that the password
+    /// never sits on a command line or in a world file.
+    #[error("the store url `{url}` holds a password: passwords are never given in the url")]
+    #[diagnostic(
+        code(ipc::store::password_in_url),
+        help(
+            "remove the password from the url; put it in a file named by `IPC_PG_PASSWORD_FILE` or in `PGPASSWORD`"
+        )
+    )]
+    PasswordInUrl { url: String },
+
+    /// The database (schema) belongs to another application: left
+    /// untouched.
+    #[error("`{store}` is not an intentplane store: {reason}")]
+    #[diagnostic(
+        code(ipc::store::foreign),
+        help("point the store at an empty schema (`?options=-csearch_path%3DNAME`) or database")
+    )]
+    Foreign { store: String, reason: String },
+
+    /// The store was written by a newer intentplane: left untouched.
+    #[error("`{store}` has schema version {found}, newer than this build's {supported}")]
+    #[diagnostic(
+        code(ipc::store::newer_schema),
+        help("run a newer `ipc`; this one never downgrades a store")
+    )]
+    NewerSchema {
+        store: String,
+        found: i64,
+        supported: i64,
+    },
+}
+
+/// Opens the store at `location`: a `postgres://` (or `postgresql://`)
+/// URL, else an SQLite file; `create` allows making a new one (`false`
+/// for commands that only read or amend a store: `ipc receipts`).
+pub fn open(
+    location: &std::path::Path,
+    create: bool,
+) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    if let Some(url) = location.to_str().filter(|s| postgres::is_url(s)) {
+        let s = postgres::PgStore::open_with(url, postgres::PgOptions::default(), create)?;
+        return Ok(std::sync::Arc::new(s));
+    }
+    let s = if create {
+        sqlite::SqliteStore::open(location)?
+    } else {
+        sqlite::SqliteStore::open_existing(location)?
+    };
+    Ok(std::sync::Arc::new(s))
 }

@@ -3,3 +3,4 @@
 //! dev-dependency on itself turns on for tests and examples).
 
 pub use intentplane::gateway::testkit::*;
+pub mod pg;

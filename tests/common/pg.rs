@@ -1,0 +1,103 @@
+//! PostgreSQL for the conformance tests. `IPC_TEST_PG` names a server
+//! (`postgres://USER@HOST:PORT/DB`, no password: `scripts/test` starts a
+//! throwaway cluster that trusts local connections and sets it; a server
+//! that wants a password gets it from `PGPASSWORD`). Each test
+//! gets a schema of its own, dropped at the end. Without a server the PG
+//! half of a test prints a loud `SKIPPED: no PostgreSQL` line and passes;
+//! with `CI` set it fails instead: CI never skips.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub const ENV: &str = "IPC_TEST_PG";
+
+/// The server's URL, or `None` after the loud skip line.
+pub fn server() -> Option<String> {
+    match std::env::var(ENV) {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("a test")
+                .to_string();
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but {ENV} is not: the PostgreSQL tests never skip in CI \
+                 (scripts/test starts a throwaway cluster when initdb is installed)"
+            );
+            // straight to the stream: libtest captures `eprintln!` of a
+            // passing test, and this line must be seen
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: no PostgreSQL ({ENV} is not set): the PostgreSQL part of `{test}` did not run"
+            );
+            None
+        }
+    }
+}
+
+/// A schema of its own on the test server; dropped with the value.
+pub struct Schema {
+    /// The store URL: the server's, with this schema as the search path.
+    pub url: String,
+    pub name: String,
+    server: String,
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh, empty schema, or `None` (skipped) without a server.
+pub fn fresh() -> Option<Schema> {
+    let server = server()?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let name = format!(
+        "ipc_t{}_{}_{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    );
+    admin(&server)
+        .batch_execute(&format!("CREATE SCHEMA {name}"))
+        .unwrap();
+    let sep = if server.contains('?') { '&' } else { '?' };
+    Some(Schema {
+        url: format!("{server}{sep}options=-csearch_path%3D{name}"),
+        name,
+        server,
+    })
+}
+
+/// A plain client on the server (to set up and tamper); the password, if
+/// the server wants one, from `PGPASSWORD` as for the store.
+pub fn admin(server: &str) -> postgres::Client {
+    try_admin(server).unwrap_or_else(|e| panic!("cannot connect to {ENV} `{server}`: {e}"))
+}
+
+fn try_admin(server: &str) -> Result<postgres::Client, postgres::Error> {
+    let mut config: postgres::Config = server.parse()?;
+    if let Ok(p) = std::env::var("PGPASSWORD") {
+        config.password(p);
+    }
+    config.connect(postgres::NoTls)
+}
+
+impl Schema {
+    /// Runs SQL in this schema (tampering, setting up a foreign schema).
+    pub fn sql(&self, sql: &str) {
+        let mut c = admin(&self.server);
+        c.batch_execute(&format!("SET search_path TO {}; {sql}", self.name))
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        // never a panic here: this may run while a failed test unwinds
+        if let Ok(mut c) = try_admin(&self.server) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+        }
+    }
+}
