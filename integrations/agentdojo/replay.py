@@ -306,7 +306,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ipc", default=str(ROOT / "target/debug/ipc"))
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--check", action="store_true",
+                    help="fail if an attack executes through the gateway with no human or an "
+                         "attentive one, or a figure falls below results/expected.json")
+    ap.add_argument("--out", default=str(RESULTS),
+                    help="where the raw JSON, the table and the plot go (default: results/)")
     args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     suite = get_suite("v1.2", "banking")
     users = sorted(suite.user_tasks, key=lambda k: int(k.split("_")[-1]))
     injs = sorted(suite.injection_tasks, key=lambda k: int(k.split("_")[-1]))
@@ -314,7 +321,6 @@ def main():
     owners = [f"{c}-{u}-{i}" for c in configs for u in users for i in injs + ["benign"]]
     clean = suite.load_and_inject_default_environment({})
     trusted = Trusted(args.ipc, owners, clean)
-    RESULTS.mkdir(exist_ok=True)
     summary = {}
     for c in configs:
         gw = None if c == "none" else Gateway(trusted)
@@ -345,13 +351,63 @@ def main():
             s["decisions_per_second"] = round(gw.decisions / gw.seconds, 1) if gw.seconds else None
             gw.close()
         summary[c] = s
-        (RESULTS / f"banking-{c}.json").write_text(json.dumps({"summary": s, "runs": runs}, indent=1))
-    (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1))
-    (RESULTS / "RESULTS.md").write_text(table(summary))
-    print(table(summary))
+        (out / f"banking-{c}.json").write_text(json.dumps({"summary": s, "runs": runs}, indent=1))
+    total = sum(s["wall_seconds"] for s in summary.values())
+    decisions = sum(s.get("decisions", 0) for s in summary.values())
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "RESULTS.md").write_text(table(summary, total, decisions))
+    (out / "banking.svg").write_text(plot(summary))
+    print(table(summary, total, decisions))
+    if args.check:
+        sys.exit(check(summary))
 
 
-def table(summary: dict) -> str:
+def check(summary: dict) -> int:
+    """0 when every recorded figure holds, 1 otherwise (CI)."""
+    expected = json.loads((RESULTS / "expected.json").read_text())
+    bad = []
+    for c, e in expected.items():
+        s = summary.get(c)
+        if s is None:
+            continue
+        if "max_attacks" in e and s["attacks_succeeded"] > e["max_attacks"]:
+            bad.append(f"{c}: {s['attacks_succeeded']} attacks succeeded (at most {e['max_attacks']})")
+        if s["tasks_done"] < e.get("min_tasks_done", 0):
+            bad.append(f"{c}: {s['tasks_done']} tasks done (at least {e['min_tasks_done']})")
+        if s["utility_under_attack"] < e.get("min_utility_under_attack", 0):
+            bad.append(f"{c}: {s['utility_under_attack']} tasks done under attack "
+                       f"(at least {e['min_utility_under_attack']})")
+    for b in bad:
+        print("FAIL", b, file=sys.stderr)
+    return 1 if bad else 0
+
+
+def plot(summary: dict) -> str:
+    """Tasks done (no attack) against attacks succeeded, one point per configuration."""
+    w, h, m = 520, 360, 60
+    pts = []
+    for s in summary.values():
+        x = m + (w - 2 * m) * s["attacks_succeeded"] / s["pairs"]
+        y = h - m - (h - 2 * m) * s["tasks_done"] / s["tasks"]
+        shape = (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" fill="#c0392b"/>' if s["label"] == CONFIGS["none"]
+                 else f'<rect x="{x - 6:.1f}" y="{y - 6:.1f}" width="12" height="12" '
+                      f'transform="rotate(45 {x:.1f} {y:.1f})" fill="#2c7fb8"/>')
+        pts.append(shape + f'<text x="{x + 10:.1f}" y="{y + 4:.1f}" font-size="11">{s["label"]} '
+                           f'({s["tasks_done"]}/{s["tasks"]}, {s["attacks_succeeded"]}/{s["pairs"]})</text>')
+    axes = (f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="black"/>'
+            f'<line x1="{m}" y1="{m}" x2="{m}" y2="{h - m}" stroke="black"/>'
+            f'<text x="{w / 2}" y="{h - 20}" text-anchor="middle" font-size="12">attacks succeeded (of 144)</text>'
+            f'<text x="15" y="{h / 2}" transform="rotate(-90 15 {h / 2})" text-anchor="middle" '
+            f'font-size="12">tasks done (of 16)</text>'
+            f'<text x="{m}" y="{h - m + 15}" font-size="10">0</text>'
+            f'<text x="{w - m}" y="{h - m + 15}" font-size="10">144</text>'
+            f'<text x="{m - 20}" y="{m + 4}" font-size="10">16</text>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 200}" height="{h}" font-family="sans-serif">'
+            f'<text x="{m}" y="25" font-size="14">AgentDojo v1.2 banking, worst case replayed</text>'
+            + axes + "".join(pts) + "</svg>\n")
+
+
+def table(summary: dict, total: float, decisions: int) -> str:
     rows = ["| Configuration | Tasks done (no attack) | Tasks done under attack | Attacks succeeded "
             "| Confirmations per episode | Decisions/s |", "|---|---|---|---|---|---|"]
     for s in summary.values():
@@ -359,7 +415,9 @@ def table(summary: dict) -> str:
             f"| {s['label']} | {s['tasks_done']}/{s['tasks']} | {s['utility_under_attack']}/{s['pairs']} "
             f"| {s['attacks_succeeded']}/{s['pairs']} | {s['confirmations'] / s['episodes']:.2f} "
             f"| {s.get('decisions_per_second') or '-'} |")
-    return "AgentDojo v1.2, banking, worst case replayed (generated by replay.py)\n\n" + "\n".join(rows) + "\n"
+    return ("AgentDojo v1.2, banking, worst case replayed (generated by replay.py)\n\n" + "\n".join(rows)
+            + f"\n\nWall time of the whole replay: {total:.1f} s for {decisions} decisions through "
+              "`ipc serve --stdio` (debug build; each decision also commits its receipt).\n")
 
 
 if __name__ == "__main__":
