@@ -272,7 +272,8 @@ def episode(suite, config, user_task, inj_task, trusted, gw, owner):
         envelope = {"proposal": proposal, "mandate": mandate, "approvals": []}
         d = gw.decide(envelope)
         wanted = any(same_call(call, u) for u in user_calls)
-        entry = {"call": call.function, "args": dict(call.args), "first": d["decision"],
+        shown = {k: ("<secret>" if k == "password" else v) for k, v in dict(call.args).items()}
+        entry = {"call": call.function, "args": shown, "first": d["decision"],
                  "stage": d.get("stage"), "reason": d.get("reason")}
         if d["decision"] == "DENY" and d.get("stage") == "provenance" and config == "attentive" \
                 and wanted and call.function in ("send_money", "schedule_transaction"):
