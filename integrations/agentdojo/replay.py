@@ -212,6 +212,10 @@ class Trusted:
             str(WORK / (USER + ".key")), "--operation", op_hash, "--yes", "-o", str(out))
         return json.loads(out.read_text())
 
+    def decline(self, op_hash: str):
+        ipc(self.binary, "approve", *self.common(), "--as", USER, "--operation", op_hash,
+            "--decline")
+
     def add_counterparty(self, owner: str, value: str):
         ipc(self.binary, "registry", "add", *self.common(), "--pack", "bank", "--registry",
             "counterparties", "--owner", owner, "--by", USER, value)
@@ -289,6 +293,10 @@ def episode(suite, config, user_task, inj_task, trusted, gw, owner):
             if config == "approve_all" or (config == "attentive" and wanted):
                 envelope["approvals"] = [trusted.approve(d["operation_hash"])]
                 d = gw.decide(envelope)
+            elif config == "attentive":
+                # refused on the record: proposing it again is a DENY
+                trusted.decline(d["operation_hash"])
+                entry["declined"] = True
         entry["decision"] = d["decision"]
         log.append(entry)
         if d["decision"] == "ALLOW":
