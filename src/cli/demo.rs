@@ -45,6 +45,14 @@ const FILES: &[(&str, &str)] = &[
         "bank/registries/standing_orders.json",
         include_str!("../../packs/bank/registries/standing_orders.json"),
     ),
+    (
+        "bank/registries/counterparties.json",
+        include_str!("../../packs/bank/registries/counterparties.json"),
+    ),
+    (
+        "bank/registries/scheduled.json",
+        include_str!("../../packs/bank/registries/scheduled.json"),
+    ),
     ("ap/pack.ipc", include_str!("../../packs/ap/pack.ipc")),
     (
         "ap/registries/vendors.json",
