@@ -80,7 +80,7 @@ pub(crate) fn serve(
         let hosts = match (&config.listen, &listener) {
             (ListenAddr::Tcp(_), Listener::Tcp(l)) => {
                 let bound = l.local_addr().map_err(|e| ServeError::Bind {
-                    addr: format!("{:?}", config.listen),
+                    addr: listener.shown(),
                     reason: e.to_string().to_lowercase(),
                 })?;
                 Some(allowed_hosts(&config.allowed_hosts, bound))
