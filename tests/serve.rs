@@ -67,6 +67,8 @@ fn start(w: &TestWorld, mandate: &Value, listen: &str, extra: &[&str]) -> Server
     let m = write_mandate(w, mandate);
     let token_file = w.dir.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let db = w.dir.path().join(format!(
         "s-{}.db",
         intentplane::gateway::approval::random_id()
@@ -368,6 +370,37 @@ fn a_flood_of_connections_does_not_stop_a_client_once_it_has_room() {
             "an incomplete request was answered"
         );
     }
+}
+
+#[test]
+fn a_client_that_never_reads_its_answers_is_dropped() {
+    let w = TestWorld::new();
+    let s = start(
+        &w,
+        &w.emma(),
+        "127.0.0.1:0",
+        &["--max-connections", "1", "--write-timeout", "1"],
+    );
+    // pipelined requests, answers never read: the server's writes stall
+    // once the socket buffers are full, and it stops reading
+    let mut greedy = TcpStream::connect(&s.addr).unwrap();
+    let one = "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n".repeat(1000);
+    let writer = std::thread::spawn(move || {
+        for _ in 0..2000 {
+            if greedy.write_all(one.as_bytes()).is_err() {
+                return true; // dropped by the server
+            }
+        }
+        false
+    });
+    // the only place under the bound is taken until the server gives up
+    let r = post(&s, &transfer(LANDLORD, json!("5.50")));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["decision"], "ALLOW");
+    assert!(
+        writer.join().unwrap(),
+        "the greedy connection was never closed"
+    );
 }
 
 #[test]

@@ -1,15 +1,20 @@
 //! Sockets and connections: binding TCP or a Unix socket (mode 0600, never
 //! over a file that is not a socket), the bound on open connections (a
 //! connection is accepted only when there is room: the rest wait in the
-//! kernel's listen queue), and hyper's HTTP/1 limits: the header read
-//! timeout (which also closes idle keep-alive connections) and the header
-//! size and count.
+//! kernel's listen queue), hyper's HTTP/1 limits — the header read
+//! timeout (which also closes idle keep-alive connections), the header
+//! size and count —, and a write timeout (a client that never reads its
+//! answers is dropped).
 
 use super::{HttpConfig, ListenAddr, ServeError};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use std::future::Future;
+use std::io;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
@@ -88,7 +93,7 @@ pub(crate) async fn accept_loop(
     listener: Listener,
     app: axum::Router,
     config: &HttpConfig,
-    shutdown: impl std::future::Future<Output = ()>,
+    shutdown: impl Future<Output = ()>,
 ) {
     let room = Arc::new(Semaphore::new(config.max_connections));
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -112,18 +117,19 @@ pub(crate) async fn accept_loop(
         };
         let svc = TowerToHyperService::new(app.clone());
         let http = http.clone();
+        let write_timeout = config.write_timeout;
         match accepted {
             Ok(Stream::Tcp(s)) => {
                 let _ = s.set_nodelay(true);
                 tokio::spawn(async move {
                     let _permit = permit;
-                    serve_one(http, s, svc).await;
+                    serve_one(http, s, svc, write_timeout).await;
                 });
             }
             Ok(Stream::Unix(s)) => {
                 tokio::spawn(async move {
                     let _permit = permit;
-                    serve_one(http, s, svc).await;
+                    serve_one(http, s, svc, write_timeout).await;
                 });
             }
             Err(e) => {
@@ -158,9 +164,95 @@ async fn serve_one<S>(
     http: hyper::server::conn::http1::Builder,
     stream: S,
     svc: TowerToHyperService<axum::Router>,
+    write_timeout: Duration,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let io = TokioIo::new(WriteTimeout {
+        inner: stream,
+        limit: write_timeout,
+        timer: None,
+    });
     // a connection's errors (a client gone, a header timeout) are its own
-    let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+    let _ = http.serve_connection(io, svc).await;
+}
+
+/// A stream whose writes fail once one has waited `limit` for the client
+/// to make room: a client that sends requests and never reads the answers
+/// would otherwise hold its connection (and a place under the bound)
+/// forever, since hyper stops reading while it cannot write.
+struct WriteTimeout<S> {
+    inner: S,
+    limit: Duration,
+    /// Armed while a write is pending.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteTimeout<S> {
+    fn guard<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if r.is_ready() {
+            self.timer = None;
+            return r;
+        }
+        let limit = self.limit;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if timer.as_mut().poll(cx).is_ready() {
+            self.timer = None;
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not read its answer in time",
+            )));
+        }
+        Poll::Pending
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteTimeout<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.guard(cx, r)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.guard(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_flush(cx);
+        this.guard(cx, r)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.guard(cx, r)
+    }
 }

@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// Seconds a client has to send a request's body.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub body_timeout: u64,
+    /// Seconds an answer may wait for the client to read it before the
+    /// connection is dropped.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub write_timeout: u64,
     /// Mandate token for inputs that carry none.
     #[arg(long, value_name = "FILE")]
     pub mandate: Option<PathBuf>,
@@ -164,6 +168,7 @@ pub(crate) struct HttpConfig {
     pub max_in_flight: usize,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
+    pub write_timeout: Duration,
 }
 
 impl HttpConfig {
@@ -196,6 +201,7 @@ impl HttpConfig {
             max_in_flight: args.max_in_flight.max(1),
             header_timeout: Duration::from_secs(args.header_timeout.max(1)),
             body_timeout: Duration::from_secs(args.body_timeout.max(1)),
+            write_timeout: Duration::from_secs(args.write_timeout.max(1)),
         })
     }
 }
