@@ -12,14 +12,15 @@
 //!   shorter than N is the end); N at most 1000.
 //! - `GET /v1/health`, `GET /metrics` (Prometheus text).
 //!
-//! Decisions run on tokio's blocking pool (`Gateway::decide` is a store
-//! transaction): concurrent decisions share the store's group commit.
+//! Decisions go to one decider thread, which decides everything queued in
+//! one store transaction (group commit); receipt reads run on tokio's
+//! blocking pool.
 
 use super::auth::TokenFile;
 use super::listen::{Listener, accept_loop};
 use super::metrics::Metrics;
 use super::{HttpConfig, ListenAddr, ServeError};
-use crate::gateway::{Gateway, GatewayError};
+use crate::gateway::{Decision, Gateway, GatewayError, Input};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -37,6 +38,8 @@ use std::time::{Duration, Instant};
 pub(crate) const MAX_BODY: usize = 1 << 20;
 /// Most receipts in one answer.
 pub(crate) const MAX_PAGE: usize = 1000;
+/// Most decisions in one transaction of the decider.
+const MAX_BATCH: usize = 256;
 /// Receipts in an answer that names no count.
 const DEFAULT_PAGE: usize = 50;
 
@@ -50,8 +53,10 @@ struct AppState {
     public_metrics: bool,
     body_timeout: Duration,
     metrics: Metrics,
-    /// Decisions and receipt reads running at once (on the blocking pool).
+    /// Decisions (queued or running) and receipt reads at once.
     slots: tokio::sync::Semaphore,
+    /// The decider thread's queue.
+    decider: tokio::sync::mpsc::Sender<Job>,
     /// One receipts read at a time: the store hands the whole chain over.
     receipts_gate: tokio::sync::Semaphore,
 }
@@ -87,8 +92,20 @@ pub(crate) fn serve(
             }
             _ => None,
         };
+        let gw = Arc::new(gw);
+        let (jobs, queue) = tokio::sync::mpsc::channel(config.max_in_flight);
+        {
+            let gw = gw.clone();
+            std::thread::Builder::new()
+                .name("ipc-decider".into())
+                .spawn(move || decider(gw, queue))
+                .map_err(|e| ServeError::Runtime {
+                    reason: e.to_string().to_lowercase(),
+                })?;
+        }
         let state = Arc::new(AppState {
-            gw: Arc::new(gw),
+            decider: jobs,
+            gw,
             mandate,
             tokens,
             hosts,
@@ -296,20 +313,23 @@ async fn decide(State(st): State<Shared>, body: Body) -> Response {
     let Ok(_slot) = st.slots.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     };
-    let gw = st.gw.clone();
-    match tokio::task::spawn_blocking(move || gw.decide(&input)).await {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    if st.decider.send(Job { input, reply }).await.is_err() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    }
+    match answer.await {
         Ok(Ok(d)) => {
             st.metrics.decision(&d, start.elapsed());
             json_ok(&st, &d)
         }
-        Ok(Err(e)) => {
-            if matches!(e, GatewayError::Store(_)) {
+        Ok(Err(Failed { store, message })) => {
+            if store {
                 st.metrics.store_error();
             } else {
                 st.metrics.error();
             }
-            eprintln!("error: {e}");
-            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+            eprintln!("error: {message}");
+            error(StatusCode::INTERNAL_SERVER_ERROR, message)
         }
         Err(_) => {
             st.metrics.error();
@@ -317,6 +337,63 @@ async fn decide(State(st): State<Shared>, body: Body) -> Response {
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "the decision failed unexpectedly: nothing was decided",
             )
+        }
+    }
+}
+
+/// A decision to take, and where its answer goes.
+struct Job {
+    input: Input,
+    reply: tokio::sync::oneshot::Sender<Result<Decision, Failed>>,
+}
+
+/// Why a batch has no decisions: nothing of it was committed.
+struct Failed {
+    store: bool,
+    message: String,
+}
+
+/// The decider thread: takes every decision waiting (up to `MAX_BATCH`)
+/// and decides them in order in one store transaction (group commit, as
+/// `ipc run` does), then answers each. One thread, no lock handoffs
+/// between callers: the store sees one body per batch.
+fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
+    while let Some(first) = jobs.blocking_recv() {
+        let mut inputs = vec![first.input];
+        let mut replies = vec![first.reply];
+        while inputs.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(j) => {
+                    inputs.push(j.input);
+                    replies.push(j.reply);
+                }
+                Err(_) => break,
+            }
+        }
+        let decided =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gw.decide_batch(&inputs)));
+        match decided {
+            Ok(Ok(ds)) if ds.len() == replies.len() => {
+                for (r, d) in replies.into_iter().zip(ds) {
+                    let _ = r.send(Ok(d));
+                }
+            }
+            other => {
+                let (store, message) = match other {
+                    Ok(Err(e)) => (matches!(e, GatewayError::Store(_)), e.to_string()),
+                    Ok(Ok(_)) => (false, "a batch came back short: nothing was decided".into()),
+                    Err(_) => (
+                        false,
+                        "the decision failed unexpectedly: nothing was decided".into(),
+                    ),
+                };
+                for r in replies {
+                    let _ = r.send(Err(Failed {
+                        store,
+                        message: message.clone(),
+                    }));
+                }
+            }
         }
     }
 }
