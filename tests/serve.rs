@@ -642,6 +642,24 @@ fn a_unix_socket_without_a_token_relies_on_its_mode() {
 }
 
 #[test]
+fn sigterm_stops_the_server_and_removes_its_socket() {
+    let w = TestWorld::new();
+    let sock = w.dir.path().join("term.sock");
+    let mut s = start(&w, &w.emma(), &format!("unix:{}", path_str(&sock)), &[]);
+    assert_eq!(get(&s, "/v1/health").status, 200);
+    let pid = s.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(s.child.wait().unwrap().success());
+    assert!(!sock.exists(), "the socket file is left behind");
+}
+
+#[test]
 fn receipts_are_paged() {
     let w = TestWorld::new();
     let s = start(&w, &big_mandate(&w), "127.0.0.1:0", &[]);
