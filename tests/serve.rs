@@ -1,35 +1,211 @@
-//! `ipc serve`: JSON lines over stdio, and HTTP on loopback.
+//! `ipc serve`: JSON lines over stdio, and HTTP (real processes, real
+//! sockets): concurrency, timeouts, the connection bound, the bearer token,
+//! Host / Origin / content-type checks, the Unix socket, receipts paging,
+//! metrics, and the refusal to run without a store.
 
 mod common;
 use common::*;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-fn serve(w: &TestWorld, mode: &[&str], mandate: &std::path::Path) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_ipc"))
-        .args([
-            "serve",
-            "--bundle",
-            &path_str(&w.bundle_path),
-            "--world",
-            &path_str(&w.world_path),
-        ])
-        .args(["--mandate", &path_str(mandate)])
-        .args(mode)
-        .stdin(Stdio::piped())
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+fn serve_cmd(w: &TestWorld, mandate: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ipc"));
+    c.args([
+        "serve",
+        "--bundle",
+        &path_str(&w.bundle_path),
+        "--world",
+        &path_str(&w.world_path),
+        "--mandate",
+        &path_str(mandate),
+    ]);
+    c
+}
+
+fn write_mandate(w: &TestWorld, m: &Value) -> PathBuf {
+    let p = w.dir.path().join(format!(
+        "m-{}.json",
+        intentplane::gateway::approval::random_id()
+    ));
+    std::fs::write(&p, m.to_string()).unwrap();
+    p
+}
+
+/// A mandate for many transfers: 100,000.00 and 1,000 calls.
+fn big_mandate(w: &TestWorld) -> Value {
+    let mut s = MandateSpec::bank("emma");
+    s.budget = 10_000_000;
+    s.calls = 1000;
+    w.mandate(s)
+}
+
+/// A running `ipc serve --listen`; killed when dropped.
+struct Server {
+    child: Child,
+    /// `127.0.0.1:PORT`, or the socket path.
+    addr: String,
+    unix: bool,
+    token_file: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `ipc serve` with a SQLite store and a token file; `listen` is
+/// the `--listen` value; `extra` more flags.
+fn start(w: &TestWorld, mandate: &Value, listen: &str, extra: &[&str]) -> Server {
+    let m = write_mandate(w, mandate);
+    let token_file = w.dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let db = w.dir.path().join(format!(
+        "s-{}.db",
+        intentplane::gateway::approval::random_id()
+    ));
+    let mut child = serve_cmd(w, &m)
+        .args(["--store", &path_str(&db), "--listen", listen])
+        .args(["--auth-token-file", &path_str(&token_file)])
+        .args(extra)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let shown = first
+        .trim()
+        .strip_prefix("listening on ")
         .unwrap()
+        .to_string();
+    let (addr, unix) = match shown.strip_prefix("unix:") {
+        Some(p) => (p.to_string(), true),
+        None => (shown.strip_prefix("http://").unwrap().to_string(), false),
+    };
+    Server {
+        child,
+        addr,
+        unix,
+        token_file,
+    }
+}
+
+/// An answer: status, headers (lower-case names), body as JSON (or the
+/// text as a JSON string when it is not JSON).
+struct Resp {
+    status: u16,
+    headers: String,
+    body: Value,
+}
+
+fn connect(s: &Server) -> Box<dyn ReadWrite> {
+    let timeout = Some(Duration::from_secs(60));
+    if s.unix {
+        let c = std::os::unix::net::UnixStream::connect(&s.addr).unwrap();
+        c.set_read_timeout(timeout).unwrap();
+        Box::new(c)
+    } else {
+        let c = TcpStream::connect(&s.addr).unwrap();
+        c.set_read_timeout(timeout).unwrap();
+        Box::new(c)
+    }
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+fn read_resp(c: &mut dyn ReadWrite) -> Resp {
+    let mut raw = String::new();
+    c.read_to_string(&mut raw).unwrap();
+    parse_resp(&raw)
+}
+
+fn parse_resp(raw: &str) -> Resp {
+    let status: u16 = raw[9..12].parse().unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+    Resp {
+        status,
+        headers: head.to_ascii_lowercase(),
+        body: serde_json::from_str(body).unwrap_or(Value::String(body.to_string())),
+    }
+}
+
+/// A request with the usual headers (`Host: localhost`, JSON, the token)
+/// changed by `headers`: a `(name, None)` drops one, `(name, Some(v))`
+/// sets it.
+fn request(
+    s: &Server,
+    method: &str,
+    path: &str,
+    body: &str,
+    headers: &[(&str, Option<&str>)],
+) -> Resp {
+    let bearer = format!("Bearer {TOKEN}");
+    let mut hs: Vec<(String, String)> = vec![
+        ("Host".into(), "localhost".into()),
+        ("Content-Type".into(), "application/json".into()),
+        ("Authorization".into(), bearer),
+    ];
+    for (k, v) in headers {
+        hs.retain(|(n, _)| !n.eq_ignore_ascii_case(k));
+        if let Some(v) = v {
+            hs.push((k.to_string(), v.to_string()));
+        }
+    }
+    let mut text = format!("{method} {path} HTTP/1.1\r\n");
+    for (k, v) in hs {
+        text.push_str(&format!("{k}: {v}\r\n"));
+    }
+    text.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    let mut c = connect(s);
+    c.write_all(text.as_bytes()).unwrap();
+    read_resp(&mut *c)
+}
+
+fn get(s: &Server, path: &str) -> Resp {
+    request(s, "GET", path, "", &[])
+}
+
+fn post(s: &Server, body: &Value) -> Resp {
+    request(s, "POST", "/v1/decide", &body.to_string(), &[])
+}
+
+fn receipts(s: &Server, query: &str) -> Vec<Value> {
+    let r = get(s, &format!("/v1/receipts?{query}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body.as_array().unwrap().clone()
+}
+
+/// A distinct ALLOW transfer (level 0) for each `i`.
+fn small_transfer(i: usize) -> Value {
+    transfer(LANDLORD, json!(format!("{}.{:02}", 1 + i / 100, i % 100)))
 }
 
 #[test]
 fn stdio_answers_one_line_per_line() {
     let w = TestWorld::new();
-    let m = w.dir.path().join("m.json");
-    std::fs::write(&m, w.emma().to_string()).unwrap();
-    let mut child = serve(&w, &["--stdio"], &m);
+    let m = write_mandate(&w, &w.emma());
+    let db = w.dir.path().join("stdio.db");
+    let mut child = serve_cmd(&w, &m)
+        .args(["--stdio", "--store", &path_str(&db)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut ask = |line: String| -> Value {
@@ -61,62 +237,482 @@ fn stdio_answers_one_line_per_line() {
     assert!(child.wait().unwrap().success());
 }
 
-fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Value) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let status: u16 = resp[9..12].parse().unwrap();
-    let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
-
 #[test]
 fn http_decides_takes_approvals_and_shows_receipts() {
     let w = TestWorld::new();
-    let m = w.dir.path().join("m.json");
-    std::fs::write(&m, w.emma().to_string()).unwrap();
-    let mut child = serve(&w, &["--listen", "127.0.0.1:0"], &m);
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let port: u16 = first.trim().rsplit(':').next().unwrap().parse().unwrap();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
 
-    let (st, v) = http(port, "GET", "/v1/health", "");
-    assert_eq!((st, v["ok"].clone()), (200, json!(true)));
-    let (st, d) = http(
-        port,
-        "POST",
-        "/v1/decide",
-        &transfer(ATTACKER_IBAN, json!(10)).to_string(),
-    );
-    assert_eq!(st, 200);
-    assert_eq!(d["decision"], "DENY");
+    let r = get(&s, "/v1/health");
+    assert_eq!((r.status, r.body["ok"].clone()), (200, json!(true)));
+    let r = post(&s, &transfer(ATTACKER_IBAN, json!(10)));
+    assert_eq!(r.status, 200);
+    assert!(r.headers.contains("content-type: application/json"));
+    assert_eq!(r.body["decision"], "DENY");
     let p = transfer(LANDLORD, json!("2000.00"));
-    let (_, d) = http(port, "POST", "/v1/decide", &p.to_string());
+    let d = post(&s, &p).body;
     assert_eq!(d["decision"], "PENDING");
     let op = d["operation_hash"].as_str().unwrap().to_string();
     let env = json!({"proposal": p, "approvals": [w.approve("emma", &op)]});
-    let (_, d) = http(port, "POST", "/v1/decide", &env.to_string());
+    let d = post(&s, &env).body;
     assert_eq!(d["decision"], "ALLOW", "{d}");
-    let (st, r) = http(port, "GET", "/v1/receipts?last=2", "");
-    assert_eq!(st, 200);
-    let r = r.as_array().unwrap();
+    let r = receipts(&s, "last=2");
     assert_eq!(r.len(), 2);
     assert_eq!(r[1]["body"]["decision"], "ALLOW");
-    let (st, e) = http(port, "GET", "/v1/receipts?last=two", "");
-    assert_eq!(st, 400, "a bad `last` is an error, not the default: {e}");
-    assert!(e["error"].as_str().unwrap().contains("`two`"), "{e}");
-    let (st, _) = http(port, "GET", "/nope", "");
-    assert_eq!(st, 404);
-    let (st, d) = http(port, "POST", "/v1/decide", "{\"a\":1,\"a\":2}");
-    assert_eq!(st, 200);
-    assert_eq!(d["stage"], "contract");
-    child.kill().unwrap();
-    let _ = child.wait();
+    let e = get(&s, "/v1/receipts?last=two");
+    assert_eq!(e.status, 400, "a bad `last` is an error, not the default");
+    assert!(
+        e.body["error"].as_str().unwrap().contains("`two`"),
+        "{}",
+        e.body
+    );
+    assert_eq!(get(&s, "/nope").status, 404);
+    let r = request(&s, "POST", "/v1/decide", "{\"a\":1,\"a\":2}", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["stage"], "contract");
+    // a body over 1 MiB
+    let big = format!("\"{}\"", "x".repeat((1 << 20) + 1));
+    assert_eq!(request(&s, "POST", "/v1/decide", &big, &[]).status, 413);
+}
+
+#[test]
+fn concurrent_clients_are_all_answered() {
+    let w = TestWorld::new();
+    let s = start(&w, &big_mandate(&w), "127.0.0.1:0", &[]);
+    let n = 48;
+    let answers: Vec<Value> = std::thread::scope(|scope| {
+        let hs: Vec<_> = (0..n)
+            .map(|i| {
+                let s = &s;
+                scope.spawn(move || {
+                    let p = if i % 3 == 0 {
+                        transfer(ATTACKER_IBAN, json!("5.00"))
+                    } else {
+                        small_transfer(i)
+                    };
+                    let r = post(s, &p);
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    r.body
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let allowed = answers.iter().filter(|d| d["decision"] == "ALLOW").count();
+    assert_eq!(allowed, n - n.div_ceil(3), "{answers:?}");
+    // every decision has its own receipt, in one chain
+    let mut seqs: Vec<u64> = answers
+        .iter()
+        .map(|d| d["receipt"]["seq"].as_u64().unwrap())
+        .collect();
+    seqs.sort();
+    assert_eq!(seqs, (1..=n as u64).collect::<Vec<_>>());
+    assert_eq!(receipts(&s, "after=0&limit=1000").len(), n);
+}
+
+#[test]
+fn a_half_sent_body_does_not_block_another_clients_decision() {
+    let w = TestWorld::new();
+    // one decision at a time: the slow client must not hold it
+    let s = start(
+        &w,
+        &w.emma(),
+        "127.0.0.1:0",
+        &["--max-in-flight", "1", "--body-timeout", "2"],
+    );
+    let mut slow = connect(&s);
+    let body = transfer(LANDLORD, json!("3.00")).to_string();
+    write!(
+        slow,
+        "POST /v1/decide HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n{}",
+        body.len(),
+        &body[..body.len() / 2]
+    )
+    .unwrap();
+    slow.flush().unwrap();
+    // answered while the slow body is still missing its second half
+    let r = post(&s, &transfer(LANDLORD, json!("4.00")));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["decision"], "ALLOW");
+    // the slow client is told, and nothing was decided for it
+    let r = read_resp(&mut *slow);
+    assert_eq!(r.status, 408, "{}", r.body);
+    let all = receipts(&s, "last=10");
+    assert_eq!(all.len(), 1, "{all:?}");
+}
+
+#[test]
+fn a_flood_of_connections_does_not_stop_a_client_once_it_has_room() {
+    let w = TestWorld::new();
+    let s = start(
+        &w,
+        &w.emma(),
+        "127.0.0.1:0",
+        &["--max-connections", "4", "--header-timeout", "1"],
+    );
+    // more idle connections than the bound, each with half a request line
+    let mut flood: Vec<Box<dyn ReadWrite>> = (0..12)
+        .map(|_| {
+            let mut c = connect(&s);
+            c.write_all(b"GET /v1/heal").unwrap();
+            c
+        })
+        .collect();
+    // the well-behaved client waits for room, then is answered
+    let r = post(&s, &transfer(LANDLORD, json!("5.00")));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["decision"], "ALLOW");
+    // the flood was closed by the server (header timeout), not answered
+    for c in flood.iter_mut() {
+        let mut buf = Vec::new();
+        let _ = c.read_to_end(&mut buf);
+        assert!(
+            !String::from_utf8_lossy(&buf).contains("\"ok\""),
+            "an incomplete request was answered"
+        );
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_its_answers_is_dropped() {
+    let w = TestWorld::new();
+    let s = start(
+        &w,
+        &w.emma(),
+        "127.0.0.1:0",
+        &["--max-connections", "1", "--write-timeout", "1"],
+    );
+    // pipelined requests, answers never read: the server's writes stall
+    // once the socket buffers are full, and it stops reading
+    let mut greedy = TcpStream::connect(&s.addr).unwrap();
+    let one = "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n".repeat(1000);
+    let writer = std::thread::spawn(move || {
+        for _ in 0..2000 {
+            if greedy.write_all(one.as_bytes()).is_err() {
+                return true; // dropped by the server
+            }
+        }
+        false
+    });
+    // the only place under the bound is taken until the server gives up
+    let r = post(&s, &transfer(LANDLORD, json!("5.50")));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["decision"], "ALLOW");
+    assert!(
+        writer.join().unwrap(),
+        "the greedy connection was never closed"
+    );
+}
+
+#[test]
+fn no_token_or_a_wrong_one_gets_nothing() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    let no_auth = [("Authorization", None)];
+    let r = request(
+        &s,
+        "POST",
+        "/v1/decide",
+        &transfer(LANDLORD, json!("6.00")).to_string(),
+        &no_auth,
+    );
+    assert_eq!(r.status, 401);
+    assert!(r.headers.contains("www-authenticate: bearer"));
+    assert!(r.body["error"].as_str().unwrap().contains("Bearer"));
+    for path in ["/v1/health", "/v1/receipts", "/metrics", "/nope"] {
+        let r = request(&s, "GET", path, "", &no_auth);
+        assert_eq!(r.status, 401, "{path}");
+        assert!(r.body.get("ok").is_none() && r.body.get("bundle").is_none());
+    }
+    let wrong = [("Authorization", Some("Bearer test-token-0123456789abcdeX"))];
+    let r = request(
+        &s,
+        "POST",
+        "/v1/decide",
+        &transfer(LANDLORD, json!("6.00")).to_string(),
+        &wrong,
+    );
+    assert_eq!(r.status, 401);
+    let basic = [("Authorization", Some("Basic dGVzdA=="))];
+    assert_eq!(request(&s, "GET", "/v1/health", "", &basic).status, 401);
+    // nothing was decided, nothing appended
+    assert!(receipts(&s, "last=10").is_empty());
+}
+
+#[test]
+fn a_token_rotated_in_the_file_is_honoured() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    assert_eq!(get(&s, "/v1/health").status, 200);
+    let new = "rotated-token-9876543210fedcba";
+    let tmp = s.token_file.with_extension("new");
+    std::fs::write(&tmp, new).unwrap();
+    std::fs::rename(&tmp, &s.token_file).unwrap();
+    let auth = format!("Bearer {new}");
+    let with_new = [("Authorization", Some(auth.as_str()))];
+    assert_eq!(request(&s, "GET", "/v1/health", "", &with_new).status, 200);
+    assert_eq!(get(&s, "/v1/health").status, 401, "the old token is gone");
+}
+
+#[test]
+fn browsers_and_rebound_hosts_are_refused() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let p = transfer(LANDLORD, json!("7.00")).to_string();
+    let evil = format!("evil.example.com:{port}");
+    for (headers, status) in [
+        (vec![("Host", Some(evil.as_str()))], 421),
+        (vec![("Host", Some("localhost:1"))], 421),
+        (vec![("Host", None)], 421),
+        (vec![("Origin", Some("http://localhost"))], 403),
+        (vec![("Origin", Some("null"))], 403),
+        (vec![("Sec-Fetch-Site", Some("cross-site"))], 403),
+        (vec![("Content-Type", Some("text/plain"))], 415),
+        (vec![("Content-Type", None)], 415),
+    ] {
+        let r = request(&s, "POST", "/v1/decide", &p, &headers);
+        assert_eq!(r.status, status, "{headers:?}: {}", r.body);
+    }
+    // the names of this server are accepted, with or without the port
+    let local = format!("127.0.0.1:{port}");
+    let ok = [("Host", Some(local.as_str()))];
+    assert_eq!(request(&s, "GET", "/v1/health", "", &ok).status, 200);
+    assert!(
+        receipts(&s, "last=10").is_empty(),
+        "nothing refused was decided"
+    );
+
+    // behind a proxy: its Host, and only it
+    let w2 = TestWorld::new();
+    let s2 = start(
+        &w2,
+        &w2.emma(),
+        "127.0.0.1:0",
+        &["--allowed-host", "gw.example.com"],
+    );
+    let proxied = [("Host", Some("gw.example.com"))];
+    assert_eq!(request(&s2, "GET", "/v1/health", "", &proxied).status, 200);
+    assert_eq!(get(&s2, "/v1/health").status, 421);
+}
+
+/// `ipc serve` with these flags, which must refuse to start.
+fn refused(w: &TestWorld, args: &[&str]) -> (i32, String) {
+    let m = write_mandate(w, &w.emma());
+    let out = serve_cmd(w, &m)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn tcp_without_a_token_refuses_to_start() {
+    let w = TestWorld::new();
+    let db = path_str(&w.dir.path().join("s.db"));
+    let (code, err) = refused(&w, &["--store", &db, "--listen", "0.0.0.0:0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ipc::serve::exposed_without_auth"), "{err}");
+    let (code, err) = refused(&w, &["--store", &db, "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ipc::serve::auth_required"), "{err}");
+    let (code, err) = refused(&w, &["--store", &db, "--listen", "example.com:80"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ipc::serve::listen_address"), "{err}");
+}
+
+#[test]
+fn serve_without_a_store_refuses_to_start_unless_ephemeral() {
+    let w = TestWorld::new();
+    let (code, err) = refused(&w, &["--stdio"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ipc::serve::no_store"), "{err}");
+    assert!(err.contains("--ephemeral"), "{err}");
+    // --ephemeral: it runs, and says what is lost
+    let m = write_mandate(&w, &w.emma());
+    let mut child = serve_cmd(&w, &m)
+        .args(["--stdio", "--ephemeral"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(
+        child.stdin.take().unwrap(),
+        "{}",
+        transfer(LANDLORD, json!("8.00"))
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"ALLOW\""));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("approvals, budgets and idempotency last only as long as"),
+        "{err}"
+    );
+}
+
+#[test]
+fn run_without_a_store_says_so() {
+    let w = TestWorld::new();
+    let m = write_mandate(&w, &w.emma());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["run", "--bundle", &path_str(&w.bundle_path)])
+        .args(["--world", &path_str(&w.world_path)])
+        .args(["--mandate", &path_str(&m)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("approvals, budgets and idempotency last only as long as"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_unix_socket_is_private_and_serves() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = TestWorld::new();
+    let sock = w.dir.path().join("ipc.sock");
+    let listen = format!("unix:{}", path_str(&sock));
+    let s = start(&w, &w.emma(), &listen, &[]);
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let r = post(&s, &transfer(LANDLORD, json!("9.00")));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["decision"], "ALLOW");
+    // the token still counts when one is configured
+    let no_auth = [("Authorization", None)];
+    assert_eq!(request(&s, "GET", "/v1/health", "", &no_auth).status, 401);
+    // a second server on the same live socket, or on a path that is not a
+    // socket, refuses to start
+    let (code, err) = refused(&w, &["--ephemeral", "--listen", &listen]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ipc::serve::socket_in_use"), "{err}");
+    let file = w.dir.path().join("not-a-socket");
+    std::fs::write(&file, "keep me").unwrap();
+    let listen = format!("unix:{}", path_str(&file));
+    let (code, err) = refused(&w, &["--ephemeral", "--listen", &listen]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ipc::serve::socket_path"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+}
+
+#[test]
+fn a_unix_socket_without_a_token_relies_on_its_mode() {
+    let w = TestWorld::new();
+    let sock = w.dir.path().join("open.sock");
+    let m = write_mandate(&w, &w.emma());
+    let mut child = serve_cmd(&w, &m)
+        .args([
+            "--ephemeral",
+            "--listen",
+            &format!("unix:{}", path_str(&sock)),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let s = Server {
+        child,
+        addr: path_str(&sock),
+        unix: true,
+        token_file: PathBuf::new(),
+    };
+    let r = request(&s, "GET", "/v1/health", "", &[("Authorization", None)]);
+    assert_eq!(r.status, 200);
+    // browsers are still refused
+    let r = request(&s, "GET", "/v1/health", "", &[("Origin", Some("null"))]);
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn sigterm_stops_the_server_and_removes_its_socket() {
+    let w = TestWorld::new();
+    let sock = w.dir.path().join("term.sock");
+    let mut s = start(&w, &w.emma(), &format!("unix:{}", path_str(&sock)), &[]);
+    assert_eq!(get(&s, "/v1/health").status, 200);
+    let pid = s.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(s.child.wait().unwrap().success());
+    assert!(!sock.exists(), "the socket file is left behind");
+}
+
+#[test]
+fn receipts_are_paged() {
+    let w = TestWorld::new();
+    let s = start(&w, &big_mandate(&w), "127.0.0.1:0", &[]);
+    for i in 0..5 {
+        assert_eq!(post(&s, &small_transfer(i)).body["decision"], "ALLOW");
+    }
+    let seqs =
+        |v: Vec<Value>| -> Vec<u64> { v.iter().map(|r| r["seq"].as_u64().unwrap()).collect() };
+    assert_eq!(seqs(receipts(&s, "after=0&limit=2")), [1, 2]);
+    assert_eq!(seqs(receipts(&s, "after=2&limit=2")), [3, 4]);
+    assert_eq!(
+        seqs(receipts(&s, "after=4&limit=2")),
+        [5],
+        "a short page ends"
+    );
+    assert!(receipts(&s, "after=5&limit=2").is_empty());
+    assert_eq!(seqs(receipts(&s, "last=2")), [4, 5]);
+    assert_eq!(seqs(receipts(&s, "")), [1, 2, 3, 4, 5]);
+    for bad in ["last=1001", "limit=0", "last=1&after=1", "page=2"] {
+        assert_eq!(get(&s, &format!("/v1/receipts?{bad}")).status, 400, "{bad}");
+    }
+}
+
+#[test]
+fn metrics_count_decisions() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    post(&s, &transfer(ATTACKER_IBAN, json!("1.00")));
+    post(&s, &transfer(LANDLORD, json!("1.00")));
+    request(&s, "GET", "/v1/health", "", &[("Origin", Some("null"))]);
+    let r = get(&s, "/metrics");
+    assert_eq!(r.status, 200);
+    assert!(r.headers.contains("content-type: text/plain"));
+    let text = r.body.as_str().unwrap();
+    assert!(
+        text.contains("ipc_decisions_total{outcome=\"deny\",stage=\"provenance\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("outcome=\"allow\""), "{text}");
+    assert!(
+        text.contains("ipc_decision_duration_seconds_count 2"),
+        "{text}"
+    );
+    assert!(text.contains("ipc_store_errors_total 0"), "{text}");
+    assert!(
+        text.contains("ipc_http_refused_total{reason=\"origin\"} 1"),
+        "{text}"
+    );
+    // the token is needed unless --public-metrics
+    let no_auth = [("Authorization", None)];
+    assert_eq!(request(&s, "GET", "/metrics", "", &no_auth).status, 401);
+    let w2 = TestWorld::new();
+    let s2 = start(&w2, &w2.emma(), "127.0.0.1:0", &["--public-metrics"]);
+    assert_eq!(request(&s2, "GET", "/metrics", "", &no_auth).status, 200);
+    assert_eq!(request(&s2, "GET", "/v1/health", "", &no_auth).status, 401);
 }

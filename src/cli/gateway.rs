@@ -31,10 +31,28 @@ pub struct GatewayArgs {
     pub world: Option<PathBuf>,
     /// The store: an SQLite file or a `postgres://USER@HOST/DB` URL (no
     /// password in it); overrides the world's. Without either, an
-    /// in-memory store that ends with the process.
+    /// in-memory store that ends with the process (`ipc serve` then needs
+    /// `--ephemeral`).
     #[arg(long, value_name = "FILE|URL")]
     pub store: Option<PathBuf>,
+    /// Whether running without a store is allowed: `ipc run` (true) warns,
+    /// `ipc serve` sets it from `--ephemeral` and refuses otherwise.
+    #[arg(skip = true)]
+    pub ephemeral_ok: bool,
 }
+
+/// No store given to a command that must keep its state (`ipc serve`).
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error(
+    "no store: `ipc serve` would forget approvals, budgets and executed operations when it stops"
+)]
+#[diagnostic(
+    code(ipc::serve::no_store),
+    help(
+        "give `--store FILE` (or `store = \"FILE\"` in the world), or `--ephemeral` to run on an in-memory store on purpose"
+    )
+)]
+pub struct NoStore;
 
 /// A loading failure, rendered by the caller.
 pub type LoadError = Box<dyn Diagnostic + Send + Sync>;
@@ -68,7 +86,13 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
     let store_path = args.store.clone().or_else(|| world.store.clone());
     let store: Arc<dyn Store> = match store_path {
         Some(p) => crate::store::open(&p, true).map_err(|e| Box::new(e) as LoadError)?,
-        None => Arc::new(MemoryStore::new()),
+        None if !args.ephemeral_ok => return Err(Box::new(NoStore)),
+        None => {
+            eprintln!(
+                "warning: no store (`--store` or the world's `store`): approvals, budgets and idempotency last only as long as this process"
+            );
+            Arc::new(MemoryStore::new())
+        }
     };
     Gateway::new(&bundle, world, store).map_err(|e| Box::new(e) as LoadError)
 }

@@ -1,0 +1,566 @@
+//! The HTTP routes (axum) and the checks in front of them. Every request
+//! passes, in order: the `Host` check (DNS rebinding: 421), the browser
+//! check (an `Origin` header or a cross-site `Sec-Fetch-Site`: 403), the
+//! bearer token (401), and on `POST` the content type (`application/json`,
+//! else 415). A body is read first (within `--body-timeout`), then the
+//! request waits for one of `--max-in-flight` slots: a slow client holds a
+//! connection, never a slot.
+//!
+//! - `POST /v1/decide`: a proposal or an envelope, its decision as JSON.
+//! - `GET /v1/receipts?last=N` (the N newest) or `?after=SEQ&limit=N` (the
+//!   N oldest after SEQ: page on with the last `seq` received; a page
+//!   shorter than N is the end); N at most 1000.
+//! - `GET /v1/health`, `GET /metrics` (Prometheus text).
+//!
+//! Decisions go to one decider thread, which decides everything queued in
+//! one store transaction (group commit); receipt reads run on tokio's
+//! blocking pool.
+
+use super::auth::TokenFile;
+use super::listen::{Listener, accept_loop};
+use super::metrics::Metrics;
+use super::{HttpConfig, ListenAddr, ServeError};
+use crate::gateway::{Decision, Gateway, GatewayError, Input};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest request body accepted.
+pub(crate) const MAX_BODY: usize = 1 << 20;
+/// Most receipts in one answer.
+pub(crate) const MAX_PAGE: usize = 1000;
+/// Most decisions in one transaction of the decider.
+const MAX_BATCH: usize = 256;
+/// Receipts in an answer that names no count.
+const DEFAULT_PAGE: usize = 50;
+
+struct AppState {
+    gw: Arc<Gateway>,
+    mandate: Option<Value>,
+    tokens: Option<TokenFile>,
+    /// The `Host` values served; `None` on a Unix socket (no browser
+    /// reaches one, so no rebinding).
+    hosts: Option<Vec<String>>,
+    public_metrics: bool,
+    body_timeout: Duration,
+    metrics: Metrics,
+    /// Decisions (queued or running) and receipt reads at once.
+    slots: tokio::sync::Semaphore,
+    /// The decider thread's queue.
+    decider: tokio::sync::mpsc::Sender<Job>,
+    /// One receipts read at a time: the store hands the whole chain over.
+    receipts_gate: tokio::sync::Semaphore,
+}
+
+type Shared = Arc<AppState>;
+
+/// Runs the HTTP server until SIGINT or SIGTERM.
+pub(crate) fn serve(
+    gw: crate::gateway::Gateway,
+    mandate: Option<Value>,
+    config: HttpConfig,
+    out: &mut dyn Write,
+) -> Result<(), ServeError> {
+    let tokens = match &config.token_file {
+        Some(p) => Some(TokenFile::open(p)?),
+        None => None,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ServeError::Runtime {
+            reason: e.to_string().to_lowercase(),
+        })?;
+    rt.block_on(async move {
+        let listener = Listener::bind(&config.listen).await?;
+        let hosts = match (&config.listen, &listener) {
+            (ListenAddr::Tcp(_), Listener::Tcp(l)) => {
+                let bound = l.local_addr().map_err(|e| ServeError::Bind {
+                    addr: listener.shown(),
+                    reason: e.to_string().to_lowercase(),
+                })?;
+                Some(allowed_hosts(&config.allowed_hosts, bound))
+            }
+            _ => None,
+        };
+        let gw = Arc::new(gw);
+        let (jobs, queue) = tokio::sync::mpsc::channel(config.max_in_flight);
+        {
+            let gw = gw.clone();
+            std::thread::Builder::new()
+                .name("ipc-decider".into())
+                .spawn(move || decider(gw, queue))
+                .map_err(|e| ServeError::Runtime {
+                    reason: e.to_string().to_lowercase(),
+                })?;
+        }
+        let state = Arc::new(AppState {
+            decider: jobs,
+            gw,
+            mandate,
+            tokens,
+            hosts,
+            public_metrics: config.public_metrics,
+            body_timeout: config.body_timeout,
+            metrics: Metrics::default(),
+            slots: tokio::sync::Semaphore::new(config.max_in_flight),
+            receipts_gate: tokio::sync::Semaphore::new(1),
+        });
+        let app = router(state.clone());
+        if state.tokens.is_some() {
+            let st = state.clone();
+            tokio::spawn(async move {
+                use tokio::signal::unix::{SignalKind, signal};
+                let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                    return;
+                };
+                while hup.recv().await.is_some() {
+                    if let Some(t) = &st.tokens {
+                        t.reload();
+                        eprintln!("the token file was read again (SIGHUP)");
+                    }
+                }
+            });
+        }
+        let _ = writeln!(out, "listening on {}", listener.shown());
+        let _ = out.flush();
+        accept_loop(listener, app, &config, shutdown()).await;
+        Ok(())
+    })
+}
+
+/// SIGINT or SIGTERM.
+async fn shutdown() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// The `Host` values accepted: `--allowed-host` as given, else the
+/// loopback names and the bound address, each with or without the port.
+fn allowed_hosts(given: &[String], bound: std::net::SocketAddr) -> Vec<String> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    let port = bound.port();
+    let ip = match bound.ip() {
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        v4 => v4.to_string(),
+    };
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "[::1]".into()];
+    if !names.contains(&ip) {
+        names.push(ip);
+    }
+    names
+        .iter()
+        .flat_map(|n| [n.clone(), format!("{n}:{port}")])
+        .collect()
+}
+
+fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/v1/decide", post(decide))
+        .route("/v1/receipts", get(receipts))
+        .route("/v1/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+/// A JSON answer.
+fn answer(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    answer(status, json!({"error": message.into()}).to_string())
+}
+
+/// At most 100 characters of a header a caller sent, for an error message.
+fn shown(v: &str) -> String {
+    v.chars().take(100).collect()
+}
+
+async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    let h = req.headers();
+    if let Some(hosts) = &st.hosts {
+        let host = h.get(header::HOST).and_then(|v| v.to_str().ok());
+        let authority = req.uri().authority().map(|a| a.as_str());
+        let ok = |v: &str| hosts.iter().any(|a| a.eq_ignore_ascii_case(v));
+        match host {
+            Some(v) if ok(v) && authority.is_none_or(ok) => {}
+            other => {
+                st.metrics.refused("host");
+                let msg = match other {
+                    Some(v) => format!(
+                        "host `{}` is not served here (`--allowed-host` names the hosts a proxy may send)",
+                        shown(v)
+                    ),
+                    None => "a request without a readable `Host` header is refused".into(),
+                };
+                return error(StatusCode::MISDIRECTED_REQUEST, msg);
+            }
+        }
+    }
+    let cross_site = h
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() != b"none");
+    if h.contains_key(header::ORIGIN) || cross_site {
+        st.metrics.refused("origin");
+        return error(
+            StatusCode::FORBIDDEN,
+            "requests from a web page (an `Origin` or `Sec-Fetch-Site` header) are refused",
+        );
+    }
+    let open = st.public_metrics && req.uri().path() == "/metrics";
+    if let Some(tokens) = &st.tokens
+        && !open
+        && !bearer(h).is_some_and(|t| tokens.check(t))
+    {
+        st.metrics.refused("auth");
+        let mut r = error(
+            StatusCode::UNAUTHORIZED,
+            "a valid `Authorization: Bearer TOKEN` header is required",
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    if req.method() == Method::POST && !is_json(h) {
+        st.metrics.refused("content_type");
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be sent as `Content-Type: application/json`",
+        );
+    }
+    next.run(req).await
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header.
+fn bearer(h: &HeaderMap) -> Option<&[u8]> {
+    let v = h.get(header::AUTHORIZATION)?.as_bytes();
+    let (scheme, token) = v.split_at_checked(7)?;
+    scheme
+        .eq_ignore_ascii_case(b"bearer ")
+        .then(|| token.trim_ascii())
+}
+
+/// `application/json`, with or without parameters.
+fn is_json(h: &HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn decide(State(st): State<Shared>, body: Body) -> Response {
+    let read = tokio::time::timeout(st.body_timeout, Limited::new(body, MAX_BODY).collect()).await;
+    let bytes = match read {
+        Err(_) => {
+            st.metrics.refused("body_timeout");
+            let mut r = error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not arrive in time",
+            );
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return r;
+        }
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            st.metrics.refused("body_too_large");
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("body too large (at most {MAX_BODY} bytes)"),
+            );
+        }
+        Ok(Err(e)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body: {}", e.to_string().to_lowercase()),
+            );
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return error(StatusCode::BAD_REQUEST, "the body is not UTF-8 text");
+    };
+    let input = super::parse_line(text, st.mandate.as_ref());
+    let start = Instant::now();
+    let Ok(_slot) = st.slots.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    if st.decider.send(Job { input, reply }).await.is_err() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    }
+    match answer.await {
+        Ok(Ok(d)) => {
+            st.metrics.decision(&d, start.elapsed());
+            json_ok(&st, &d)
+        }
+        Ok(Err(Failed { store, message })) => {
+            if store {
+                st.metrics.store_error();
+            } else {
+                st.metrics.error();
+            }
+            eprintln!("error: {message}");
+            error(StatusCode::INTERNAL_SERVER_ERROR, message)
+        }
+        Err(_) => {
+            st.metrics.error();
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the decision failed unexpectedly: nothing was decided",
+            )
+        }
+    }
+}
+
+/// A decision to take, and where its answer goes.
+struct Job {
+    input: Input,
+    reply: tokio::sync::oneshot::Sender<Result<Decision, Failed>>,
+}
+
+/// Why a batch has no decisions: nothing of it was committed.
+struct Failed {
+    store: bool,
+    message: String,
+}
+
+/// The decider thread: takes every decision waiting (up to `MAX_BATCH`)
+/// and decides them in order in one store transaction (group commit, as
+/// `ipc run` does), then answers each. One thread, no lock handoffs
+/// between callers: the store sees one body per batch.
+fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
+    while let Some(first) = jobs.blocking_recv() {
+        let mut inputs = vec![first.input];
+        let mut replies = vec![first.reply];
+        while inputs.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(j) => {
+                    inputs.push(j.input);
+                    replies.push(j.reply);
+                }
+                Err(_) => break,
+            }
+        }
+        let decided =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gw.decide_batch(&inputs)));
+        match decided {
+            Ok(Ok(ds)) if ds.len() == replies.len() => {
+                for (r, d) in replies.into_iter().zip(ds) {
+                    let _ = r.send(Ok(d));
+                }
+            }
+            other => {
+                let (store, message) = match other {
+                    Ok(Err(e)) => (matches!(e, GatewayError::Store(_)), e.to_string()),
+                    Ok(Ok(_)) => (false, "a batch came back short: nothing was decided".into()),
+                    Err(_) => (
+                        false,
+                        "the decision failed unexpectedly: nothing was decided".into(),
+                    ),
+                };
+                for r in replies {
+                    let _ = r.send(Err(Failed {
+                        store,
+                        message: message.clone(),
+                    }));
+                }
+            }
+        }
+    }
+}
+
+/// A 200 with the value as JSON, or a 500 that says why it has none.
+fn json_ok<T: serde::Serialize + ?Sized>(st: &AppState, v: &T) -> Response {
+    match serde_json::to_string(v) {
+        Ok(body) => answer(StatusCode::OK, body),
+        Err(e) => {
+            st.metrics.error();
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot encode the answer: {e}"),
+            )
+        }
+    }
+}
+
+/// Which receipts a request asks for.
+#[derive(Debug, PartialEq)]
+enum Page {
+    /// The N newest.
+    Last(usize),
+    /// The N oldest with a sequence number above SEQ.
+    After(u64, usize),
+}
+
+fn page(query: &str) -> Result<Page, String> {
+    let (mut last, mut after, mut limit) = (None, None, None);
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let n: u64 = v
+            .parse()
+            .map_err(|_| format!("`{k}` must be a whole number, not `{}`", shown(v)))?;
+        let slot = match k {
+            "last" => &mut last,
+            "after" => &mut after,
+            "limit" => &mut limit,
+            _ => {
+                return Err(format!(
+                    "unknown parameter `{}` (`last`, or `after` and `limit`)",
+                    shown(k)
+                ));
+            }
+        };
+        if slot.replace(n).is_some() {
+            return Err(format!("`{k}` is given twice"));
+        }
+    }
+    let count = |n: Option<u64>, name: &str| -> Result<usize, String> {
+        match n {
+            None => Ok(DEFAULT_PAGE),
+            Some(n) if n as usize > MAX_PAGE || n == 0 => {
+                Err(format!("`{name}` is between 1 and {MAX_PAGE}, not `{n}`"))
+            }
+            Some(n) => Ok(n as usize),
+        }
+    };
+    match (last, after, limit) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            Err("`last` stands alone: page with `after` and `limit`".into())
+        }
+        (l, None, None) => Ok(Page::Last(count(l, "last")?)),
+        (None, a, l) => Ok(Page::After(a.unwrap_or(0), count(l, "limit")?)),
+    }
+}
+
+async fn receipts(State(st): State<Shared>, uri: Uri) -> Response {
+    let page = match page(uri.query().unwrap_or("")) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let (Ok(_one_at_a_time), Ok(_slot)) =
+        (st.receipts_gate.acquire().await, st.slots.acquire().await)
+    else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    };
+    let gw = st.gw.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let all = gw.store().receipts()?;
+        Ok::<_, crate::store::StoreError>(match page {
+            Page::Last(n) => all[all.len().saturating_sub(n)..].to_vec(),
+            Page::After(seq, n) => {
+                let from = all.partition_point(|r| r.seq <= seq);
+                all[from..].iter().take(n).cloned().collect()
+            }
+        })
+    })
+    .await;
+    match read {
+        Ok(Ok(page)) => json_ok(&st, &page),
+        Ok(Err(e)) => {
+            st.metrics.store_error();
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+        Err(_) => {
+            st.metrics.error();
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot read the receipts",
+            )
+        }
+    }
+}
+
+async fn health(State(st): State<Shared>) -> Response {
+    answer(
+        StatusCode::OK,
+        json!({"ok": true, "bundle": st.gw.bundle_hash()}).to_string(),
+    )
+}
+
+async fn metrics(State(st): State<Shared>) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4"),
+        )],
+        st.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn not_found(uri: Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no route `{}`", shown(uri.path())),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Page, allowed_hosts, page};
+
+    #[test]
+    fn pages() {
+        assert_eq!(page(""), Ok(Page::Last(50)));
+        assert_eq!(page("last=3"), Ok(Page::Last(3)));
+        assert_eq!(page("after=10"), Ok(Page::After(10, 50)));
+        assert_eq!(page("after=10&limit=1000"), Ok(Page::After(10, 1000)));
+        assert_eq!(page("limit=2"), Ok(Page::After(0, 2)));
+        for bad in [
+            "last=two",
+            "last=1001",
+            "last=0",
+            "last=1&after=2",
+            "after=1&after=2",
+            "x=1",
+        ] {
+            assert!(page(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hosts() {
+        let h = allowed_hosts(&[], "127.0.0.1:8787".parse().unwrap());
+        for ok in [
+            "localhost",
+            "localhost:8787",
+            "127.0.0.1:8787",
+            "[::1]:8787",
+        ] {
+            assert!(h.iter().any(|a| a == ok), "{ok}");
+        }
+        assert!(!h.iter().any(|a| a == "localhost:8788"));
+        let given = vec!["gw.example.com".to_string()];
+        assert_eq!(allowed_hosts(&given, "0.0.0.0:1".parse().unwrap()), given);
+    }
+}
