@@ -716,3 +716,78 @@ fn metrics_count_decisions() {
     assert_eq!(request(&s2, "GET", "/metrics", "", &no_auth).status, 200);
     assert_eq!(request(&s2, "GET", "/v1/health", "", &no_auth).status, 401);
 }
+
+/// Issue #15, item 2 over HTTP: the approver lists what waits for them and
+/// submits a signed approval by its hash; the agent's next identical
+/// proposal executes without carrying any approval. A decline refuses
+/// the operation for good.
+#[test]
+fn approvals_are_listed_and_submitted_by_hash() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    let p = transfer(LANDLORD, json!("1500.00"));
+    let d = post(&s, &p).body;
+    assert_eq!(d["decision"], "PENDING");
+    let op = d["operation_hash"].as_str().unwrap().to_string();
+    let r = get(&s, "/v1/approvals?for=emma");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let ops = r.body["operations"].as_array().unwrap();
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0]["operation_hash"], json!(op));
+    assert_eq!(ops[0]["resolved"]["amount"], 150_000);
+    assert_eq!(ops[0]["origins"]["payee_iban"], "registry.beneficiaries");
+    // not for someone who may not approve it
+    let r = get(&s, "/v1/approvals?for=lead_bo");
+    assert!(r.body["operations"].as_array().unwrap().is_empty());
+    assert_eq!(get(&s, "/v1/approvals?who=emma").status, 400);
+    // an approval for an operation the store does not know: 404
+    let stray = w.approve("emma", "sha256:00");
+    let r = request(&s, "POST", "/v1/approvals", &stray.to_string(), &[]);
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(r.body["code"], "ipc::approvals::unknown");
+    // a forged one (another name over emma's signature): 400
+    let mut forged = w.approve("noah", &op);
+    forged["approval"]["approver"] = json!("emma");
+    let r = request(&s, "POST", "/v1/approvals", &forged.to_string(), &[]);
+    assert_eq!(r.status, 400, "{}", r.body);
+    // the real one, by hash; the same proposal, with no approval, executes
+    let r = request(
+        &s,
+        "POST",
+        "/v1/approvals",
+        &w.approve("emma", &op).to_string(),
+        &[],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d = post(&s, &p).body;
+    assert_eq!(d["decision"], "ALLOW", "{d}");
+    assert_eq!(d["approvers"], json!(["emma"]));
+    assert!(
+        get(&s, "/v1/approvals").body["operations"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // a declined operation is then refused
+    let pw =
+        json!({"action": "user.update_password", "args": {"new_password": "a long new password"}});
+    let d = post(&s, &pw).body;
+    assert_eq!(d["decision"], "PENDING", "{d}");
+    let op2 = d["operation_hash"].as_str().unwrap().to_string();
+    let r = request(
+        &s,
+        "POST",
+        "/v1/approvals/decline",
+        &json!({"operation_hash": op2, "approver": "emma"}).to_string(),
+        &[],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d = post(&s, &pw).body;
+    assert_eq!(
+        (d["decision"].clone(), d["stage"].clone()),
+        (json!("DENY"), json!("approval"))
+    );
+    // without the token: nothing
+    let r = request(&s, "GET", "/v1/approvals", "", &[("Authorization", None)]);
+    assert_eq!(r.status, 401);
+}

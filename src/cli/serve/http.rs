@@ -176,6 +176,8 @@ fn router(state: Shared) -> Router {
     Router::new()
         .route("/v1/decide", post(decide))
         .route("/v1/receipts", get(receipts))
+        .route("/v1/approvals", get(approvals).post(submit_approval))
+        .route("/v1/approvals/decline", post(decline))
         .route("/v1/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
@@ -277,7 +279,9 @@ fn is_json(h: &HeaderMap) -> bool {
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
-async fn decide(State(st): State<Shared>, body: Body) -> Response {
+/// The request body as text, read within the body deadline and the size
+/// bound; or the answer that says why not.
+async fn read_text(st: &AppState, body: Body) -> Result<String, Response> {
     let read = tokio::time::timeout(st.body_timeout, Limited::new(body, MAX_BODY).collect()).await;
     let bytes = match read {
         Err(_) => {
@@ -288,27 +292,35 @@ async fn decide(State(st): State<Shared>, body: Body) -> Response {
             );
             r.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return r;
+            return Err(r);
         }
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
             st.metrics.refused("body_too_large");
-            return error(
+            return Err(error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("body too large (at most {MAX_BODY} bytes)"),
-            );
+            ));
         }
         Ok(Err(e)) => {
-            return error(
+            return Err(error(
                 StatusCode::BAD_REQUEST,
                 format!("cannot read the body: {}", e.to_string().to_lowercase()),
-            );
+            ));
         }
         Ok(Ok(c)) => c.to_bytes(),
     };
     let Ok(text) = std::str::from_utf8(&bytes) else {
-        return error(StatusCode::BAD_REQUEST, "the body is not UTF-8 text");
+        return Err(error(StatusCode::BAD_REQUEST, "the body is not UTF-8 text"));
     };
-    let input = super::parse_line(text, st.mandate.as_ref());
+    Ok(text.to_string())
+}
+
+async fn decide(State(st): State<Shared>, body: Body) -> Response {
+    let text = match read_text(&st, body).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let input = super::parse_line(&text, st.mandate.as_ref());
     let start = Instant::now();
     let Ok(_slot) = st.slots.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
@@ -496,6 +508,154 @@ async fn receipts(State(st): State<Shared>, uri: Uri) -> Response {
                 "cannot read the receipts",
             )
         }
+    }
+}
+
+/// `GET /v1/approvals[?for=NAME]`: the operations waiting for approval, as
+/// the store holds them (never the agent's copy).
+async fn approvals(State(st): State<Shared>, uri: Uri) -> Response {
+    let mut for_whom: Option<String> = None;
+    for pair in uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        match pair.split_once('=') {
+            Some(("for", v)) if !v.is_empty() => for_whom = Some(v.to_string()),
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "unknown parameter `{}`: give `for=NAME` or nothing",
+                        shown(pair)
+                    ),
+                );
+            }
+        }
+    }
+    let gw = st.gw.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let now = gw.now();
+        gw.pending_ops().map(|ops| {
+            ops.into_iter()
+                .filter(|(op, executed)| !executed && op.declined_by.is_empty() && !op.expired(now))
+                .filter(|(op, _)| {
+                    for_whom.as_deref().is_none_or(|w| {
+                        w == op.user
+                            || (op.level >= 2
+                                && gw
+                                    .world()
+                                    .approvers
+                                    .get(w)
+                                    .is_some_and(|a| a.may_approve_for(&op.owner, None)))
+                    })
+                })
+                .map(|(op, _)| op)
+                .collect::<Vec<_>>()
+        })
+    })
+    .await;
+    match read {
+        Ok(Ok(ops)) => json_ok(&st, &json!({"operations": ops})),
+        Ok(Err(e)) => {
+            st.metrics.store_error();
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+        Err(_) => {
+            st.metrics.error();
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot read the approvals",
+            )
+        }
+    }
+}
+
+/// A pending-operation refusal as an HTTP answer: 404 for an unknown hash,
+/// 409 for one no longer approvable, 400 for a bad approval, 500 for the
+/// store.
+fn pending_error(st: &AppState, e: crate::gateway::pending::PendingError) -> Response {
+    use crate::gateway::pending::PendingError as P;
+    let status = match &e {
+        P::Unknown { .. } => StatusCode::NOT_FOUND,
+        P::Expired { .. } | P::Executed { .. } => StatusCode::CONFLICT,
+        P::Invalid { .. } => StatusCode::BAD_REQUEST,
+        P::Store(_) => {
+            st.metrics.store_error();
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    };
+    let code = miette::Diagnostic::code(&e).map(|c| c.to_string());
+    answer(
+        status,
+        json!({"ok": false, "code": code, "error": e.to_string()}).to_string(),
+    )
+}
+
+/// `POST /v1/approvals`: a signed approval, submitted by the operation hash
+/// it names; kept with the pending operation (with a receipt) and counted
+/// when the operation is proposed again.
+async fn submit_approval(State(st): State<Shared>, body: Body) -> Response {
+    let text = match read_text(&st, body).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let signed: crate::gateway::approval::SignedApproval =
+        match crate::gateway::json::parse_strict(&text)
+            .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string().to_lowercase()))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("not a signed approval: {e}"),
+                );
+            }
+        };
+    let gw = st.gw.clone();
+    match tokio::task::spawn_blocking(move || gw.submit_approval(&signed)).await {
+        Ok(Ok(r)) => json_ok(&st, &json!({"ok": true, "receipt": r})),
+        Ok(Err(e)) => pending_error(&st, e),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the approval failed"),
+    }
+}
+
+/// `POST /v1/approvals/decline` `{"operation_hash", "approver"}`: records a
+/// refusal (with a receipt); the operation proposed again is then a DENY.
+async fn decline(State(st): State<Shared>, body: Body) -> Response {
+    let text = match read_text(&st, body).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Decline {
+        operation_hash: String,
+        approver: String,
+    }
+    let d: Decline = match crate::gateway::json::parse_strict(&text)
+        .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string().to_lowercase()))
+    {
+        Ok(d) => d,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("a decline is {{\"operation_hash\", \"approver\"}}: {e}"),
+            );
+        }
+    };
+    if !st.gw.world().approvers.contains_key(&d.approver) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("`{}` is not a known approver", shown(&d.approver)),
+        );
+    }
+    let gw = st.gw.clone();
+    match tokio::task::spawn_blocking(move || gw.decline(&d.operation_hash, &d.approver)).await {
+        Ok(Ok(r)) => json_ok(&st, &json!({"ok": true, "receipt": r})),
+        Ok(Err(e)) => pending_error(&st, e),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the decline failed"),
     }
 }
 
