@@ -8,8 +8,7 @@
 use super::Cx;
 use super::params::literal_value;
 use crate::diagnostics::{PackDiagnostic, suggest};
-use crate::ir::{self, Expr, Type, Value};
-use crate::syntax::ast::BinOp;
+use crate::ir::{self, BinOp, Expr, Type, Value};
 use crate::syntax::ast::{self, ExprKind, PathStep};
 use std::collections::HashMap;
 
@@ -139,7 +138,7 @@ impl Cx {
                 e
             });
             if let Some(role) = &r.role
-                && r.kind != ast::RuleKind::FourEyes
+                && r.kind != ir::RuleKind::FourEyes
             {
                 self.err(PackDiagnostic::RoleNotFourEyes {
                     kind: r.kind.keyword(),
@@ -147,7 +146,7 @@ impl Cx {
                 });
             }
             rules.push(ir::Rule {
-                kind: lower_kind(r.kind),
+                kind: r.kind,
                 reason: r.reason.value.clone(),
                 when,
                 hint: r.hint.as_ref().map(|h| h.value.clone()),
@@ -221,7 +220,7 @@ impl Cx {
                 let ty = self.binary(*op, e, (&lt, l), (&rt, r));
                 (
                     Expr::Binary {
-                        op: lower_op(*op),
+                        op: *op,
                         lhs: Box::new(lx),
                         rhs: Box::new(rx),
                     },
@@ -526,31 +525,5 @@ fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
             Some(Ty::T(Type::Set(x.clone())))
         }
         _ => None,
-    }
-}
-
-/// The pack language's operator, in the IR's vocabulary.
-fn lower_op(op: BinOp) -> ir::BinOp {
-    match op {
-        BinOp::Or => ir::BinOp::Or,
-        BinOp::And => ir::BinOp::And,
-        BinOp::Eq => ir::BinOp::Eq,
-        BinOp::Ne => ir::BinOp::Ne,
-        BinOp::Lt => ir::BinOp::Lt,
-        BinOp::Le => ir::BinOp::Le,
-        BinOp::Gt => ir::BinOp::Gt,
-        BinOp::Ge => ir::BinOp::Ge,
-        BinOp::In => ir::BinOp::In,
-        BinOp::Add => ir::BinOp::Add,
-        BinOp::Sub => ir::BinOp::Sub,
-    }
-}
-
-/// The pack language's rule keyword, in the IR's vocabulary.
-fn lower_kind(k: ast::RuleKind) -> ir::RuleKind {
-    match k {
-        ast::RuleKind::Forbid => ir::RuleKind::Forbid,
-        ast::RuleKind::StepUp => ir::RuleKind::StepUp,
-        ast::RuleKind::FourEyes => ir::RuleKind::FourEyes,
     }
 }

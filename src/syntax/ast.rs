@@ -176,32 +176,9 @@ pub struct FactDecl {
     pub span: Span,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum RuleKind {
-    Forbid,
-    StepUp,
-    FourEyes,
-}
-
-impl RuleKind {
-    pub fn keyword(self) -> &'static str {
-        match self {
-            RuleKind::Forbid => "forbid",
-            RuleKind::StepUp => "step_up",
-            RuleKind::FourEyes => "four_eyes",
-        }
-    }
-    /// The approval level a rule of this kind demands (0 for a forbid,
-    /// which no approval lifts).
-    pub fn level(self) -> u8 {
-        match self {
-            RuleKind::Forbid => 0,
-            RuleKind::StepUp => 1,
-            RuleKind::FourEyes => 2,
-        }
-    }
-}
+/// The rule kinds and operators are the IR's own: the parser produces
+/// them, and the checked IR does not depend on the syntax.
+pub use crate::ir::{BinOp, RuleKind};
 
 #[derive(Clone, Debug)]
 pub struct RuleDecl {
@@ -229,40 +206,6 @@ pub enum ExprKind {
     Path(Path),
     Not(Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BinOp {
-    Or,
-    And,
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    In,
-    Add,
-    Sub,
-}
-
-impl BinOp {
-    pub fn symbol(self) -> &'static str {
-        match self {
-            BinOp::Or => "or",
-            BinOp::And => "and",
-            BinOp::Eq => "==",
-            BinOp::Ne => "!=",
-            BinOp::Lt => "<",
-            BinOp::Le => "<=",
-            BinOp::Gt => ">",
-            BinOp::Ge => ">=",
-            BinOp::In => "in",
-            BinOp::Add => "+",
-            BinOp::Sub => "-",
-        }
-    }
 }
 
 /// `mandate.payee`, `registry.vendors[registry.invoices[invoice_id].vendor].iban`, `amount`
