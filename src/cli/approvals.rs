@@ -69,29 +69,6 @@ fn load(g: &GatewayArgs) -> Option<Gateway> {
     }
 }
 
-/// `waiting`, `executed`, `declined` or `expired`.
-fn status(op: &PendingOp, executed: bool, now: i64) -> &'static str {
-    if executed {
-        "executed"
-    } else if !op.declined_by.is_empty() {
-        "declined"
-    } else if op.expired(now) {
-        "expired"
-    } else {
-        "waiting"
-    }
-}
-
-fn may_approve(gw: &Gateway, op: &PendingOp, who: &str) -> bool {
-    who == op.user
-        || (op.level >= 2
-            && gw
-                .world()
-                .approvers
-                .get(who)
-                .is_some_and(|a| a.may_approve_for(&op.owner, None)))
-}
-
 fn list(a: &ListArgs, out: &mut dyn Write) -> u8 {
     let Some(gw) = load(&a.gateway) else { return 1 };
     let ops = match gw.pending_ops() {
@@ -102,14 +79,14 @@ fn list(a: &ListArgs, out: &mut dyn Write) -> u8 {
     let shown: Vec<(PendingOp, &'static str)> = ops
         .into_iter()
         .map(|(op, ex)| {
-            let s = status(&op, ex, now);
+            let s = op.status(ex, now);
             (op, s)
         })
         .filter(|(_, s)| a.all || *s == "waiting")
         .filter(|(op, _)| {
             a.for_whom
                 .as_deref()
-                .is_none_or(|w| may_approve(&gw, op, w))
+                .is_none_or(|w| op.approvable_by(gw.world(), w))
         })
         .collect();
     let written = match a.format {
@@ -164,7 +141,7 @@ fn show(a: &ShowArgs, out: &mut dyn Write) -> u8 {
         };
         return failure(out, a.format, &e);
     };
-    let s = status(&op, executed, gw.now());
+    let s = op.status(executed, gw.now());
     let written = match a.format {
         Format::Json => {
             let mut v = serde_json::to_value(&op).unwrap_or(Value::Null);

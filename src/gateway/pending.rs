@@ -57,6 +57,30 @@ impl PendingOp {
     pub fn expired(&self, now: i64) -> bool {
         now >= self.expires_at
     }
+
+    /// `waiting`, `executed`, `declined` or `expired`.
+    pub fn status(&self, executed: bool, now: i64) -> &'static str {
+        if executed {
+            "executed"
+        } else if !self.declined_by.is_empty() {
+            "declined"
+        } else if self.expired(now) {
+            "expired"
+        } else {
+            "waiting"
+        }
+    }
+
+    /// Whether `who` may approve it: its user, or, for four eyes, a second
+    /// person the world authorises for its owner.
+    pub fn approvable_by(&self, world: &crate::gateway::world::World, who: &str) -> bool {
+        who == self.user
+            || (self.level >= 2
+                && world
+                    .approvers
+                    .get(who)
+                    .is_some_and(|a| a.may_approve_for(&self.owner, None)))
+    }
 }
 
 /// Records (or refreshes) a pending operation.
@@ -224,8 +248,7 @@ impl crate::gateway::Gateway {
         }
         let value = serde_json::to_value(signed).map_err(|e| invalid(e.to_string()))?;
         let now = self.now();
-        let mut link = None;
-        self.store.transaction(&mut |tx| {
+        Ok(self.with_receipt(&mut |tx| {
             let Some(mut op) = get(tx, &hash)? else {
                 return Err(StoreError::Aborted(format!(
                     "no pending operation `{hash}`"
@@ -236,21 +259,14 @@ impl crate::gateway::Gateway {
             }
             let v = serde_json::to_value(&op).map_err(|e| StoreError::Aborted(e.to_string()))?;
             tx.state_put(NS, &hash, &v)?;
-            let mut w = crate::canonical::ObjectWriter::new();
-            w.str("bundle", &self.bundle_hash)
-                .str("by", &ap.approver)
-                .str("change", "approve")
-                .str("kind", "approval")
-                .str("operation_hash", &hash)
-                .str("time", &crate::gateway::json::format_time(now));
-            let l = tx.append_receipt_jcs(&w.finish())?;
-            link = Some(crate::gateway::ReceiptRef {
-                seq: l.seq,
-                hash: l.hash,
-            });
-            Ok(Value::Null)
-        })?;
-        link.ok_or_else(|| PendingError::Store(StoreError::Aborted("no receipt".into())))
+            Ok(approval_receipt(
+                &self.bundle_hash,
+                &ap.approver,
+                "approve",
+                &hash,
+                now,
+            ))
+        })?)
     }
 
     /// `who` declines the pending operation `hash`: recorded with a receipt
@@ -262,27 +278,37 @@ impl crate::gateway::Gateway {
     ) -> Result<crate::gateway::ReceiptRef, PendingError> {
         self.pending_op(hash)?;
         let now = self.now();
-        let mut link = None;
-        self.store.transaction(&mut |tx| {
+        Ok(self.with_receipt(&mut |tx| {
             if decline(tx, hash, who)?.is_none() {
                 return Err(StoreError::Aborted(format!(
                     "no pending operation `{hash}`"
                 )));
             }
-            let mut w = crate::canonical::ObjectWriter::new();
-            w.str("bundle", &self.bundle_hash)
-                .str("by", who)
-                .str("change", "decline")
-                .str("kind", "approval")
-                .str("operation_hash", hash)
-                .str("time", &crate::gateway::json::format_time(now));
-            let l = tx.append_receipt_jcs(&w.finish())?;
-            link = Some(crate::gateway::ReceiptRef {
-                seq: l.seq,
-                hash: l.hash,
-            });
-            Ok(Value::Null)
-        })?;
-        link.ok_or_else(|| PendingError::Store(StoreError::Aborted("no receipt".into())))
+            Ok(approval_receipt(
+                &self.bundle_hash,
+                who,
+                "decline",
+                hash,
+                now,
+            ))
+        })?)
     }
+}
+
+/// The receipt of an approver's act on a pending operation.
+fn approval_receipt(
+    bundle: &str,
+    by: &str,
+    change: &str,
+    hash: &str,
+    now: i64,
+) -> crate::canonical::Jcs {
+    let mut w = crate::canonical::ObjectWriter::new();
+    w.str("bundle", bundle)
+        .str("by", by)
+        .str("change", change)
+        .str("kind", "approval")
+        .str("operation_hash", hash)
+        .str("time", &crate::gateway::json::format_time(now));
+    w.finish()
 }

@@ -11,7 +11,7 @@
 use super::registry::Registries;
 use super::world::typed_value;
 use super::{Gateway, ReceiptRef, normalize};
-use crate::canonical::ObjectWriter;
+use crate::canonical::{Jcs, ObjectWriter};
 use crate::gateway::json::format_time;
 use crate::ir::RegistryShape;
 use crate::store::StoreError;
@@ -152,10 +152,7 @@ impl Gateway {
                 },
                 RegistryChange::Put { key, record },
             ) => {
-                let key = match key_ty.canonical_normalizer() {
-                    Some(n) => normalize::apply(n, key).map_err(|e| bad(format!("key: {e}")))?,
-                    None => key.clone(),
-                };
+                let key = canonical_key(key_ty, key).map_err(bad)?;
                 let mut clean = Map::new();
                 for f in fields {
                     let v = record
@@ -179,18 +176,16 @@ impl Gateway {
                 }
             }
             (RegistryShape::Keyed { key: key_ty, .. }, RegistryChange::Delete { key }) => {
-                let key = match key_ty.canonical_normalizer() {
-                    Some(n) => normalize::apply(n, key).map_err(|e| bad(format!("key: {e}")))?,
-                    None => key.clone(),
-                };
-                Checked::Keyed { key, record: None }
+                Checked::Keyed {
+                    key: canonical_key(key_ty, key).map_err(bad)?,
+                    record: None,
+                }
             }
             (RegistryShape::Set { .. }, _) => return Err(shape_err("set")),
             (RegistryShape::Keyed { .. }, _) => return Err(shape_err("keyed")),
         };
         let now = self.now();
-        let mut link = None;
-        self.store.transaction(&mut |tx| {
+        let link = self.with_receipt(&mut |tx| {
             let regs = Registries {
                 world: &self.world,
                 pack,
@@ -231,13 +226,36 @@ impl Gateway {
                     w.str("registry", registry).str("time", &format_time(now));
                 }
             }
-            let l = tx.append_receipt_jcs(&w.finish())?;
+            Ok(w.finish())
+        })?;
+        Ok(link)
+    }
+
+    /// One change of the trusted side and its receipt, in one transaction:
+    /// `change` writes to the store and returns the receipt's body.
+    pub(crate) fn with_receipt(
+        &self,
+        change: &mut dyn FnMut(&mut dyn crate::store::Tx) -> Result<Jcs, StoreError>,
+    ) -> Result<ReceiptRef, StoreError> {
+        let mut link = None;
+        self.store.transaction(&mut |tx| {
+            let body = change(tx)?;
+            let l = tx.append_receipt_jcs(&body)?;
             link = Some(ReceiptRef {
                 seq: l.seq,
                 hash: l.hash,
             });
             Ok(Value::Null)
         })?;
-        link.ok_or_else(|| TrustedError::Store(StoreError::Aborted("no receipt".into())))
+        link.ok_or_else(|| StoreError::Aborted("the change left no receipt".into()))
+    }
+}
+
+/// A keyed registry's key in its canonical spelling (an IBAN key without
+/// spaces), as the world's files store them.
+fn canonical_key(key_ty: &crate::ir::Type, key: &str) -> Result<String, String> {
+    match key_ty.canonical_normalizer() {
+        Some(n) => normalize::apply(n, key).map_err(|e| format!("key: {e}")),
+        None => Ok(key.to_string()),
     }
 }

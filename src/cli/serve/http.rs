@@ -539,17 +539,11 @@ async fn approvals(State(st): State<Shared>, uri: Uri) -> Response {
         let now = gw.now();
         gw.pending_ops().map(|ops| {
             ops.into_iter()
-                .filter(|(op, executed)| !executed && op.declined_by.is_empty() && !op.expired(now))
+                .filter(|(op, executed)| op.status(*executed, now) == "waiting")
                 .filter(|(op, _)| {
-                    for_whom.as_deref().is_none_or(|w| {
-                        w == op.user
-                            || (op.level >= 2
-                                && gw
-                                    .world()
-                                    .approvers
-                                    .get(w)
-                                    .is_some_and(|a| a.may_approve_for(&op.owner, None)))
-                    })
+                    for_whom
+                        .as_deref()
+                        .is_none_or(|w| op.approvable_by(gw.world(), w))
                 })
                 .map(|(op, _)| op)
                 .collect::<Vec<_>>()

@@ -45,22 +45,16 @@ pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreEr
 /// `None`: nothing to hide, the proposal is kept as it came.
 fn redact_secrets(r: &Run<'_>) -> Option<Value> {
     let name = r.input.proposal.get("action")?.as_str()?;
-    let action = r.gw.actions.get(name)?;
-    let secret: Vec<&str> = action
-        .table
-        .action
-        .params
-        .iter()
-        .filter(|p| p.secret)
-        .map(|p| p.name.as_str())
-        .collect();
+    let params = &r.gw.actions.get(name)?.table.action.params;
     let args = r.input.proposal.get("args")?.as_object()?;
-    if !secret.iter().any(|s| args.contains_key(*s)) {
+    // on the decision path: nothing is copied unless a secret is present
+    let is_secret = |p: &&crate::ir::Param| p.secret && args.contains_key(&p.name);
+    if !params.iter().any(|p| is_secret(&p)) {
         return None;
     }
     let mut p = r.input.proposal.clone();
     if let Some(Value::Object(args)) = p.get_mut("args") {
-        for s in secret {
+        for s in params.iter().filter(is_secret).map(|p| p.name.as_str()) {
             if let Some(v) = args.get_mut(s) {
                 *v = match r.resolved.get(s) {
                     Some(c) if crate::gateway::secret::is_commitment(c) => c.clone(),
