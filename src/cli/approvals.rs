@@ -179,6 +179,86 @@ fn shown_value(gw: &Gateway, op: &PendingOp, param: &str, v: &Value) -> String {
     }
 }
 
+/// Where a value came from, as a person reads it: `mandate`, `registry`
+/// or `proposal` (the first word of each origin), and the origins in full.
+fn origin_of(op: &PendingOp, param: &str) -> (String, String) {
+    let all: Vec<String> = match op.origins.get(param) {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => vec![],
+    };
+    let kind = all
+        .first()
+        .and_then(|o| o.split('.').next())
+        .unwrap_or("proposal")
+        .to_string();
+    let full = if all.is_empty() {
+        "proposal".to_string()
+    } else {
+        all.join(", ")
+    };
+    (kind, full)
+}
+
+/// The operation as the approval page shows it: every value as a person
+/// reads it (an amount in major units with its currency), its origin, what
+/// is new to the owner, the rules that asked (their text and policy), who
+/// must approve and who already did, and the expiry. Text only: the page
+/// puts it into the document as text, never as markup.
+pub(crate) fn view(gw: &Gateway, op: &PendingOp, status: &str) -> Value {
+    let currency = op
+        .resolved
+        .iter()
+        .find(|(k, _)| gw.param_type(&op.action, k) == Some(Type::Currency))
+        .and_then(|(_, v)| v.as_str());
+    let values: Vec<Value> = op
+        .resolved
+        .iter()
+        .map(|(k, v)| {
+            let mut shown = shown_value(gw, op, k, v);
+            if let (Some(Type::Money), Some(c)) = (gw.param_type(&op.action, k), currency) {
+                shown = format!("{shown} {c}");
+            }
+            let (kind, origin) = origin_of(op, k);
+            json!({"name": k, "value": shown, "origin": origin, "origin_kind": kind,
+                "new": op.new_values.contains(k)})
+        })
+        .collect();
+    let rules: Vec<Value> = op
+        .policies
+        .iter()
+        .filter_map(|id| gw.rule(&op.action, id).map(|r| (id, r)))
+        .filter(|(_, r)| r.kind.level() > 0)
+        .map(|(id, r)| {
+            json!({"policy": id, "rule": r.kind.keyword(), "reason": r.reason,
+                "level": r.kind.level(), "role": r.role})
+        })
+        .collect();
+    json!({
+        "operation_hash": op.operation_hash,
+        "pack": op.pack,
+        "action": op.action,
+        "user": op.user,
+        "owner": op.owner,
+        "mandate": op.mandate,
+        "status": status,
+        "level": op.level,
+        "reason": op.reason,
+        "rules": rules,
+        "approve_by": op.approve_by,
+        "approved_by": op.approved_by(),
+        "declined_by": op.declined_by,
+        "values": values,
+        "created_at": format_time(op.created_at),
+        "expires_at": op.expires_at,
+        "expires": format_time(op.expires_at),
+    })
+}
+
 /// The whole operation, as `ipc approve` shows it before signing.
 pub(crate) fn describe(gw: &Gateway, op: &PendingOp) -> String {
     let mut t = String::new();
@@ -192,15 +272,7 @@ pub(crate) fn describe(gw: &Gateway, op: &PendingOp) -> String {
     let _ = writeln!(t, "approve    {}", op.approve_by);
     let width = op.resolved.keys().map(String::len).max().unwrap_or(0);
     for (i, (k, v)) in op.resolved.iter().enumerate() {
-        let origin = match op.origins.get(k) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(", "),
-            _ => "proposal".into(),
-        };
+        let (_, origin) = origin_of(op, k);
         let new = if op.new_values.contains(k) {
             "  NEW: not among the owner's records"
         } else {

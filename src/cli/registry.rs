@@ -4,7 +4,7 @@
 
 use super::Format;
 use super::gateway::GatewayArgs;
-use crate::gateway::trusted::RegistryChange;
+use crate::gateway::trusted::{RegistryChange, Verb};
 use serde_json::{Value, json};
 use std::io::Write;
 
@@ -62,31 +62,18 @@ pub fn run(args: &RegistryArgs, out: &mut dyn Write) -> u8 {
     let keyed = gw
         .registry(&a.pack, &a.registry)
         .is_some_and(|r| matches!(r.shape, crate::ir::RegistryShape::Keyed { .. }));
-    let change = match (keyed, add, &a.record) {
-        (true, true, Some(text)) => match crate::gateway::json::parse_strict(text) {
-            Ok(Value::Object(record)) => RegistryChange::Put {
-                key: a.value.clone(),
-                record,
-            },
+    let record = match &a.record {
+        None => None,
+        Some(text) => match crate::gateway::json::parse_strict(text) {
+            Ok(Value::Object(record)) => Some(record),
             Ok(_) => return fail("`--record` is a JSON object of the record's fields"),
             Err(e) => return fail(&format!("`--record`: {e}")),
         },
-        (true, true, None) => {
-            return fail(&format!(
-                "`{}` is keyed: give the record with `--record '{{...}}'`",
-                a.registry
-            ));
-        }
-        (true, false, _) => RegistryChange::Delete {
-            key: a.value.clone(),
-        },
-        (false, _, Some(_)) => return fail("`--record` is for keyed registries"),
-        (false, true, None) => RegistryChange::Add {
-            value: Value::String(a.value.clone()),
-        },
-        (false, false, None) => RegistryChange::Remove {
-            value: Value::String(a.value.clone()),
-        },
+    };
+    let verb = if add { Verb::Add } else { Verb::Remove };
+    let change = match RegistryChange::from_request(keyed, verb, &a.value, record, &a.registry) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
     };
     let by = a.by.clone().unwrap_or_else(|| a.owner.clone());
     match gw.change_registry(&a.pack, &a.registry, &a.owner, &change, &by) {

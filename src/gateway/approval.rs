@@ -59,6 +59,57 @@ impl SignedApproval {
     }
 }
 
+/// A refusal of one operation by an approver, signed like an approval.
+/// `verdict` is always `"decline"`: the field an [`Approval`] never has,
+/// so no approval's signature can pass for a decline, nor a decline's for
+/// an approval (each is verified over the JCS of its own struct).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decline {
+    pub approver: String,
+    pub operation_hash: String,
+    /// Seconds since the epoch: a decline is refused after this.
+    pub expires_at: i64,
+    pub verdict: Verdict,
+}
+
+/// The one verdict a [`Decline`] carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Decline,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignedDecline {
+    pub decline: Decline,
+    /// Ed25519 over the JCS encoding of `decline`, base64.
+    pub signature: String,
+}
+
+impl SignedDecline {
+    /// `approver`'s refusal of one operation, valid until `expires_at`.
+    pub fn issue(
+        approver: &str,
+        operation_hash: &str,
+        expires_at: i64,
+        key: &SecretKey,
+    ) -> Result<Self, crate::canonical::CanonicalError> {
+        let decline = Decline {
+            approver: approver.to_string(),
+            operation_hash: operation_hash.to_string(),
+            expires_at,
+            verdict: Verdict::Decline,
+        };
+        let msg = to_jcs(&decline)?;
+        Ok(SignedDecline {
+            signature: key.sign(msg.as_bytes()),
+            decline,
+        })
+    }
+}
+
 /// A random nonce (hex), for approvals and token ids.
 pub fn random_id() -> String {
     let mut b = [0u8; 16];

@@ -347,6 +347,13 @@ impl Gateway {
     }
 
     /// A registry as the bundle declares it (for the trusted side's changes).
+    /// The pack rule behind a policy id an action's decision names.
+    pub fn rule(&self, action: &str, policy_id: &str) -> Option<&crate::ir::Rule> {
+        self.actions
+            .get(action)
+            .and_then(|a| a.table.rule_of(policy_id))
+    }
+
     pub fn registry(&self, pack: &str, name: &str) -> Option<&crate::ir::Registry> {
         self.actions
             .values()

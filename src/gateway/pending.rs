@@ -40,6 +40,9 @@ pub struct PendingOp {
     pub reason: String,
     pub policies: Vec<String>,
     pub approve_by: String,
+    /// The roles the second approver must hold (`four_eyes ... by ROLE`).
+    #[serde(default)]
+    pub roles: Vec<String>,
     /// Seconds since the epoch: created, and no longer approvable after.
     pub created_at: i64,
     pub expires_at: i64,
@@ -72,14 +75,29 @@ impl PendingOp {
     }
 
     /// Whether `who` may approve it: its user, or, for four eyes, a second
-    /// person the world authorises for its owner.
+    /// person the world authorises for its owner and every role the rules
+    /// name (what the approval stage demands when the approvals count).
     pub fn approvable_by(&self, world: &crate::gateway::world::World, who: &str) -> bool {
         who == self.user
             || (self.level >= 2
-                && world
-                    .approvers
-                    .get(who)
-                    .is_some_and(|a| a.may_approve_for(&self.owner, None)))
+                && world.approvers.get(who).is_some_and(|a| {
+                    a.may_approve_for(&self.owner, None)
+                        && self
+                            .roles
+                            .iter()
+                            .all(|r| a.may_approve_for(&self.owner, Some(r)))
+                }))
+    }
+
+    /// The names of those whose signed approvals were submitted for it.
+    pub fn approved_by(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .approvals
+            .iter()
+            .filter_map(|a| a["approval"]["approver"].as_str().map(str::to_string))
+            .collect();
+        names.dedup();
+        names
     }
 }
 
@@ -166,6 +184,20 @@ pub enum PendingError {
     #[error("the operation `{hash}` was already executed")]
     #[diagnostic(code(ipc::approvals::executed))]
     Executed { hash: String },
+    #[error("the operation `{hash}` was declined by `{by}`")]
+    #[diagnostic(
+        code(ipc::approvals::declined),
+        help("a declined operation is refused for good: the agent must propose another")
+    )]
+    Declined { hash: String, by: String },
+    #[error("`{who}` may not approve or decline the operation `{hash}`")]
+    #[diagnostic(
+        code(ipc::approvals::not_approver),
+        help(
+            "only the mandate's user, and for four eyes a second approver the world declares for the owner (and role), may act on it"
+        )
+    )]
+    NotApprover { who: String, hash: String },
     #[error("the approval cannot be accepted: {reason}")]
     #[diagnostic(code(ipc::approvals::invalid))]
     Invalid { reason: String },
@@ -225,27 +257,15 @@ impl crate::gateway::Gateway {
     ) -> Result<crate::gateway::ReceiptRef, PendingError> {
         let ap = &signed.approval;
         let hash = ap.operation_hash.clone();
-        self.pending_op(&hash)?;
-        let invalid = |reason: String| PendingError::Invalid { reason };
-        let approver = self.world.approvers.get(&ap.approver).ok_or_else(|| {
-            invalid(format!(
-                "`{}` is not a known approver",
-                crate::gateway::json::echo(&ap.approver)
-            ))
-        })?;
-        let msg = crate::canonical::to_jcs(ap).map_err(|e| invalid(e.to_string()))?;
-        approver
-            .key
-            .verify(msg.as_bytes(), &signed.signature)
-            .map_err(|_| {
-                invalid(format!(
-                    "the signature of `{}` does not verify",
-                    ap.approver
-                ))
-            })?;
-        if self.now() >= ap.expires_at {
-            return Err(invalid("the approval has expired".into()));
+        let op = self.pending_op(&hash)?;
+        if let Some(by) = op.declined_by.first() {
+            return Err(PendingError::Declined {
+                hash,
+                by: by.clone(),
+            });
         }
+        self.check_signed(&op, &ap.approver, ap, &signed.signature, ap.expires_at)?;
+        let invalid = |reason: String| PendingError::Invalid { reason };
         let value = serde_json::to_value(signed).map_err(|e| invalid(e.to_string()))?;
         let now = self.now();
         Ok(self.with_receipt(&mut |tx| {
@@ -267,6 +287,54 @@ impl crate::gateway::Gateway {
                 now,
             ))
         })?)
+    }
+
+    /// What an approval and a decline submitted by hash must pass: signed
+    /// (`message`'s JCS) by the key of `who`, a known approver who may
+    /// approve `op`, and not expired.
+    fn check_signed<T: serde::Serialize>(
+        &self,
+        op: &PendingOp,
+        who: &str,
+        message: &T,
+        signature: &str,
+        expires_at: i64,
+    ) -> Result<(), PendingError> {
+        let invalid = |reason: String| PendingError::Invalid { reason };
+        let approver = self.world.approvers.get(who).ok_or_else(|| {
+            invalid(format!(
+                "`{}` is not a known approver",
+                crate::gateway::json::echo(who)
+            ))
+        })?;
+        let msg = crate::canonical::to_jcs(message).map_err(|e| invalid(e.to_string()))?;
+        approver
+            .key
+            .verify(msg.as_bytes(), signature)
+            .map_err(|_| invalid(format!("the signature of `{who}` does not verify")))?;
+        if !op.approvable_by(&self.world, who) {
+            return Err(PendingError::NotApprover {
+                who: who.into(),
+                hash: op.operation_hash.clone(),
+            });
+        }
+        if self.now() >= expires_at {
+            return Err(invalid(format!("the signature of `{who}` has expired")));
+        }
+        Ok(())
+    }
+
+    /// A signed decline (the approval page, `POST /v1/approvals/decline`):
+    /// checked like a submitted approval, then recorded as [`Self::decline`]
+    /// does.
+    pub fn decline_signed(
+        &self,
+        signed: &crate::gateway::approval::SignedDecline,
+    ) -> Result<crate::gateway::ReceiptRef, PendingError> {
+        let d = &signed.decline;
+        let op = self.pending_op(&d.operation_hash)?;
+        self.check_signed(&op, &d.approver, d, &signed.signature, d.expires_at)?;
+        self.decline(&d.operation_hash, &d.approver)
     }
 
     /// `who` declines the pending operation `hash`: recorded with a receipt

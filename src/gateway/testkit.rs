@@ -195,6 +195,13 @@ impl TestWorld {
         serde_json::to_value(approval).expect("approval as JSON")
     }
 
+    /// `who`'s signed decline of an operation, valid ten minutes.
+    pub fn decline(&self, who: &str, op: &str) -> Value {
+        let d = crate::gateway::approval::SignedDecline::issue(who, op, now() + 600, self.key(who))
+            .expect("decline signed");
+        serde_json::to_value(d).expect("decline as JSON")
+    }
+
     pub fn approve_with(&self, who: &str, op: &str, expires_at: i64, nonce: &str) -> Value {
         let approval = SignedApproval::sign(
             Approval {

@@ -6,7 +6,11 @@
 //! stay the starting state.
 //!
 //! Only the trusted side calls this (`ipc registry`, the owner's HTTP
-//! route, scenario steps): it is never reachable from a proposal.
+//! route, scenario steps): it is never reachable from a proposal. Over
+//! HTTP (`POST /v1/registry`) a change is an [`OwnerChange`] signed by a
+//! key the world declares for that owner (`[owners.NAME] keys`), with an
+//! expiry and a single-use nonce: the agent host's bearer token alone can
+//! never change records.
 
 use super::registry::Registries;
 use super::world::typed_value;
@@ -15,6 +19,7 @@ use crate::canonical::{Jcs, ObjectWriter};
 use crate::gateway::json::format_time;
 use crate::ir::RegistryShape;
 use crate::store::StoreError;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// One change to a registry.
@@ -34,7 +39,90 @@ pub enum RegistryChange {
     Delete { key: String },
 }
 
+/// An owner's change to its own records, as its key signs it (the JCS of
+/// this struct). Its fields (`owner`, `pack`, ...) are none of an
+/// approval's or a decline's, so no signature passes for another kind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OwnerChange {
+    pub owner: String,
+    pub pack: String,
+    pub registry: String,
+    /// `add` or `remove`.
+    pub change: Verb,
+    /// The value (set registry) or the key (keyed registry).
+    pub value: String,
+    /// A keyed registry's record (`add` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<Map<String, Value>>,
+    /// Seconds since the epoch: refused from then on.
+    pub expires_at: i64,
+    /// Single use: a request seen once is refused again.
+    pub nonce: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verb {
+    Add,
+    Remove,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignedOwnerChange {
+    pub change: OwnerChange,
+    /// Ed25519 over the JCS encoding of `change`, base64.
+    pub signature: String,
+}
+
+impl SignedOwnerChange {
+    pub fn sign(
+        change: OwnerChange,
+        key: &crate::keys::SecretKey,
+    ) -> Result<Self, crate::canonical::CanonicalError> {
+        let msg = crate::canonical::to_jcs(&change)?;
+        Ok(SignedOwnerChange {
+            signature: key.sign(msg.as_bytes()),
+            change,
+        })
+    }
+}
+
+/// Longest nonce accepted in an owner's change.
+const MAX_NONCE: usize = 128;
+
 impl RegistryChange {
+    /// The change `add`/`remove VALUE [record]` means for a registry that
+    /// is `keyed` or not (what `ipc registry` and the HTTP route take).
+    pub fn from_request(
+        keyed: bool,
+        verb: Verb,
+        value: &str,
+        record: Option<Map<String, Value>>,
+        registry: &str,
+    ) -> Result<RegistryChange, String> {
+        match (keyed, verb, record) {
+            (true, Verb::Add, Some(record)) => Ok(RegistryChange::Put {
+                key: value.to_string(),
+                record,
+            }),
+            (true, Verb::Add, None) => Err(format!(
+                "`{registry}` is keyed: give the record with `--record '{{...}}'`"
+            )),
+            (true, Verb::Remove, _) => Ok(RegistryChange::Delete {
+                key: value.to_string(),
+            }),
+            (false, _, Some(_)) => Err("`--record` is for keyed registries".into()),
+            (false, Verb::Add, None) => Ok(RegistryChange::Add {
+                value: Value::String(value.to_string()),
+            }),
+            (false, Verb::Remove, None) => Ok(RegistryChange::Remove {
+                value: Value::String(value.to_string()),
+            }),
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             RegistryChange::Add { .. } => "add",
@@ -77,6 +165,29 @@ pub enum TrustedError {
     #[error("invalid value for `{registry}`: {reason}")]
     #[diagnostic(code(ipc::registry::value))]
     Value { registry: String, reason: String },
+    #[error("no key of the owner `{owner}` signed this change")]
+    #[diagnostic(
+        code(ipc::registry::unauthenticated),
+        help(
+            "an owner's change is signed with a key the world declares under `[owners.{owner}] keys`"
+        )
+    )]
+    NotOwner { owner: String },
+    #[error("the change expired at {at}")]
+    #[diagnostic(
+        code(ipc::registry::expired),
+        help("sign the change again with a later `expires_at`")
+    )]
+    Expired { at: String },
+    #[error("the nonce `{nonce}` was already used: a change is accepted once")]
+    #[diagnostic(
+        code(ipc::registry::replayed),
+        help("sign each change with a fresh random nonce")
+    )]
+    Replayed { nonce: String },
+    #[error("invalid change: {reason}")]
+    #[diagnostic(code(ipc::registry::request))]
+    Request { reason: String },
     #[error(transparent)]
     #[diagnostic(transparent)]
     Store(#[from] StoreError),
@@ -94,6 +205,68 @@ impl Gateway {
         owner: &str,
         change: &RegistryChange,
         by: &str,
+    ) -> Result<ReceiptRef, TrustedError> {
+        self.apply_change(pack, registry, owner, change, by, None)
+    }
+
+    /// An owner's signed change (`POST /v1/registry`): a key the world
+    /// declares for that owner signed it, it has not expired, and its
+    /// nonce is new (used up in the change's own transaction); then it is
+    /// applied as [`Self::change_registry`] does, `by` the owner.
+    pub fn change_registry_signed(
+        &self,
+        signed: &SignedOwnerChange,
+    ) -> Result<ReceiptRef, TrustedError> {
+        let c = &signed.change;
+        let not_owner = || TrustedError::NotOwner {
+            owner: crate::gateway::json::echo(&c.owner),
+        };
+        let keys = self.world.owner_keys.get(&c.owner).ok_or_else(not_owner)?;
+        let msg = crate::canonical::to_jcs(c).map_err(|e| TrustedError::Request {
+            reason: e.to_string(),
+        })?;
+        if !keys
+            .iter()
+            .any(|k| k.verify(msg.as_bytes(), &signed.signature).is_ok())
+        {
+            return Err(not_owner());
+        }
+        if self.now() >= c.expires_at {
+            return Err(TrustedError::Expired {
+                at: format_time(c.expires_at),
+            });
+        }
+        if c.nonce.is_empty() || c.nonce.len() > MAX_NONCE {
+            return Err(TrustedError::Request {
+                reason: format!("the nonce is 1 to {MAX_NONCE} characters"),
+            });
+        }
+        let keyed = self
+            .registry(&c.pack, &c.registry)
+            .is_some_and(|r| matches!(r.shape, RegistryShape::Keyed { .. }));
+        let change =
+            RegistryChange::from_request(keyed, c.change, &c.value, c.record.clone(), &c.registry)
+                .map_err(|reason| TrustedError::Request { reason })?;
+        self.apply_change(
+            &c.pack,
+            &c.registry,
+            &c.owner,
+            &change,
+            &c.owner,
+            Some(&format!("registry:{}", c.nonce)),
+        )
+    }
+
+    /// [`Self::change_registry`], using up `nonce` (if any) in the same
+    /// transaction: a nonce already used refuses the change.
+    fn apply_change(
+        &self,
+        pack: &str,
+        registry: &str,
+        owner: &str,
+        change: &RegistryChange,
+        by: &str,
+        nonce: Option<&str>,
     ) -> Result<ReceiptRef, TrustedError> {
         let reg = self
             .registry(pack, registry)
@@ -185,7 +358,15 @@ impl Gateway {
             (RegistryShape::Keyed { .. }, _) => return Err(shape_err("keyed")),
         };
         let now = self.now();
+        let mut replayed = false;
         let link = self.with_receipt(&mut |tx| {
+            if let Some(n) = nonce {
+                if tx.nonce_used(n)? {
+                    replayed = true;
+                    return Err(StoreError::Aborted("replayed".into()));
+                }
+                tx.use_nonce(n)?;
+            }
             let regs = Registries {
                 world: &self.world,
                 pack,
@@ -227,8 +408,15 @@ impl Gateway {
                 }
             }
             Ok(w.finish())
-        })?;
-        Ok(link)
+        });
+        match link {
+            Err(_) if replayed => Err(TrustedError::Replayed {
+                nonce: nonce
+                    .map(|n| n.trim_start_matches("registry:").to_string())
+                    .unwrap_or_default(),
+            }),
+            other => Ok(other?),
+        }
     }
 
     /// One change of the trusted side and its receipt, in one transaction:

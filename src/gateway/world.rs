@@ -14,6 +14,9 @@
 //! owners = ["acme"]                   #   for these tenants (owners)
 //! roles = ["treasury"]                #   holding these roles
 //!
+//! [owners.emma]                       # keys that sign an owner's own record
+//! keys = ["keys/emma.pub"]            #   changes (`POST /v1/registry`)
+//!
 //! [registries]                        # per pack: a folder of <registry>.json
 //! bank = "packs/bank/registries"
 //!
@@ -90,6 +93,8 @@ struct WorldFile {
     #[serde(default)]
     approvers: BTreeMap<String, ApproverEntry>,
     #[serde(default)]
+    owners: BTreeMap<String, OwnerFile>,
+    #[serde(default)]
     registries: BTreeMap<String, PathBuf>,
     #[serde(default)]
     pg_registries: BTreeMap<String, BTreeMap<String, String>>,
@@ -112,6 +117,14 @@ struct ApproverFile {
     owners: Vec<String>,
     #[serde(default)]
     roles: Vec<String>,
+}
+
+/// An owner (tenant) in the world file: the keys its own changes to its
+/// records are signed with.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct OwnerFile {
+    keys: Vec<PathBuf>,
 }
 
 /// A person who may approve: their verifying key, and the tenants (owners)
@@ -158,6 +171,8 @@ pub struct World {
     /// Keys a bundle may be signed with, by key id.
     pub bundle_keys: HashMap<String, PublicKey>,
     pub approvers: HashMap<String, Approver>,
+    /// Owner (tenant) to the keys that sign its record changes.
+    pub owner_keys: HashMap<String, Vec<PublicKey>>,
     pub store: Option<PathBuf>,
     /// `(pack, registry)` to owner (`"*"` for global) to records.
     pub registries: HashMap<String, HashMap<String, HashMap<String, Records>>>,
@@ -174,6 +189,7 @@ impl World {
             mandate_keys: HashMap::new(),
             bundle_keys: HashMap::new(),
             approvers: HashMap::new(),
+            owner_keys: HashMap::new(),
             store: None,
             registries: HashMap::new(),
             registry_tables: HashMap::new(),
@@ -218,6 +234,14 @@ impl World {
                 },
             };
             w.approvers.insert(name.clone(), a);
+        }
+        for (owner, f) in &wf.owners {
+            let keys = f
+                .keys
+                .iter()
+                .map(|k| crate::keys::load_public(&base.join(k)))
+                .collect::<Result<Vec<_>, _>>()?;
+            w.owner_keys.insert(owner.clone(), keys);
         }
         w.check_approver_keys()
             .map_err(|reason| WorldError::Invalid {

@@ -10,6 +10,10 @@
 //! - `GET /v1/receipts?last=N` (the N newest) or `?after=SEQ&limit=N` (the
 //!   N oldest after SEQ: page on with the last `seq` received; a page
 //!   shorter than N is the end); N at most 1000.
+//! - `GET /v1/approvals`, `POST /v1/approvals` (a signed approval by its
+//!   hash), `POST /v1/approvals/decline` (a signed decline).
+//! - `POST /v1/registry`: an owner's signed change to its own records.
+//! - `GET /approve` and `/v1/approver/*`: the approval page (`page.rs`).
 //! - `GET /v1/health`, `GET /metrics` (Prometheus text).
 //!
 //! Decisions go to one decider thread, which decides everything queued in
@@ -43,8 +47,8 @@ const MAX_BATCH: usize = 256;
 /// Receipts in an answer that names no count.
 const DEFAULT_PAGE: usize = 50;
 
-struct AppState {
-    gw: Arc<Gateway>,
+pub(super) struct AppState {
+    pub(super) gw: Arc<Gateway>,
     mandate: Option<Value>,
     tokens: Option<TokenFile>,
     /// The `Host` values served; `None` on a Unix socket (no browser
@@ -52,7 +56,9 @@ struct AppState {
     hosts: Option<Vec<String>>,
     public_metrics: bool,
     body_timeout: Duration,
-    metrics: Metrics,
+    pub(super) metrics: Metrics,
+    /// The approval page's challenges and approver sessions.
+    pub(super) sessions: super::page::Sessions,
     /// Decisions (queued or running) and receipt reads at once.
     slots: tokio::sync::Semaphore,
     /// The decider thread's queue.
@@ -61,7 +67,7 @@ struct AppState {
     receipts_gate: tokio::sync::Semaphore,
 }
 
-type Shared = Arc<AppState>;
+pub(super) type Shared = Arc<AppState>;
 
 /// Runs the HTTP server until SIGINT or SIGTERM.
 pub(crate) fn serve(
@@ -112,6 +118,7 @@ pub(crate) fn serve(
             public_metrics: config.public_metrics,
             body_timeout: config.body_timeout,
             metrics: Metrics::default(),
+            sessions: super::page::Sessions::default(),
             slots: tokio::sync::Semaphore::new(config.max_in_flight),
             receipts_gate: tokio::sync::Semaphore::new(1),
         });
@@ -178,6 +185,16 @@ fn router(state: Shared) -> Router {
         .route("/v1/receipts", get(receipts))
         .route("/v1/approvals", get(approvals).post(submit_approval))
         .route("/v1/approvals/decline", post(decline))
+        .route("/v1/registry", post(super::owner::change))
+        .route("/approve", get(super::page::index))
+        .route("/approve/app.js", get(super::page::app_js))
+        .route("/approve/app.css", get(super::page::app_css))
+        .route("/v1/approver/challenge", post(super::page::challenge))
+        .route("/v1/approver/session", post(super::page::session))
+        .route("/v1/approver/operations", get(super::page::operations))
+        .route("/v1/approver/approve", post(super::page::approve))
+        .route("/v1/approver/decline", post(super::page::decline))
+        .route("/v1/approver/logout", post(super::page::logout))
         .route("/v1/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
@@ -186,7 +203,7 @@ fn router(state: Shared) -> Router {
 }
 
 /// A JSON answer.
-fn answer(status: StatusCode, body: String) -> Response {
+pub(super) fn answer(status: StatusCode, body: String) -> Response {
     (
         status,
         [(
@@ -198,7 +215,7 @@ fn answer(status: StatusCode, body: String) -> Response {
         .into_response()
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     answer(status, json!({"error": message.into()}).to_string())
 }
 
@@ -228,17 +245,28 @@ async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
             }
         }
     }
+    let path = req.uri().path();
+    let page = super::page::is_page_route(path);
     let cross_site = h
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes() != b"none");
-    if h.contains_key(header::ORIGIN) || cross_site {
+    if page && !super::page::same_origin(h) {
+        st.metrics.refused("origin");
+        return error(
+            StatusCode::FORBIDDEN,
+            "the approval page's routes answer only this server's own page",
+        );
+    }
+    if !page && (h.contains_key(header::ORIGIN) || cross_site) {
         st.metrics.refused("origin");
         return error(
             StatusCode::FORBIDDEN,
             "requests from a web page (an `Origin` or `Sec-Fetch-Site` header) are refused",
         );
     }
-    let open = st.public_metrics && req.uri().path() == "/metrics";
+    // the page's routes carry an approver session, the registry route an
+    // owner's signature: the agent host's token is no part of either
+    let open = page || path == "/v1/registry" || (st.public_metrics && path == "/metrics");
     if let Some(tokens) = &st.tokens
         && !open
         && !bearer(h).is_some_and(|t| tokens.check(t))
@@ -281,7 +309,7 @@ fn is_json(h: &HeaderMap) -> bool {
 
 /// The request body as text, read within the body deadline and the size
 /// bound; or the answer that says why not.
-async fn read_text(st: &AppState, body: Body) -> Result<String, Response> {
+pub(super) async fn read_text(st: &AppState, body: Body) -> Result<String, Response> {
     let read = tokio::time::timeout(st.body_timeout, Limited::new(body, MAX_BODY).collect()).await;
     let bytes = match read {
         Err(_) => {
@@ -410,8 +438,20 @@ fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
     }
 }
 
+/// The request body parsed strictly (no duplicate keys) into `T`, or the
+/// answer that says why not (400 for a body that is not a `T`).
+pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
+    st: &AppState,
+    body: Body,
+) -> Result<T, Response> {
+    let text = read_text(st, body).await?;
+    crate::gateway::json::parse_strict(&text)
+        .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string().to_lowercase()))
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid body: {e}")))
+}
+
 /// A 200 with the value as JSON, or a 500 that says why it has none.
-fn json_ok<T: serde::Serialize + ?Sized>(st: &AppState, v: &T) -> Response {
+pub(super) fn json_ok<T: serde::Serialize + ?Sized>(st: &AppState, v: &T) -> Response {
     match serde_json::to_string(v) {
         Ok(body) => answer(StatusCode::OK, body),
         Err(e) => {
@@ -569,18 +609,24 @@ async fn approvals(State(st): State<Shared>, uri: Uri) -> Response {
 /// A pending-operation refusal as an HTTP answer: 404 for an unknown hash,
 /// 409 for one no longer approvable, 400 for a bad approval, 500 for the
 /// store.
-fn pending_error(st: &AppState, e: crate::gateway::pending::PendingError) -> Response {
+pub(super) fn pending_error(st: &AppState, e: crate::gateway::pending::PendingError) -> Response {
     use crate::gateway::pending::PendingError as P;
     let status = match &e {
         P::Unknown { .. } => StatusCode::NOT_FOUND,
-        P::Expired { .. } | P::Executed { .. } => StatusCode::CONFLICT,
+        P::NotApprover { .. } => StatusCode::FORBIDDEN,
+        P::Expired { .. } | P::Executed { .. } | P::Declined { .. } => StatusCode::CONFLICT,
         P::Invalid { .. } => StatusCode::BAD_REQUEST,
         P::Store(_) => {
             st.metrics.store_error();
             StatusCode::INTERNAL_SERVER_ERROR
         }
     };
-    let code = miette::Diagnostic::code(&e).map(|c| c.to_string());
+    coded_error(status, &e)
+}
+
+/// A refusal with its diagnostic code: `{"ok": false, "code", "error"}`.
+pub(super) fn coded_error(status: StatusCode, e: &dyn miette::Diagnostic) -> Response {
+    let code = e.code().map(|c| c.to_string());
     answer(
         status,
         json!({"ok": false, "code": code, "error": e.to_string()}).to_string(),
@@ -591,22 +637,10 @@ fn pending_error(st: &AppState, e: crate::gateway::pending::PendingError) -> Res
 /// it names; kept with the pending operation (with a receipt) and counted
 /// when the operation is proposed again.
 async fn submit_approval(State(st): State<Shared>, body: Body) -> Response {
-    let text = match read_text(&st, body).await {
-        Ok(t) => t,
+    let signed: crate::gateway::approval::SignedApproval = match read_json(&st, body).await {
+        Ok(s) => s,
         Err(r) => return r,
     };
-    let signed: crate::gateway::approval::SignedApproval =
-        match crate::gateway::json::parse_strict(&text)
-            .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string().to_lowercase()))
-        {
-            Ok(s) => s,
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!("not a signed approval: {e}"),
-                );
-            }
-        };
     let gw = st.gw.clone();
     match tokio::task::spawn_blocking(move || gw.submit_approval(&signed)).await {
         Ok(Ok(r)) => json_ok(&st, &json!({"ok": true, "receipt": r})),
@@ -615,40 +649,26 @@ async fn submit_approval(State(st): State<Shared>, body: Body) -> Response {
     }
 }
 
-/// `POST /v1/approvals/decline` `{"operation_hash", "approver"}`: records a
-/// refusal (with a receipt); the operation proposed again is then a DENY.
+/// `POST /v1/approvals/decline`: a signed decline (`{"decline":
+/// {"approver", "operation_hash", "expires_at", "verdict": "decline"},
+/// "signature"}`), recorded with a receipt; the operation proposed again
+/// is then a DENY. The agent host's token alone declines nothing.
 async fn decline(State(st): State<Shared>, body: Body) -> Response {
-    let text = match read_text(&st, body).await {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Decline {
-        operation_hash: String,
-        approver: String,
+    match read_json(&st, body).await {
+        Ok(signed) => decline_signed(&st, signed).await,
+        Err(r) => r,
     }
-    let d: Decline = match crate::gateway::json::parse_strict(&text)
-        .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string().to_lowercase()))
-    {
-        Ok(d) => d,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("a decline is {{\"operation_hash\", \"approver\"}}: {e}"),
-            );
-        }
-    };
-    if !st.gw.world().approvers.contains_key(&d.approver) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            format!("`{}` is not a known approver", shown(&d.approver)),
-        );
-    }
+}
+
+/// Records a signed decline; the answer says how it went.
+pub(super) async fn decline_signed(
+    st: &Shared,
+    signed: crate::gateway::approval::SignedDecline,
+) -> Response {
     let gw = st.gw.clone();
-    match tokio::task::spawn_blocking(move || gw.decline(&d.operation_hash, &d.approver)).await {
-        Ok(Ok(r)) => json_ok(&st, &json!({"ok": true, "receipt": r})),
-        Ok(Err(e)) => pending_error(&st, e),
+    match tokio::task::spawn_blocking(move || gw.decline_signed(&signed)).await {
+        Ok(Ok(r)) => json_ok(st, &json!({"ok": true, "receipt": r})),
+        Ok(Err(e)) => pending_error(st, e),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the decline failed"),
     }
 }

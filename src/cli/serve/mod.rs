@@ -2,12 +2,15 @@
 //! line in, one decision line out (for harnesses). `--listen ADDR`: HTTP
 //! JSON for many callers at once (`http.rs`: routes and checks; `listen.rs`:
 //! sockets, the connection bound and timeouts; `auth.rs`: the bearer token;
-//! `metrics.rs`: the Prometheus counters).
+//! `metrics.rs`: the Prometheus counters; `page.rs`: the approval page and
+//! approver sessions; `owner.rs`: an owner's signed registry changes).
 
 mod auth;
 mod http;
 mod listen;
 mod metrics;
+mod owner;
+mod page;
 
 use super::gateway::{GatewayArgs, Line, malformed, next_line, parse_line};
 use miette::Diagnostic;

@@ -24,6 +24,20 @@ pub(crate) fn operation_hash(r: &Run<'_>) -> Result<String, Deny> {
         .map_err(|e| deny(e.to_string()))
 }
 
+/// The roles the rules demanding four eyes name (among the policies that
+/// matched): the second approver must hold each of them.
+pub(crate) fn four_eyes_roles(a: &crate::gateway::ActionRt, policies: &[String]) -> Vec<String> {
+    let mut roles: Vec<String> = policies
+        .iter()
+        .filter_map(|id| a.table.rule_of(id))
+        .filter(|rule| rule.kind.level() == 2)
+        .filter_map(|rule| rule.role.clone())
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    roles
+}
+
 pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let op = match &r.operation_hash {
         Some(h) => h.clone(),
@@ -56,17 +70,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let Some(a) = r.action else {
         return Err(deny("no action".into()).into());
     };
-    // the roles the rules demanding four eyes name: the second approver
-    // must hold each of them
-    let mut roles: Vec<&str> = r
-        .policies
-        .iter()
-        .filter_map(|id| a.table.rule_of(id))
-        .filter(|rule| rule.kind.level() == 2)
-        .filter_map(|rule| rule.role.as_deref())
-        .collect();
-    roles.sort_unstable();
-    roles.dedup();
+    let roles = four_eyes_roles(a, &r.policies);
     let user_key = r.gw.world.approvers.get(&m.user).map(|u| u.key.id());
     let mut user_ok = false;
     let mut other: Option<String> = None;

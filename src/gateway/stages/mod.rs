@@ -219,6 +219,7 @@ fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
             reason: d.reason.clone().unwrap_or_default(),
             policies: d.policies.clone(),
             approve_by: d.approve_by.clone().unwrap_or_default(),
+            roles: approval::four_eyes_roles(a, &d.policies),
             created_at: r.now,
             expires_at: m.expires_at,
             declined_by: vec![],

@@ -1,0 +1,517 @@
+//! The approval page: a small web page (HTML, JS and CSS compiled into the
+//! binary) where an approver signs in with their own Ed25519 key, sees the
+//! operations they may approve as a person reads them, and approves or
+//! declines. Every signature is made in the browser (WebCrypto); the
+//! secret key never reaches the server.
+//!
+//! Sign-in: `POST /v1/approver/challenge {"approver"}` returns a random
+//! single-use challenge (two minutes); the page signs the JCS of a
+//! [`Login`] (approver, challenge, the page's origin, a fixed purpose) and
+//! `POST /v1/approver/session` checks it against the world's key for that
+//! approver, and returns a session token (fifteen minutes) the page keeps
+//! in memory and sends as `Authorization: Approver TOKEN`. No cookie: a
+//! browser never sends the token by itself, so no cross-site request can
+//! use it. A session reads and acts only on the operations its approver
+//! may approve ([`PendingOp::approvable_by`]), and an approval or decline
+//! it submits must be signed by that same approver.
+//!
+//! These routes, and only they, accept a browser's requests from this
+//! server's own origin (`http.rs`'s guard); the agent host's bearer token
+//! is neither needed nor accepted for them.
+
+use super::http::{Shared, error, json_ok, pending_error, read_json};
+use crate::gateway::approval::{SignedApproval, SignedDecline};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const INDEX_HTML: &str = include_str!("page/index.html");
+const APP_JS: &str = include_str!("page/app.js");
+const APP_CSS: &str = include_str!("page/app.css");
+
+/// Nothing but this server's own script, style and requests; no frames,
+/// forms, plugins, inline code or other origins.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// What a login signature is for: a login message is never an approval
+/// (its fields differ, and approvals refuse unknown fields).
+pub(crate) const LOGIN_PURPOSE: &str = "ipc approver login";
+const CHALLENGE_TTL: Duration = Duration::from_secs(120);
+const SESSION_TTL: Duration = Duration::from_secs(900);
+/// Most challenges, and most sessions, held at once (expired ones are
+/// dropped first): a flood of sign-ins costs bounded memory.
+const MAX_HELD: usize = 4096;
+
+/// What the approver's key signs to sign in (the JCS of it).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Login {
+    pub approver: String,
+    pub challenge: String,
+    /// The page's origin (`location.origin`): a signature made for a page
+    /// on another origin does not sign in here.
+    pub origin: String,
+    pub purpose: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignedLogin {
+    login: Login,
+    signature: String,
+}
+
+/// Challenges and sessions, in memory (a restart signs everyone out).
+#[derive(Default)]
+pub(crate) struct Sessions {
+    /// Challenge to (approver, until).
+    challenges: Mutex<HashMap<String, (String, Instant)>>,
+    /// SHA-256 of a session token to (approver, until).
+    sessions: Mutex<HashMap<[u8; 32], (String, Instant)>>,
+}
+
+/// Inserts with expiry, dropping expired entries when full; `false` when
+/// still full.
+fn hold<K: std::hash::Hash + Eq>(
+    m: &Mutex<HashMap<K, (String, Instant)>>,
+    k: K,
+    who: &str,
+    ttl: Duration,
+) -> bool {
+    let now = Instant::now();
+    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+    if m.len() >= MAX_HELD {
+        m.retain(|_, (_, until)| *until > now);
+    }
+    if m.len() >= MAX_HELD {
+        return false;
+    }
+    m.insert(k, (who.to_string(), now + ttl));
+    true
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl Sessions {
+    fn challenge(&self, approver: &str) -> Option<String> {
+        let c = crate::gateway::approval::random_id();
+        hold(&self.challenges, c.clone(), approver, CHALLENGE_TTL).then_some(c)
+    }
+
+    /// The approver a challenge was issued to, if still valid; used up.
+    fn take_challenge(&self, c: &str) -> Option<String> {
+        let mut m = self.challenges.lock().unwrap_or_else(|e| e.into_inner());
+        m.remove(c)
+            .filter(|(_, until)| *until > Instant::now())
+            .map(|(who, _)| who)
+    }
+
+    fn open(&self, approver: &str) -> Option<String> {
+        let token = format!(
+            "{}{}",
+            crate::gateway::approval::random_id(),
+            crate::gateway::approval::random_id()
+        );
+        hold(&self.sessions, digest(&token), approver, SESSION_TTL).then_some(token)
+    }
+
+    fn approver(&self, token: &str) -> Option<String> {
+        let m = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&digest(token))
+            .filter(|(_, until)| *until > Instant::now())
+            .map(|(who, _)| who.clone())
+    }
+
+    fn close(&self, token: &str) {
+        let mut m = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        m.remove(&digest(token));
+    }
+}
+
+/// The origin this request's page has: its `Origin` header (the guard
+/// checked that it is this server's), else `http://HOST`.
+fn origin(h: &HeaderMap) -> String {
+    if let Some(o) = h.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        return o.to_string();
+    }
+    let host = h
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    format!("http://{host}")
+}
+
+/// Whether a browser request comes from this server's own page: no
+/// `Origin` or one naming the `Host` it was sent to (which the guard
+/// checked against the served names), and no cross-site fetch metadata.
+pub(super) fn same_origin(h: &HeaderMap) -> bool {
+    let site_ok = h
+        .get("sec-fetch-site")
+        .is_none_or(|v| v.as_bytes() == b"none" || v.as_bytes() == b"same-origin");
+    let origin_ok = match h.get(header::ORIGIN).map(|v| v.to_str()) {
+        None => true,
+        Some(Err(_)) => false,
+        Some(Ok(o)) => {
+            let host = h
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            !host.is_empty()
+                && ["http://", "https://"].iter().any(|scheme| {
+                    o.len() == scheme.len() + host.len()
+                        && o[..scheme.len()].eq_ignore_ascii_case(scheme)
+                        && o[scheme.len()..].eq_ignore_ascii_case(host)
+                })
+        }
+    };
+    site_ok && origin_ok
+}
+
+/// Whether a path is the page's (static files and the approver's API).
+pub(super) fn is_page_route(path: &str) -> bool {
+    path == "/approve" || path.starts_with("/approve/") || path.starts_with("/v1/approver/")
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Response {
+    let mut r = (StatusCode::OK, body).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+pub(super) async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+pub(super) async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+pub(super) async fn app_css() -> Response {
+    asset("text/css; charset=utf-8", APP_CSS)
+}
+
+/// `POST /v1/approver/challenge {"approver"}`: a challenge to sign.
+pub(super) async fn challenge(State(st): State<Shared>, body: Body) -> Response {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Ask {
+        approver: String,
+    }
+    let ask: Ask = match read_json(&st, body).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    match st.sessions.challenge(&ask.approver) {
+        Some(c) => json_ok(
+            &st,
+            &json!({"challenge": c, "purpose": LOGIN_PURPOSE,
+                "expires_in": CHALLENGE_TTL.as_secs()}),
+        ),
+        None => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many sign-ins at once: try again in a minute",
+        ),
+    }
+}
+
+/// `POST /v1/approver/session {"login", "signature"}`: a session for the
+/// approver whose key signed the challenge.
+pub(super) async fn session(State(st): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+    let s: SignedLogin = match read_json(&st, body).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let l = &s.login;
+    let refused = |why: &str| {
+        st.metrics.refused("approver_login");
+        error(StatusCode::UNAUTHORIZED, format!("sign-in refused: {why}"))
+    };
+    if l.purpose != LOGIN_PURPOSE {
+        return refused(&format!("the purpose is `{LOGIN_PURPOSE}`"));
+    }
+    if l.origin != origin(&headers) {
+        return refused("the signed origin is not this page's");
+    }
+    // used up whatever follows: one signature attempt per challenge
+    if st.sessions.take_challenge(&l.challenge).as_deref() != Some(l.approver.as_str()) {
+        return refused("unknown or expired challenge (ask for a new one)");
+    }
+    let Some(approver) = st.gw.world().approvers.get(&l.approver) else {
+        return refused("not an approver of this gateway");
+    };
+    let Ok(msg) = crate::canonical::to_jcs(l) else {
+        return refused("the login cannot be encoded");
+    };
+    if approver.key.verify(msg.as_bytes(), &s.signature).is_err() {
+        return refused("the signature is not by this approver's key");
+    }
+    match st.sessions.open(&l.approver) {
+        Some(token) => json_ok(
+            &st,
+            &json!({"session": token, "approver": l.approver,
+                "expires_in": SESSION_TTL.as_secs()}),
+        ),
+        None => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many sessions at once: try again later",
+        ),
+    }
+}
+
+/// The approver of a request's `Authorization: Approver TOKEN`, or the
+/// 401 that says there is none.
+fn signed_in(st: &Shared, h: &HeaderMap) -> Result<String, Box<Response>> {
+    let token = h
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("approver"))
+        .map(|(_, t)| t.trim());
+    match token.and_then(|t| st.sessions.approver(t)) {
+        Some(who) => Ok(who),
+        None => {
+            st.metrics.refused("approver_session");
+            Err(Box::new(error(
+                StatusCode::UNAUTHORIZED,
+                "sign in first: `Authorization: Approver TOKEN` from `/v1/approver/session`",
+            )))
+        }
+    }
+}
+
+/// `GET /v1/approver/operations`: the operations the signed-in approver
+/// may approve (waiting, and those declined or expired), as the page shows
+/// them; none of anyone else's.
+pub(super) async fn operations(State(st): State<Shared>, headers: HeaderMap) -> Response {
+    let who = match signed_in(&st, &headers) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let gw = st.gw.clone();
+    let me = who.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let now = gw.now();
+        gw.pending_ops().map(|ops| {
+            let shown: Vec<serde_json::Value> = ops
+                .iter()
+                .filter(|(op, _)| op.approvable_by(gw.world(), &me))
+                .map(|(op, executed)| {
+                    super::super::approvals::view(&gw, op, op.status(*executed, now))
+                })
+                .collect();
+            (now, shown)
+        })
+    })
+    .await;
+    match read {
+        Ok(Ok((now, ops))) => json_ok(
+            &st,
+            &json!({"approver": who, "now": now, "operations": ops}),
+        ),
+        Ok(Err(e)) => {
+            st.metrics.store_error();
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot read the approvals",
+        ),
+    }
+}
+
+/// Refuses an act signed as someone other than the session's approver.
+fn same_approver(st: &Shared, session: &str, signed_as: &str) -> Result<(), Box<Response>> {
+    if session == signed_as {
+        return Ok(());
+    }
+    st.metrics.refused("approver_mismatch");
+    Err(Box::new(error(
+        StatusCode::FORBIDDEN,
+        format!(
+            "signed in as `{session}`: an approval or decline is signed as `{session}` too, not `{}`",
+            crate::gateway::json::echo(signed_as)
+        ),
+    )))
+}
+
+/// `POST /v1/approver/approve`: the signed-in approver's signed approval.
+pub(super) async fn approve(State(st): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+    let who = match signed_in(&st, &headers) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let signed: SignedApproval = match read_json(&st, body).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if let Err(r) = same_approver(&st, &who, &signed.approval.approver) {
+        return *r;
+    }
+    let gw = st.gw.clone();
+    match tokio::task::spawn_blocking(move || gw.submit_approval(&signed)).await {
+        Ok(Ok(r)) => json_ok(&st, &json!({"ok": true, "receipt": r})),
+        Ok(Err(e)) => pending_error(&st, e),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the approval failed"),
+    }
+}
+
+/// `POST /v1/approver/decline`: the signed-in approver's signed decline.
+pub(super) async fn decline(State(st): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+    let who = match signed_in(&st, &headers) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let signed: SignedDecline = match read_json(&st, body).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if let Err(r) = same_approver(&st, &who, &signed.decline.approver) {
+        return *r;
+    }
+    super::http::decline_signed(&st, signed).await
+}
+
+/// `POST /v1/approver/logout`: ends the session.
+pub(super) async fn logout(State(st): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some((_, t)) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+    {
+        st.sessions.close(t.trim());
+    }
+    json_ok(&st, &json!({"ok": true}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::pending::PendingOp;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn only_this_servers_origin_is_same_origin() {
+        let host = ("host", "127.0.0.1:8787");
+        assert!(same_origin(&headers(&[host])));
+        assert!(same_origin(&headers(&[
+            host,
+            ("origin", "http://127.0.0.1:8787"),
+            ("sec-fetch-site", "same-origin")
+        ])));
+        assert!(same_origin(&headers(&[
+            host,
+            ("origin", "https://127.0.0.1:8787")
+        ])));
+        for bad in [
+            vec![host, ("origin", "http://127.0.0.1:8788")],
+            vec![host, ("origin", "http://evil.example.com")],
+            vec![host, ("origin", "http://127.0.0.1:8787.evil.example.com")],
+            vec![host, ("origin", "null")],
+            vec![host, ("origin", "ftp://127.0.0.1:8787")],
+            vec![("origin", "http://")],
+            vec![host, ("sec-fetch-site", "cross-site")],
+            vec![host, ("sec-fetch-site", "same-site")],
+        ] {
+            assert!(!same_origin(&headers(&bad)), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn page_routes() {
+        for p in [
+            "/approve",
+            "/approve/app.js",
+            "/v1/approver/session",
+            "/v1/approver/operations",
+        ] {
+            assert!(is_page_route(p), "{p}");
+        }
+        for p in [
+            "/v1/decide",
+            "/v1/approvals",
+            "/v1/registry",
+            "/approver",
+            "/v1/approverx",
+        ] {
+            assert!(!is_page_route(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_challenge_is_single_use_and_bound_to_its_approver() {
+        let s = Sessions::default();
+        let c = s.challenge("emma").unwrap();
+        assert_eq!(s.take_challenge(&c).as_deref(), Some("emma"));
+        assert_eq!(s.take_challenge(&c), None);
+        let t = s.open("emma").unwrap();
+        assert_eq!(s.approver(&t).as_deref(), Some("emma"));
+        assert_eq!(s.approver("not-a-token"), None);
+        s.close(&t);
+        assert_eq!(s.approver(&t), None);
+    }
+
+    #[test]
+    fn the_listing_is_scoped_to_the_owner_and_role() {
+        let w = crate::gateway::testkit::TestWorld::new();
+        let world = w.world();
+        let op = PendingOp {
+            operation_hash: "sha256:00".into(),
+            pack: "ap".into(),
+            action: "vendor.change_iban".into(),
+            mandate: "m".into(),
+            user: "clerk".into(),
+            owner: "acme".into(),
+            resolved: Default::default(),
+            origins: Default::default(),
+            new_values: vec![],
+            level: 2,
+            reason: String::new(),
+            policies: vec![],
+            approve_by: String::new(),
+            roles: vec!["treasury".into()],
+            created_at: 0,
+            expires_at: 1,
+            declined_by: vec![],
+            approvals: vec![],
+        };
+        assert!(op.approvable_by(&world, "clerk"));
+        assert!(op.approvable_by(&world, "cfo"));
+        // noah holds the role, at another tenant; emma is no one here
+        assert!(!op.approvable_by(&world, "noah"));
+        assert!(!op.approvable_by(&world, "emma"));
+    }
+}

@@ -1,0 +1,262 @@
+// The approval page. The approver's secret key is imported into WebCrypto
+// (non-extractable) and stays in this page's memory; the server sees only
+// signatures. The session token lives in memory too (no cookie, no
+// storage): reloading the page signs out. Everything shown is put into the
+// document as text, never as markup.
+"use strict";
+
+(() => {
+  const LOGIN_PURPOSE = "ipc approver login";
+  /** Seconds an approval or a decline stays valid (capped by the operation's expiry). */
+  const TTL = 600;
+  let key = null;
+  let session = null;
+  let approver = null;
+
+  const $ = (id) => document.getElementById(id);
+
+  // JCS (RFC 8785) of a flat object of strings and safe integers: keys
+  // sorted by UTF-16 code units (JS's default sort), each value as
+  // JSON.stringify writes it (which is JCS's string and integer form).
+  function jcs(obj) {
+    const parts = Object.keys(obj).sort().map((k) => {
+      const v = obj[k];
+      if (typeof v === "number" && !Number.isSafeInteger(v)) {
+        throw new Error("only safe integers can be signed");
+      }
+      if (typeof v !== "string" && typeof v !== "number") {
+        throw new Error("only strings and integers can be signed");
+      }
+      return JSON.stringify(k) + ":" + JSON.stringify(v);
+    });
+    return "{" + parts.join(",") + "}";
+  }
+
+  const b64 = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes)));
+  const b64url = (s) => s.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+
+  function randomHex(n) {
+    const b = new Uint8Array(n);
+    crypto.getRandomValues(b);
+    return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  }
+
+  // A secret key file of `ipc keygen`: {"alg":"ed25519","secret":B64 seed,"public":B64}.
+  async function importKeyFile(text) {
+    let f;
+    try {
+      f = JSON.parse(text);
+    } catch (_) {
+      throw new Error("the key is not a key file (JSON from `ipc keygen`)");
+    }
+    if (!f || f.alg !== "ed25519" || typeof f.secret !== "string" || typeof f.public !== "string") {
+      throw new Error("the key file must hold alg \"ed25519\", \"secret\" and \"public\"");
+    }
+    const jwk = { kty: "OKP", crv: "Ed25519", d: b64url(f.secret), x: b64url(f.public) };
+    return crypto.subtle.importKey("jwk", jwk, { name: "Ed25519" }, false, ["sign"]);
+  }
+
+  async function sign(obj, withKey) {
+    const msg = new TextEncoder().encode(jcs(obj));
+    return b64(await crypto.subtle.sign({ name: "Ed25519" }, withKey || key, msg));
+  }
+
+  async function call(method, path, body) {
+    const headers = { "Content-Type": "application/json" };
+    if (session) headers.Authorization = "Approver " + session;
+    const r = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: "omit",
+      cache: "no-store",
+    });
+    let data = null;
+    try {
+      data = await r.json();
+    } catch (_) {
+      data = null;
+    }
+    return { status: r.status, data };
+  }
+
+  function say(text, isError) {
+    const m = $("message");
+    m.textContent = text;
+    m.className = isError ? "error" : "";
+  }
+
+  async function signIn(name, keyText) {
+    const k = await importKeyFile(keyText);
+    const c = await call("POST", "/v1/approver/challenge", { approver: name });
+    if (c.status !== 200) throw new Error((c.data && c.data.error) || "no challenge");
+    const login = {
+      approver: name,
+      challenge: c.data.challenge,
+      origin: location.origin,
+      purpose: LOGIN_PURPOSE,
+    };
+    const s = await call("POST", "/v1/approver/session", { login, signature: await sign(login, k) });
+    if (s.status !== 200) throw new Error((s.data && s.data.error) || "sign-in refused");
+    key = k;
+    session = s.data.session;
+    approver = s.data.approver;
+  }
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  const LEVELS = { 1: "step-up: the user approves", 2: "four eyes: the user and a second person" };
+
+  function card(op, now) {
+    const box = el("article", null, "op " + op.status);
+    box.dataset.op = op.operation_hash;
+    const h = el("h3", op.action + " for " + op.user + " (" + op.owner + ")");
+    h.appendChild(el("span", op.status, "status " + op.status));
+    box.appendChild(h);
+    const t = el("table");
+    const head = el("tr");
+    ["value", "", "from"].forEach((x) => head.appendChild(el("th", x)));
+    t.appendChild(head);
+    for (const v of op.values) {
+      const tr = el("tr");
+      tr.dataset.param = v.name;
+      tr.appendChild(el("th", v.name));
+      const val = el("td", v.value, "value");
+      tr.appendChild(val);
+      const from = el("td", null, "origin");
+      from.appendChild(el("span", v.origin_kind, "origin-kind"));
+      from.appendChild(document.createTextNode(" (" + v.origin + ")"));
+      if (v.new) from.appendChild(el("div", "NEW: not among the owner's records", "new"));
+      tr.appendChild(from);
+      t.appendChild(tr);
+    }
+    box.appendChild(t);
+    const dl = el("dl");
+    const row = (k, v, cls) => {
+      dl.appendChild(el("dt", k));
+      dl.appendChild(el("dd", v, cls));
+    };
+    row("Why", op.reason, "why");
+    for (const r of op.rules) {
+      row(
+        "Rule",
+        r.rule + ": " + r.reason + (r.role ? " (role " + r.role + ")" : "") + " — policy " + r.policy,
+        "rule",
+      );
+    }
+    row("Level", op.level + " — " + (LEVELS[op.level] || "approval"), "level");
+    row("Approval by", op.approve_by, "approve-by");
+    row("Approved by", op.approved_by.length ? op.approved_by.join(", ") : "no one yet", "approved-by");
+    if (op.declined_by.length) row("Declined by", op.declined_by.join(", "), "declined-by");
+    row("Expires", op.expires + (op.status === "expired" ? " (expired)" : ""), "expires");
+    row("Operation", op.operation_hash, "hash");
+    box.appendChild(dl);
+    const mine = op.approved_by.includes(approver);
+    const open = op.status === "waiting";
+    const yes = el("button", mine ? "Approved" : "Approve", "approve");
+    yes.type = "button";
+    yes.disabled = !open || mine;
+    yes.addEventListener("click", () => act("approve", op, now));
+    const no = el("button", "Decline", "decline");
+    no.type = "button";
+    no.disabled = !open;
+    no.addEventListener("click", () => act("decline", op, now));
+    box.appendChild(yes);
+    box.appendChild(no);
+    return box;
+  }
+
+  let serverNow = 0;
+
+  async function refresh() {
+    const r = await call("GET", "/v1/approver/operations");
+    if (r.status !== 200) {
+      say((r.data && r.data.error) || "cannot read the operations", true);
+      return;
+    }
+    serverNow = r.data.now;
+    const list = $("list");
+    list.replaceChildren(...r.data.operations.map((op) => card(op, r.data.now)));
+    $("empty").hidden = r.data.operations.length > 0;
+  }
+
+  // The signed approval or decline of `op`, as the server verifies it.
+  async function signed(kind, op, withKey) {
+    const expires_at = Math.min(op.expires_at, (serverNow || Math.floor(Date.now() / 1000)) + TTL);
+    if (kind === "approve") {
+      const approval = { approver, operation_hash: op.operation_hash, expires_at, nonce: randomHex(16) };
+      return { approval, signature: await sign(approval, withKey) };
+    }
+    const decline = { approver, operation_hash: op.operation_hash, expires_at, verdict: "decline" };
+    return { decline, signature: await sign(decline, withKey) };
+  }
+
+  async function act(kind, op) {
+    try {
+      const r = await call("POST", "/v1/approver/" + kind, await signed(kind, op));
+      if (r.status === 200) {
+        say((kind === "approve" ? "Approved " : "Declined ") + op.action + " (receipt " + r.data.receipt.seq + ")");
+      } else {
+        say("Refused: " + ((r.data && r.data.error) || r.status), true);
+      }
+    } catch (e) {
+      say(String(e.message || e), true);
+    }
+    await refresh();
+  }
+
+  async function onSignIn() {
+    const name = $("approver").value.trim();
+    let text = $("keytext").value.trim();
+    const file = $("keyfile").files[0];
+    try {
+      if (!text && file) text = await file.text();
+      if (!name || !text) throw new Error("give your approver name and your secret key file");
+      await signIn(name, text);
+      $("keytext").value = "";
+      $("keyfile").value = "";
+      $("signin").hidden = true;
+      $("who").hidden = false;
+      $("who-name").textContent = approver;
+      $("operations").hidden = false;
+      say("");
+      await refresh();
+    } catch (e) {
+      say("Sign-in failed: " + String(e.message || e), true);
+    }
+  }
+
+  async function onLogout() {
+    await call("POST", "/v1/approver/logout");
+    key = null;
+    session = null;
+    approver = null;
+    $("list").replaceChildren();
+    $("signin").hidden = false;
+    $("who").hidden = true;
+    $("operations").hidden = true;
+    say("Signed out");
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("signin-button").addEventListener("click", onSignIn);
+    $("refresh").addEventListener("click", refresh);
+    $("logout").addEventListener("click", onLogout);
+  });
+
+  // For the browser tests: the page's own functions (the key is not
+  // extractable, the session is this page's anyway).
+  window.ipcApproval = {
+    jcs,
+    signed,
+    sign,
+    refresh,
+    post: (path, body) => call("POST", path, body),
+    approver: () => approver,
+  };
+})();
