@@ -123,3 +123,41 @@ pub fn random_id() -> String {
     }
     hex::encode(b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The approval page signs the JCS its own code writes
+    /// (`src/cli/serve/page/app.js`); `tests/py/test_approval_page.py`
+    /// asserts that the browser writes this very string for this object.
+    #[test]
+    fn approval_jcs_is_the_string_the_page_writes() {
+        let a = Approval {
+            approver: "zo\u{eb} \"q\"\n\u{1}".into(),
+            operation_hash: "sha256:ab".into(),
+            expires_at: 1_764_000_000,
+            nonce: "\u{e9}\u{20ac}\u{1f600}".into(),
+        };
+        assert_eq!(
+            to_jcs(&a).unwrap(),
+            "{\"approver\":\"zo\u{eb} \\\"q\\\"\\n\\u0001\",\"expires_at\":1764000000,\"nonce\":\"\u{e9}\u{20ac}\u{1f600}\",\"operation_hash\":\"sha256:ab\"}"
+        );
+    }
+
+    /// A decline's signed bytes always hold `"verdict":"decline"`, which an
+    /// approval's never do: neither signature passes for the other.
+    #[test]
+    fn a_decline_signs_other_bytes_than_an_approval() {
+        let key = SecretKey::from_seed(&[7; 32]);
+        let d = SignedDecline::issue("emma", "sha256:ab", 5, &key).unwrap();
+        let msg = to_jcs(&d.decline).unwrap();
+        assert_eq!(
+            msg,
+            "{\"approver\":\"emma\",\"expires_at\":5,\"operation_hash\":\"sha256:ab\",\"verdict\":\"decline\"}"
+        );
+        let as_approval: Result<Approval, _> =
+            serde_json::from_value(serde_json::to_value(&d.decline).unwrap());
+        assert!(as_approval.is_err());
+    }
+}
