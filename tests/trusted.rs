@@ -538,3 +538,133 @@ fn approvals_submitted_by_hash_count_on_the_next_proposal() {
         .collect();
     assert_eq!(kinds.iter().filter(|k| **k == json!("approve")).count(), 2);
 }
+
+/// A gateway whose world declares emma's key for her own records
+/// (`[owners.emma] keys`), over a fresh in-memory store.
+fn gateway_with_owner_keys(w: &TestWorld) -> intentplane::gateway::Gateway {
+    let mut world = w.world();
+    world
+        .owner_keys
+        .insert("emma".into(), vec![w.key("emma").public()]);
+    intentplane::gateway::Gateway::new(
+        &w.bundle,
+        world,
+        std::sync::Arc::new(intentplane::store::memory::MemoryStore::new()),
+    )
+    .unwrap()
+}
+
+fn owner_change(nonce: &str) -> intentplane::gateway::trusted::OwnerChange {
+    intentplane::gateway::trusted::OwnerChange {
+        owner: "emma".into(),
+        pack: "bank".into(),
+        registry: "beneficiaries".into(),
+        change: intentplane::gateway::trusted::Verb::Add,
+        value: NEW_PAYEE.into(),
+        record: None,
+        expires_at: now() + 600,
+        nonce: nonce.into(),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Any edit of a signed owner's change (another owner, registry,
+    /// value, verb, expiry or nonce under the same signature) is refused
+    /// as unsigned, and changes nothing: no record, no receipt.
+    #[test]
+    fn a_tampered_owner_change_is_refused_and_changes_nothing(
+        field in 0usize..6,
+        text in "[A-Za-z0-9 ]{1,24}",
+        shift in 1i64..100_000,
+    ) {
+        use intentplane::gateway::trusted::{SignedOwnerChange, Verb};
+        let w = world_once();
+        let gw = gateway_with_owner_keys(w);
+        let mut signed = SignedOwnerChange::sign(owner_change("n-1"), w.key("emma")).unwrap();
+        let c = &mut signed.change;
+        match field {
+            0 => c.owner = if text == "emma" { "emma2".into() } else { text.clone() },
+            1 => c.registry = format!("{text}x"),
+            2 => c.value = format!("{} {text}", c.value),
+            3 => c.change = Verb::Remove,
+            4 => c.expires_at += shift,
+            _ => c.nonce = format!("n-{text}"),
+        }
+        let before = gw.store().receipts().unwrap().len();
+        let r = gw.change_registry_signed(&signed);
+        proptest::prop_assert!(matches!(r, Err(TrustedError::NotOwner { .. })), "{r:?}");
+        proptest::prop_assert_eq!(gw.store().receipts().unwrap().len(), before);
+        let d = decide(&gw, transfer(SUPPLIER, json!("98.70")), &w.emma());
+        proptest::prop_assert_eq!(d.decision, Outcome::Deny);
+    }
+
+    /// Any edit of a signed decline (another operation, approver or
+    /// expiry) is refused, and the operation stays approvable.
+    #[test]
+    fn a_tampered_decline_is_refused_and_declines_nothing(field in 0usize..3, shift in 1i64..100_000) {
+        use intentplane::gateway::approval::SignedDecline;
+        let w = world_once();
+        let gw = w.gateway();
+        let op = decide(&gw, change_iban(), &w.clerk()).operation_hash.unwrap();
+        let mut signed = SignedDecline::issue("clerk", &op, now() + 600, w.key("clerk")).unwrap();
+        match field {
+            0 => signed.decline.approver = "cfo".into(),
+            1 => signed.decline.expires_at += shift,
+            _ => signed.decline.operation_hash = format!("{op}0"),
+        }
+        proptest::prop_assert!(gw.decline_signed(&signed).is_err());
+        proptest::prop_assert!(gw.pending_op(&op).unwrap().declined_by.is_empty());
+    }
+}
+
+/// One test world for the property tests (keys and a bundle are slow to make).
+fn world_once() -> &'static TestWorld {
+    static W: std::sync::OnceLock<TestWorld> = std::sync::OnceLock::new();
+    W.get_or_init(TestWorld::new)
+}
+
+/// A signed decline by someone who may not approve the operation (a
+/// treasurer of another tenant), or an unsigned CLI decline under their
+/// name, is refused: declining is the approvers' power too.
+#[test]
+fn only_an_approver_of_the_operation_may_decline_it() {
+    use intentplane::gateway::approval::SignedDecline;
+    use intentplane::gateway::pending::PendingError;
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.clerk();
+    let p = change_iban();
+    let op = decide(&gw, p.clone(), &m).operation_hash.unwrap();
+    let noah = SignedDecline::issue("noah", &op, now() + 600, w.key("noah")).unwrap();
+    assert!(matches!(
+        gw.decline_signed(&noah),
+        Err(PendingError::NotApprover { .. })
+    ));
+    assert!(matches!(
+        gw.decline(&op, "noah"),
+        Err(PendingError::NotApprover { .. })
+    ));
+    let late = SignedDecline::issue("cfo", &op, now() - 1, w.key("cfo")).unwrap();
+    assert!(matches!(
+        gw.decline_signed(&late),
+        Err(PendingError::Invalid { .. })
+    ));
+    // the treasury's signed decline: recorded, and final
+    let cfo = SignedDecline::issue("cfo", &op, now() + 600, w.key("cfo")).unwrap();
+    gw.decline_signed(&cfo).unwrap();
+    assert!(matches!(
+        gw.submit_approval(
+            &intentplane::gateway::approval::SignedApproval::issue(
+                "clerk",
+                &op,
+                now() + 600,
+                w.key("clerk")
+            )
+            .unwrap()
+        ),
+        Err(PendingError::Declined { .. })
+    ));
+    assert_deny(&decide(&gw, p, &m), "approval", "`cfo` declined");
+}

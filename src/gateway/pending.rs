@@ -339,12 +339,19 @@ impl crate::gateway::Gateway {
 
     /// `who` declines the pending operation `hash`: recorded with a receipt
     /// in one transaction; the same operation proposed again is a DENY.
+    /// Only someone who may approve it may decline it.
     pub fn decline(
         &self,
         hash: &str,
         who: &str,
     ) -> Result<crate::gateway::ReceiptRef, PendingError> {
-        self.pending_op(hash)?;
+        let op = self.pending_op(hash)?;
+        if !op.approvable_by(&self.world, who) {
+            return Err(PendingError::NotApprover {
+                who: crate::gateway::json::echo(who),
+                hash: hash.into(),
+            });
+        }
         let now = self.now();
         Ok(self.with_receipt(&mut |tx| {
             if decline(tx, hash, who)?.is_none() {

@@ -167,6 +167,17 @@ impl TestWorld {
         self.mandate(MandateSpec::bank("emma"))
     }
 
+    /// The acme clerk's accounts-payable mandate (`vendors.write`,
+    /// `payments.write`).
+    pub fn clerk(&self) -> Value {
+        self.mandate(MandateSpec::for_pack(
+            "ap",
+            "clerk",
+            "acme",
+            &["vendors.write", "payments.write"],
+        ))
+    }
+
     /// A mandate token (JSON) signed by the world's issuer, issued a
     /// minute before [`NOW`].
     pub fn mandate(&self, s: MandateSpec) -> Value {
@@ -299,6 +310,13 @@ impl MandateSpec {
         self.claims.insert(k.into(), v);
         self
     }
+}
+
+/// acme's clerk's change of Stadtwerke Nord's IBAN, confirmed on call-back
+/// CB-7 (four eyes by the treasury), under [`TestWorld::clerk`]'s mandate.
+pub fn change_iban() -> Value {
+    json!({"action": "vendor.change_iban", "args": {
+        "vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "new_iban": "ES91 2100 0418 4502 0005 1332"}})
 }
 
 /// A `payment.transfer` from emma's account, in EUR.
