@@ -1040,6 +1040,9 @@ fn an_approver_signs_in_with_their_key_and_acts_only_on_their_operations() {
     assert_eq!(value("payee_iban")["origin_kind"], "registry");
     assert_eq!(value("payee_iban")["origin"], "registry.beneficiaries");
     assert_eq!(value("currency")["origin_kind"], "mandate");
+    // a saved payee and the mandate's own currency are not news
+    assert_eq!(value("payee_iban")["new"], false);
+    assert_eq!(value("currency")["new"], false);
     assert_eq!(shown["level"], 1);
     assert!(!shown["rules"].as_array().unwrap().is_empty(), "{shown}");
     assert!(shown["rules"][0]["policy"].as_str().is_some());

@@ -91,7 +91,7 @@ def world(tmp_path_factory):
     return d
 
 
-def mandate(world, user, pack="bank", owner=None, ttl=3600):
+def mandate(world, user, pack="bank", owner=None, ttl=3600, payee=None):
     args = ["token", "issue", "--bundle", world / "bundle.json", "--key", world / "issuer.key",
             "--pack", pack, "--user", user, "--ttl", ttl, "--budget", "100000.00"]
     if owner:
@@ -99,6 +99,8 @@ def mandate(world, user, pack="bank", owner=None, ttl=3600):
     if pack == "bank":
         args += ["--scope", "payments.write", "--scope", "account.write",
                  "--claim", f"account={user}-checking", "--claim", "currency=EUR"]
+        if payee:
+            args += ["--claim", f"payee={payee}"]
     else:
         args += ["--scope", "vendors.write", "--scope", "payments.write"]
     return json.loads(ipc(*args))
@@ -235,6 +237,31 @@ def test_the_approver_sees_only_theirs_in_major_units_and_approves(browser, serv
     page.click("#refresh")
     status(page, op, "executed")
     assert card(page, op).locator("button.approve").is_disabled()
+
+
+def test_what_is_new_is_marked_and_hostile_text_stays_text(browser, server, world):
+    supplier = "DE02120300000000202051"
+    m = mandate(world, "emma", payee=supplier)
+    hostile = '<img src=x id=pwn onerror="document.title=`pwned`"><b id=bold>x</b>'
+    p = transfer(supplier, "1100.00")
+    p["args"]["subject"] = hostile
+    d = server.decide(p, m)
+    assert d["decision"] == "PENDING", d
+    page = open_page(browser, server)
+    sign_in(page, world, "emma")
+    c = card(page, d["operation_hash"])
+    c.wait_for()
+    payee = c.locator('tr[data-param="payee_iban"]')
+    assert payee.locator(".origin-kind").text_content() == "mandate"
+    assert payee.locator(".new").text_content() == "NEW: not among the owner's records"
+    # an account or a currency only the mandate can give is not news
+    for name in ["from_account", "currency", "amount"]:
+        assert c.locator(f'tr[data-param="{name}"] .new').count() == 0, name
+    assert c.locator('tr[data-param="amount"] .value').text_content() == "1,100.00 EUR"
+    # the agent's free text is shown as text, never run or parsed as markup
+    assert c.locator('tr[data-param="subject"] .value').text_content() == hostile
+    assert page.locator("#pwn, #bold").count() == 0
+    assert page.title() != "pwned"
 
 
 def test_a_decline_is_signed_recorded_and_final(browser, server, world):

@@ -189,7 +189,20 @@ fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
     let (Some(a), Some(m), Some(op)) = (r.action, r.mandate.as_ref(), &d.operation_hash) else {
         return Ok(());
     };
-    let critical = |name: &str| a.table.action.param(name).is_some_and(|p| p.critical);
+    // new to the owner: a value the owner's records could have vouched for
+    // (the parameter has a registry source) that only the request did (an
+    // account or currency only a mandate can give is not news)
+    let critical = |name: &str| {
+        a.table.action.param(name).is_some_and(|p| {
+            p.critical
+                && p.sources.iter().any(|s| {
+                    matches!(
+                        s,
+                        crate::ir::Source::Registry { .. } | crate::ir::Source::Lookup(_)
+                    )
+                })
+        })
+    };
     let from_request = |o: &Value| match o {
         Value::String(s) => s.starts_with("mandate."),
         Value::Array(items) => items

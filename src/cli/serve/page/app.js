@@ -112,7 +112,7 @@
 
   const LEVELS = { 1: "step-up: the user approves", 2: "four eyes: the user and a second person" };
 
-  function card(op, now) {
+  function card(op) {
     const box = el("article", null, "op " + op.status);
     box.dataset.op = op.operation_hash;
     const h = el("h3", op.action + " for " + op.user + " (" + op.owner + ")");
@@ -161,11 +161,11 @@
     const yes = el("button", mine ? "Approved" : "Approve", "approve");
     yes.type = "button";
     yes.disabled = !open || mine;
-    yes.addEventListener("click", () => act("approve", op, now));
+    yes.addEventListener("click", () => act("approve", op));
     const no = el("button", "Decline", "decline");
     no.type = "button";
     no.disabled = !open;
-    no.addEventListener("click", () => act("decline", op, now));
+    no.addEventListener("click", () => act("decline", op));
     box.appendChild(yes);
     box.appendChild(no);
     return box;
@@ -181,7 +181,7 @@
     }
     serverNow = r.data.now;
     const list = $("list");
-    list.replaceChildren(...r.data.operations.map((op) => card(op, r.data.now)));
+    list.replaceChildren(...r.data.operations.map((op) => card(op)));
     $("empty").hidden = r.data.operations.length > 0;
   }
 
