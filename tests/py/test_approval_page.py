@@ -160,6 +160,11 @@ def browser():
 def open_page(browser, server):
     ctx = browser.new_context()
     page = ctx.new_page()
+    # every Content-Security-Policy violation the page causes, for the tests
+    # to assert there is none: the page works under its own strict policy
+    page.add_init_script(
+        "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+        " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));")
     page.goto(server.base + "/approve")
     return page
 
@@ -237,6 +242,7 @@ def test_the_approver_sees_only_theirs_in_major_units_and_approves(browser, serv
     page.click("#refresh")
     status(page, op, "executed")
     assert card(page, op).locator("button.approve").is_disabled()
+    assert page.evaluate("() => window.__csp") == []
 
 
 def test_what_is_new_is_marked_and_hostile_text_stays_text(browser, server, world):
@@ -262,6 +268,7 @@ def test_what_is_new_is_marked_and_hostile_text_stays_text(browser, server, worl
     assert c.locator('tr[data-param="subject"] .value').text_content() == hostile
     assert page.locator("#pwn, #bold").count() == 0
     assert page.title() != "pwned"
+    assert page.evaluate("() => window.__csp") == []
 
 
 def test_a_decline_is_signed_recorded_and_final(browser, server, world):

@@ -485,6 +485,18 @@ mod tests {
     }
 
     #[test]
+    fn a_flood_of_sign_ins_is_bounded() {
+        let s = Sessions::default();
+        let held: Vec<String> = (0..MAX_HELD).filter_map(|_| s.challenge("emma")).collect();
+        assert_eq!(held.len(), MAX_HELD);
+        assert_eq!(s.challenge("emma"), None, "full of live challenges");
+        // one used up makes room for one more
+        assert!(s.take_challenge(&held[0]).is_some());
+        assert!(s.challenge("emma").is_some());
+        assert_eq!(s.challenge("emma"), None);
+    }
+
+    #[test]
     fn the_listing_is_scoped_to_the_owner_and_role() {
         let w = crate::gateway::testkit::TestWorld::new();
         let world = w.world();
