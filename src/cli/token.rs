@@ -3,8 +3,8 @@
 //! records a revocation in the store.
 
 use crate::bundle::Bundle;
-use crate::gateway::json::{parse_decimal_minor, parse_time_str};
 use crate::gateway::MandateToken;
+use crate::gateway::json::{parse_decimal_minor, parse_time_str};
 use crate::gateway::mandate::MandateSpec;
 use serde_json::Value;
 use std::io::Write;

@@ -70,7 +70,9 @@ pub enum ConfigError {
     #[error("server `{name}`: {message}")]
     #[diagnostic(
         code(ipc::mcp::server),
-        help("give `command` (and `args`, `env`, `cwd`) for a child process on stdio, or `url` for streamable HTTP")
+        help(
+            "give `command` (and `args`, `env`, `cwd`) for a child process on stdio, or `url` for streamable HTTP"
+        )
     )]
     Server {
         name: String,
@@ -132,7 +134,9 @@ pub enum ConfigError {
     #[error("tool argument `{arg}` is mapped twice")]
     #[diagnostic(
         code(ipc::mcp::arg_twice),
-        help("one tool argument gives one parameter; map the other parameter to its own argument or a constant")
+        help(
+            "one tool argument gives one parameter; map the other parameter to its own argument or a constant"
+        )
     )]
     ArgTwice {
         arg: String,

@@ -129,11 +129,9 @@ fn to_json(v: &toml::Value) -> Value {
         toml::Value::Boolean(b) => Value::Bool(*b),
         toml::Value::Datetime(d) => Value::String(d.to_string()),
         toml::Value::Array(a) => Value::Array(a.iter().map(to_json).collect()),
-        toml::Value::Table(t) => Value::Object(
-            t.iter()
-                .map(|(k, v)| (k.clone(), to_json(v)))
-                .collect(),
-        ),
+        toml::Value::Table(t) => {
+            Value::Object(t.iter().map(|(k, v)| (k.clone(), to_json(v))).collect())
+        }
     }
 }
 
@@ -160,7 +158,12 @@ impl Loader {
     }
 
     /// The path when it exists, else a diagnostic at its span.
-    fn existing(&mut self, what: &'static str, s: &S<String>, help: Option<String>) -> Option<PathBuf> {
+    fn existing(
+        &mut self,
+        what: &'static str,
+        s: &S<String>,
+        help: Option<String>,
+    ) -> Option<PathBuf> {
         let p = self.rel(s.get_ref());
         if p.exists() {
             Some(p)
@@ -180,7 +183,10 @@ impl Loader {
             Ok(m) if m.len() > MAX_CONFIG_LEN => {
                 self.err(ConfigError::Read {
                     path: self.file.clone(),
-                    reason: format!("{} bytes is larger than a config may be ({MAX_CONFIG_LEN})", m.len()),
+                    reason: format!(
+                        "{} bytes is larger than a config may be ({MAX_CONFIG_LEN})",
+                        m.len()
+                    ),
                 });
                 return None;
             }
@@ -234,7 +240,12 @@ impl Loader {
                 }
                 None => None,
             };
-            if let Err(e) = bundle.0.authenticate(&p.display().to_string(), key.as_ref(), &world.bundle_keys, false) {
+            if let Err(e) = bundle.0.authenticate(
+                &p.display().to_string(),
+                key.as_ref(),
+                &world.bundle_keys,
+                false,
+            ) {
                 self.load_err("bundle", e.to_string(), b.span());
                 return None;
             }
@@ -248,7 +259,11 @@ impl Loader {
             if tf.passthrough.as_ref().is_some_and(|p| *p.get_ref()) {
                 continue;
             }
-            let Some(a) = &tf.action.as_ref().or(if tf.is_inline() { Some(&tf.tool) } else { None }) else {
+            let Some(a) =
+                &tf.action
+                    .as_ref()
+                    .or(if tf.is_inline() { Some(&tf.tool) } else { None })
+            else {
                 continue;
             };
             match bundle.table.action(a.get_ref()) {
@@ -263,7 +278,13 @@ impl Loader {
                     let help = suggest(a.get_ref(), names).or_else(|| {
                         Some(format!(
                             "the packs have: {}",
-                            bundle.table.actions.iter().map(|x| format!("`{}`", x.action.name)).collect::<Vec<_>>().join(", ")
+                            bundle
+                                .table
+                                .actions
+                                .iter()
+                                .map(|x| format!("`{}`", x.action.name))
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ))
                     });
                     self.err(ConfigError::UnknownAction {
@@ -383,7 +404,9 @@ impl Loader {
                         });
                         continue;
                     }
-                    Transport::Http { url: u.get_ref().clone() }
+                    Transport::Http {
+                        url: u.get_ref().clone(),
+                    }
                 }
                 (c, _) => {
                     self.err(ConfigError::Server {
@@ -409,7 +432,11 @@ impl Loader {
     /// Each tool: a declared server, a name given once, exactly one mode.
     fn tool_names(&mut self, cfg: &ConfigFile, servers: &[ServerConfig]) {
         let mut seen: HashMap<String, Span> = HashMap::new();
-        let declared: Vec<&str> = cfg.servers.iter().map(|s| s.get_ref().name.get_ref().as_str()).collect();
+        let declared: Vec<&str> = cfg
+            .servers
+            .iter()
+            .map(|s| s.get_ref().name.get_ref().as_str())
+            .collect();
         for t in &cfg.tools {
             let tf = t.get_ref();
             let server = tf.server.get_ref();
@@ -435,16 +462,18 @@ impl Loader {
             }
             seen.insert(name.clone(), tf.tool.span());
             match &tf.passthrough {
-                Some(p) if *p.get_ref() => {
-                    if tf.action.is_some() || tf.is_inline() || !tf.params.is_empty() {
-                        self.err(ConfigError::Tool {
-                            tool: name,
-                            message: "a passthrough tool is forwarded as is: it has no action or parameters".into(),
-                            span: sp(p.span()),
-                            help: Some("remove `passthrough` to have the gateway decide every call, or remove the action".into()),
-                        });
-                    }
+                Some(p)
+                    if *p.get_ref()
+                        && (tf.action.is_some() || tf.is_inline() || !tf.params.is_empty()) =>
+                {
+                    self.err(ConfigError::Tool {
+                        tool: name,
+                        message: "a passthrough tool is forwarded as is: it has no action or parameters".into(),
+                        span: sp(p.span()),
+                        help: Some("remove `passthrough` to have the gateway decide every call, or remove the action".into()),
+                    });
                 }
+                Some(p) if *p.get_ref() => {}
                 _ if tf.action.is_none() && !tf.is_inline() => self.err(ConfigError::Tool {
                     tool: name,
                     message: "neither `passthrough = true` nor an `action`".into(),
@@ -499,7 +528,11 @@ impl Loader {
                 let mut missing = false;
                 for p in packs.map(|p| p.get_ref().as_slice()).unwrap_or_default() {
                     let path = self.rel(p.get_ref());
-                    let file = if path.is_dir() { path.join(crate::check::PACK_FILE) } else { path.clone() };
+                    let file = if path.is_dir() {
+                        path.join(crate::check::PACK_FILE)
+                    } else {
+                        path.clone()
+                    };
                     if !file.is_file() {
                         missing = true;
                         self.err(ConfigError::MissingFile {
@@ -583,7 +616,12 @@ impl Loader {
 
     /// The world file (without the inline pack, whose registries the TOML
     /// names one file each), then the inline pack's registries.
-    fn world(&mut self, cfg: &ConfigFile, bundle: &(Bundle, Option<PathBuf>), inline: Option<&str>) -> Option<World> {
+    fn world(
+        &mut self,
+        cfg: &ConfigFile,
+        bundle: &(Bundle, Option<PathBuf>),
+        inline: Option<&str>,
+    ) -> Option<World> {
         let table = &bundle.0.table;
         let mut world = match &cfg.world {
             Some(w) => {
@@ -650,7 +688,12 @@ impl Loader {
         let mut mandates: Vec<(String, Value)> = vec![];
         let user: String;
         if let Some(t) = &sf.token {
-            if sf.user.is_some() || sf.issuer_key.is_some() || !sf.claims.is_empty() || sf.budget.is_some() || !sf.scopes.is_empty() {
+            if sf.user.is_some()
+                || sf.issuer_key.is_some()
+                || !sf.claims.is_empty()
+                || sf.budget.is_some()
+                || !sf.scopes.is_empty()
+            {
                 self.err(ConfigError::Session {
                     message: "`token` and the fields that issue one are both given".into(),
                     span: sp(t.span()),
@@ -659,12 +702,19 @@ impl Loader {
                 return None;
             }
             let path = self.existing("token", t, None)?;
-            let tok = crate::cli::gateway::read_json(&path)
-                .and_then(|v| serde_json::from_value::<MandateToken>(v.clone()).map(|m| (v, m)).map_err(|e| e.to_string()));
+            let tok = crate::cli::gateway::read_json(&path).and_then(|v| {
+                serde_json::from_value::<MandateToken>(v.clone())
+                    .map(|m| (v, m))
+                    .map_err(|e| e.to_string())
+            });
             let (value, parsed) = match tok {
                 Ok(x) => x,
                 Err(e) => {
-                    self.err(ConfigError::Session { message: e, span: sp(t.span()), help: None });
+                    self.err(ConfigError::Session {
+                        message: e,
+                        span: sp(t.span()),
+                        help: None,
+                    });
                     return None;
                 }
             };
@@ -709,14 +759,20 @@ impl Loader {
                     match crate::gateway::json::parse_decimal_minor(&text) {
                         Ok(m) if m >= 0 => m,
                         Ok(_) => {
-                            self.err(ConfigError::Session { message: "the budget cannot be negative".into(), span: sp(b.span()), help: None });
+                            self.err(ConfigError::Session {
+                                message: "the budget cannot be negative".into(),
+                                span: sp(b.span()),
+                                help: None,
+                            });
                             return None;
                         }
                         Err(e) => {
                             self.err(ConfigError::Session {
                                 message: format!("budget: {e}"),
                                 span: sp(b.span()),
-                                help: Some("an amount in major units: `budget = \"2000.00\"`".into()),
+                                help: Some(
+                                    "an amount in major units: `budget = \"2000.00\"`".into(),
+                                ),
                             });
                             return None;
                         }
@@ -727,7 +783,11 @@ impl Loader {
             // each get the whole session budget
             let budgeted: Vec<&str> = used
                 .iter()
-                .filter(|p| actions.iter().any(|(_, a)| &a.pack == *p && a.action.budget.is_some()))
+                .filter(|p| {
+                    actions
+                        .iter()
+                        .any(|(_, a)| &a.pack == *p && a.action.budget.is_some())
+                })
                 .map(String::as_str)
                 .collect();
             if budgeted.len() > 1 && budget > 0 {
@@ -740,14 +800,19 @@ impl Loader {
             }
             // every claim goes to the packs that declare it
             let mut ok = true;
-            for (name, _) in &sf.claims {
-                let declared = used.iter().any(|p| bundle.table.pack(p).is_some_and(|tp| tp.claims.iter().any(|c| &c.name == name.get_ref())));
-                if !declared {
-                    let all: Vec<&str> = used.iter().filter_map(|p| bundle.table.pack(p)).flat_map(|tp| tp.claims.iter().map(|c| c.name.as_str())).collect();
+            for name in sf.claims.keys() {
+                let all: Vec<&str> = bundle
+                    .table
+                    .packs
+                    .iter()
+                    .flat_map(|tp| tp.claims.iter().map(|c| c.name.as_str()))
+                    .collect();
+                if !all.contains(&name.get_ref().as_str()) {
                     self.err(ConfigError::Session {
-                        message: format!("no pack the tools use declares the claim `{}`", name.get_ref()),
+                        message: format!("no pack declares the claim `{}`", name.get_ref()),
                         span: sp(name.span()),
-                        help: suggest(name.get_ref(), all.iter().copied()).or_else(|| Some(format!("the claims are: {}", all.join(", ")))),
+                        help: suggest(name.get_ref(), all.iter().copied())
+                            .or_else(|| Some(format!("the claims are: {}", all.join(", ")))),
                     });
                     ok = false;
                 }
@@ -758,19 +823,29 @@ impl Loader {
             let now = crate::cli::token::now_or(&None).unwrap_or(0);
             let ttl = sf.ttl.as_ref().map(|t| *t.get_ref()).unwrap_or(3600);
             let targets: Vec<String> = if used.is_empty() {
-                bundle.table.packs.iter().take(1).map(|p| p.name.clone()).collect()
+                bundle
+                    .table
+                    .packs
+                    .iter()
+                    .take(1)
+                    .map(|p| p.name.clone())
+                    .collect()
             } else {
                 used.to_vec()
             };
             for pack in &targets {
-                let Some(tp) = bundle.table.pack(pack) else { continue };
+                let Some(tp) = bundle.table.pack(pack) else {
+                    continue;
+                };
                 let mut claims = vec![];
                 for (name, v) in &sf.claims {
                     if !tp.claims.iter().any(|c| &c.name == name.get_ref()) {
                         continue;
                     }
                     match to_json(v.get_ref()) {
-                        Value::Array(items) => claims.extend(items.into_iter().map(|i| (name.get_ref().clone(), i))),
+                        Value::Array(items) => {
+                            claims.extend(items.into_iter().map(|i| (name.get_ref().clone(), i)))
+                        }
                         one => claims.push((name.get_ref().clone(), one)),
                     }
                 }
@@ -789,12 +864,20 @@ impl Loader {
                     Ok(tok) => match serde_json::to_value(&tok) {
                         Ok(v) => mandates.push((pack.clone(), v)),
                         Err(e) => {
-                            self.err(ConfigError::Session { message: e.to_string(), span: sp(session_span), help: None });
+                            self.err(ConfigError::Session {
+                                message: e.to_string(),
+                                span: sp(session_span),
+                                help: None,
+                            });
                             return None;
                         }
                     },
                     Err(e) => {
-                        self.err(ConfigError::Session { message: format!("pack `{pack}`: {e}"), span: sp(session_span), help: None });
+                        self.err(ConfigError::Session {
+                            message: format!("pack `{pack}`: {e}"),
+                            span: sp(session_span),
+                            help: None,
+                        });
                         return None;
                     }
                 }
@@ -809,7 +892,9 @@ impl Loader {
                 match world.approvers.get(&user) {
                     Some(a) if a.key.id() != key.public().id() => {
                         self.err(ConfigError::Session {
-                            message: format!("the world's approver `{user}` has another key than `user_key`"),
+                            message: format!(
+                                "the world's approver `{user}` has another key than `user_key`"
+                            ),
                             span: sp(k.span()),
                             help: Some("the user approves with one key: make them the same".into()),
                         });
@@ -817,9 +902,15 @@ impl Loader {
                     }
                     Some(_) => {}
                     None => {
-                        world.approvers.insert(user.clone(), Approver::user(key.public()));
+                        world
+                            .approvers
+                            .insert(user.clone(), Approver::user(key.public()));
                         if let Err(e) = world.check_approver_keys() {
-                            self.err(ConfigError::Session { message: e, span: sp(k.span()), help: None });
+                            self.err(ConfigError::Session {
+                                message: e,
+                                span: sp(k.span()),
+                                help: None,
+                            });
                             return None;
                         }
                     }
@@ -830,12 +921,19 @@ impl Loader {
         };
         let approvals_dir = match &sf.approvals_dir {
             Some(d) => {
-                let p = self.existing("approvals folder", d, Some("create the folder where `ipc approve` output is dropped".into()))?;
+                let p = self.existing(
+                    "approvals folder",
+                    d,
+                    Some("create the folder where `ipc approve` output is dropped".into()),
+                )?;
                 Some(p)
             }
             None => None,
         };
-        let token = mandates.first().map(|(_, t)| t.clone()).unwrap_or(Value::Null);
+        let token = mandates
+            .first()
+            .map(|(_, t)| t.clone())
+            .unwrap_or(Value::Null);
         Some(SessionConfig {
             token,
             mandates,
@@ -858,7 +956,12 @@ impl Loader {
 
     /// Each parameter of the action from a tool argument or a constant;
     /// `None` (with diagnostics) when the mapping is wrong.
-    fn mapping(&mut self, tf: &ToolFile, ta: &TableAction, claims: Option<&Value>) -> Option<Vec<(String, ArgMap)>> {
+    fn mapping(
+        &mut self,
+        tf: &ToolFile,
+        ta: &TableAction,
+        claims: Option<&Value>,
+    ) -> Option<Vec<(String, ArgMap)>> {
         let action = &ta.action;
         let errors_before = self.report.errors();
         let mut out: Vec<(String, ArgMap)> = vec![];
@@ -870,15 +973,29 @@ impl Loader {
                     param: pname.get_ref().clone(),
                     action: action.name.clone(),
                     span: sp(pname.span()),
-                    help: suggest(pname.get_ref(), action.params.iter().map(|x| x.name.as_str())),
+                    help: suggest(
+                        pname.get_ref(),
+                        action.params.iter().map(|x| x.name.as_str()),
+                    ),
                 });
                 continue;
             };
-            if let Some(m) = self.arg_map(pname, p.get_ref(), &param.ty, param.default.is_some(), claims, &mut args) {
+            if let Some(m) = self.arg_map(
+                pname,
+                p.get_ref(),
+                &param.ty,
+                param.default.is_some(),
+                claims,
+                &mut args,
+            ) {
                 out.push((param.name.clone(), m));
             }
         }
-        let tool_span = tf.action.as_ref().map(|a| a.span()).unwrap_or(tf.tool.span());
+        let tool_span = tf
+            .action
+            .as_ref()
+            .map(|a| a.span())
+            .unwrap_or(tf.tool.span());
         for param in &action.params {
             if entries.iter().any(|(n, _)| n.get_ref() == &param.name) || param.default.is_some() {
                 continue;
@@ -906,27 +1023,41 @@ impl Loader {
         args: &mut HashMap<String, Span>,
     ) -> Option<ArgMap> {
         let param = pname.get_ref().clone();
-        let mapping_err = |message: String, span: Span, help: Option<String>| ConfigError::Mapping {
-            param: param.clone(),
-            message,
-            span: sp(span),
-            help,
-        };
+        let mapping_err =
+            |message: String, span: Span, help: Option<String>| ConfigError::Mapping {
+                param: param.clone(),
+                message,
+                span: sp(span),
+                help,
+            };
         if let Some(v) = &pf.value {
             if pf.arg.is_some() || pf.claim.is_some() || pf.scale.is_some() || pf.format.is_some() {
-                self.err(mapping_err("`value` is a constant: it has no `arg`, `claim`, `scale` or `format`".into(), v.span(), None));
+                self.err(mapping_err(
+                    "`value` is a constant: it has no `arg`, `claim`, `scale` or `format`".into(),
+                    v.span(),
+                    None,
+                ));
                 return None;
             }
             let json = to_json(v.get_ref());
             if let Err(e) = crate::gateway::world::typed_value(&json, ty) {
-                self.err(mapping_err(format!("the constant is not {ty}: {e}"), v.span(), None));
+                self.err(mapping_err(
+                    format!("the constant is not {ty}: {e}"),
+                    v.span(),
+                    None,
+                ));
                 return None;
             }
             return Some(ArgMap::Const(json));
         }
         if let Some(c) = &pf.claim {
             if pf.arg.is_some() || pf.scale.is_some() || pf.format.is_some() {
-                self.err(mapping_err("`claim` is the session mandate's value: it has no `arg`, `scale` or `format`".into(), c.span(), None));
+                self.err(mapping_err(
+                    "`claim` is the session mandate's value: it has no `arg`, `scale` or `format`"
+                        .into(),
+                    c.span(),
+                    None,
+                ));
                 return None;
             }
             let value = claims.and_then(|m| m.get(c.get_ref()));
@@ -937,21 +1068,33 @@ impl Loader {
                 }
                 Some(v) => Some(ArgMap::Const(v.clone())),
                 None => {
-                    let names: Vec<String> = claims.and_then(|m| m.as_object()).map(|o| o.keys().cloned().collect()).unwrap_or_default();
+                    let names: Vec<String> = claims
+                        .and_then(|m| m.as_object())
+                        .map(|o| o.keys().cloned().collect())
+                        .unwrap_or_default();
                     self.err(mapping_err(
                         format!("the session's mandate has no claim `{}`", c.get_ref()),
                         c.span(),
-                        suggest(c.get_ref(), names.iter().map(String::as_str)).or_else(|| Some("give it under `[session.claims]`".into())),
+                        suggest(c.get_ref(), names.iter().map(String::as_str))
+                            .or_else(|| Some("give it under `[session.claims]`".into())),
                     ));
                     None
                 }
             };
         }
-        let arg = pf.arg.as_ref().map(|a| a.get_ref().clone()).unwrap_or_else(|| param.clone());
+        let arg = pf
+            .arg
+            .as_ref()
+            .map(|a| a.get_ref().clone())
+            .unwrap_or_else(|| param.clone());
         let arg_span = pf.arg.as_ref().map(|a| a.span()).unwrap_or(pname.span());
         if let Some(first) = args.get(&arg) {
             let first = first.clone();
-            self.err(ConfigError::ArgTwice { arg, span: sp(arg_span), first: sp(first) });
+            self.err(ConfigError::ArgTwice {
+                arg,
+                span: sp(arg_span),
+                first: sp(first),
+            });
             return None;
         }
         args.insert(arg.clone(), arg_span);
@@ -966,7 +1109,10 @@ impl Loader {
                 return None;
             }
             (None, _) => None,
-            (Some(s), Type::Money) => match u32::try_from(*s.get_ref()).ok().filter(|x| SCALES.contains(x)) {
+            (Some(s), Type::Money) => match u32::try_from(*s.get_ref())
+                .ok()
+                .filter(|x| SCALES.contains(x))
+            {
                 Some(x) => Some(x),
                 None => {
                     self.err(ConfigError::Scale {
@@ -990,7 +1136,9 @@ impl Loader {
         };
         let as_text = match &pf.format {
             None => false,
-            Some(f) if scale.is_some() && (f.get_ref() == "string" || f.get_ref() == "number") => f.get_ref() == "string",
+            Some(f) if scale.is_some() && (f.get_ref() == "string" || f.get_ref() == "number") => {
+                f.get_ref() == "string"
+            }
             Some(f) => {
                 self.err(mapping_err(
                     format!("`format = \"{}\"` is not a format of this parameter", f.get_ref()),

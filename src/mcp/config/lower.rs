@@ -161,10 +161,7 @@ impl<'a> Lowering<'a> {
             None => Header {
                 name: Name {
                     text: DEFAULT_PACK.into(),
-                    span: tools
-                        .first()
-                        .map(|t| span(t.span()))
-                        .unwrap_or_default(),
+                    span: tools.first().map(|t| span(t.span())).unwrap_or_default(),
                 },
                 version: None,
                 description: None,
@@ -419,9 +416,7 @@ impl<'a> Lowering<'a> {
 }
 
 /// A TOML table's entries in the order they were written.
-pub(super) fn sorted<V>(
-    m: &std::collections::BTreeMap<S<String>, V>,
-) -> Vec<(&S<String>, &V)> {
+pub(super) fn sorted<V>(m: &std::collections::BTreeMap<S<String>, V>) -> Vec<(&S<String>, &V)> {
     let mut v: Vec<(&S<String>, &V)> = m.iter().collect();
     v.sort_by_key(|(k, _)| k.span().start);
     v

@@ -33,11 +33,7 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
             .iter()
             .any(|(_, m)| matches!(m, ArgMap::Arg { arg, .. } if arg == *k))
     }) {
-        return Err(format!(
-            "tool `{}` has no argument `{}`",
-            t.tool,
-            echo(k)
-        ));
+        return Err(format!("tool `{}` has no argument `{}`", t.tool, echo(k)));
     }
     let mut out = Map::new();
     for (param, m) in params {
