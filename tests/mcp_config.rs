@@ -45,7 +45,8 @@ fn every_fixture_reports_its_diagnostic() {
             } else {
                 let code = format!("ipc::{}", expected.replace('-', "::"));
                 assert!(codes.contains(&code), "{name}: expected {code}, got {codes:?}");
-                assert!(checked.is_none(), "{name}: errors but a setup was built");
+                // a lint is a warning: the config still loads
+                assert_eq!(checked.is_none(), report.has_errors(), "{name}");
             }
             insta::assert_snapshot!(report.render_human(false));
         });
@@ -436,4 +437,167 @@ fn without_check_a_bad_config_starts_nothing() {
     assert_eq!(code, 1);
     assert_eq!(stdout, "", "stdout is the MCP channel");
     assert!(stderr.contains("ipc::mcp::scale"), "{stderr}");
+}
+
+/// A signed bundle from `ipc build`, an existing token from `ipc token
+/// issue`: checked at start-up against the pinned key and the world.
+#[test]
+fn a_signed_bundle_and_an_existing_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ex = root().join("examples/mcp");
+    let run = |args: &[&str]| {
+        let (code, out, err) = ipc(args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    };
+    let bundle = d.join("bank.bundle");
+    let issuer = ex.join("keys/issuer.key");
+    run(&[
+        "build",
+        "packs/bank",
+        "-o",
+        bundle.to_str().unwrap(),
+        "--sign",
+        issuer.to_str().unwrap(),
+    ]);
+    let token = d.join("mandate.json");
+    run(&[
+        "token",
+        "issue",
+        "--bundle",
+        bundle.to_str().unwrap(),
+        "--key",
+        issuer.to_str().unwrap(),
+        "--pack",
+        "bank",
+        "--user",
+        "emma",
+        "--scope",
+        "payments.write",
+        "--claim",
+        "account=emma-checking",
+        "--claim",
+        "currency=EUR",
+        "--budget",
+        "100.00",
+        "-o",
+        token.to_str().unwrap(),
+    ]);
+    std::fs::write(
+        d.join("world.toml"),
+        format!(
+            "mandate_keys = [{:?}]\n[registries]\nbank = {:?}\n",
+            ex.join("keys/issuer.pub"),
+            ex.join("registries/bank")
+        ),
+    )
+    .unwrap();
+    let config = |key: &str, extra: &str| {
+        format!(
+            "bundle = \"bank.bundle\"\nbundle_key = {:?}\nworld = \"world.toml\"\n\
+             [[servers]]\nname = \"demo\"\ncommand = \"ipc\"\n\
+             [session]\ntoken = \"mandate.json\"\n\
+             [[tools]]\nserver = \"demo\"\ntool = \"send_money\"\naction = \"payment.transfer\"\n\
+             [tools.params.from_account]\nclaim = \"account\"\n[tools.params.payee_iban]\narg = \"recipient\"\n\
+             [tools.params.amount]\nscale = 100\n[tools.params.currency]\n{extra}",
+            ex.join(key)
+        )
+    };
+    let cfg = d.join("intentplane.toml");
+    std::fs::write(&cfg, config("keys/issuer.pub", "")).unwrap();
+    let (report, checked) = check(&cfg);
+    assert!(!report.has_errors(), "{report}");
+    let c = checked.unwrap();
+    assert_eq!(c.session.user, "emma");
+    assert_eq!(c.session.mandates.len(), 1);
+    assert_eq!(c.store_path, d.join("intentplane.db"));
+    let t = c.tools.iter().find(|t| t.tool == "send_money").unwrap();
+    let p = t
+        .to_proposal(&obj(
+            json!({"recipient": "X", "amount": 1, "currency": "EUR"}),
+        ))
+        .unwrap();
+    assert_eq!(p["args"]["from_account"], "emma-checking");
+
+    // the bundle is not signed by the pinned key
+    std::fs::write(&cfg, config("keys/emma.pub", "")).unwrap();
+    let (report, _) = check(&cfg);
+    let codes: Vec<String> = report.items.iter().map(|r| r.code()).collect();
+    assert_eq!(codes, vec!["ipc::mcp::load"], "{report}");
+
+    // an inline tool cannot extend a signed bundle
+    let inline = "[[tools]]\nserver = \"demo\"\ntool = \"send_email\"\nscope = \"mail.send\"\n[tools.params.to]\ntype = \"Email\"\n";
+    std::fs::write(&cfg, config("keys/issuer.pub", inline)).unwrap();
+    let (report, _) = check(&cfg);
+    let msgs: Vec<String> = report.items.iter().map(|r| r.to_json().message).collect();
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("a signed bundle cannot be extended")),
+        "{msgs:?}"
+    );
+
+    // a tampered token is refused at start-up
+    let mut tok: Value = serde_json::from_str(&std::fs::read_to_string(&token).unwrap()).unwrap();
+    tok["mandate"]["budget"]["amount"] = json!(100_000_000);
+    std::fs::write(&token, tok.to_string()).unwrap();
+    std::fs::write(&cfg, config("keys/issuer.pub", "")).unwrap();
+    let (report, _) = check(&cfg);
+    let msgs: Vec<String> = report.items.iter().map(|r| r.to_json().message).collect();
+    assert_eq!(msgs, vec!["session: the token's signature does not verify"]);
+}
+
+/// An inline tool with Money: the budget, a fact, rules and the mandate's
+/// claim reach the gateway, which decides on the TOML's rules.
+#[test]
+fn an_inline_tool_is_decided_by_its_rules() {
+    let (report, checked) = check(Path::new("tests/fixtures/mcp/ok__inline_money.toml"));
+    assert!(!report.has_errors(), "{report}");
+    let c = checked.unwrap();
+    let tool = c
+        .tools
+        .iter()
+        .find(|t| t.tool == "pay_vendor")
+        .unwrap()
+        .clone();
+    let mandate = c.session.mandates[0].1.clone();
+    assert_eq!(c.session.mandates[0].0, "pay");
+    let gw = Gateway::new(&c.bundle, c.world, Arc::new(MemoryStore::new())).unwrap();
+    let decide = |amount: f64, iban: &str| {
+        let proposal = tool
+            .to_proposal(&obj(json!({"iban": iban, "amount": amount})))
+            .unwrap();
+        gw.decide(&Input {
+            proposal,
+            mandate: Some(mandate.clone()),
+            ..Input::default()
+        })
+        .unwrap()
+    };
+    let vendor = "de89370400440532013000";
+    assert_eq!(decide(10.0, vendor).decision, Outcome::Allow);
+    assert_eq!(decide(1500.0, vendor).decision, Outcome::Pending);
+    let d = decide(15000.0, vendor);
+    assert_eq!(d.decision, Outcome::Deny);
+    assert_eq!(d.reason.as_deref(), Some("forbidden: hard cap"), "{d:?}");
+    assert_eq!(d.policies, vec!["pay/vendor.pay/forbid/hard-cap"]);
+    assert_eq!(
+        decide(10.0, "GB82 WEST 1234 5698 7654 32").decision,
+        Outcome::Deny
+    );
+}
+
+#[test]
+fn check_with_only_warnings_exits_0_and_prints_them() {
+    let (code, stdout, _) = ipc(&[
+        "mcp",
+        "--config",
+        "tests/fixtures/mcp/unused_registry.toml",
+        "--check",
+    ]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("registry `unused` is never used"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("0 errors, 1 warning\n"), "{stdout}");
 }

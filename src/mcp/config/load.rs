@@ -218,7 +218,7 @@ impl Loader {
             }
         };
         let servers = self.servers(&cfg);
-        self.tool_names(&cfg, &servers);
+        self.tool_names(&cfg);
         let inline: Vec<&S<ToolFile>> = cfg
             .tools
             .iter()
@@ -430,7 +430,7 @@ impl Loader {
     }
 
     /// Each tool: a declared server, a name given once, exactly one mode.
-    fn tool_names(&mut self, cfg: &ConfigFile, servers: &[ServerConfig]) {
+    fn tool_names(&mut self, cfg: &ConfigFile) {
         let mut seen: HashMap<String, Span> = HashMap::new();
         let declared: Vec<&str> = cfg
             .servers
@@ -449,7 +449,6 @@ impl Loader {
                     }),
                 });
             }
-            let _ = servers;
             let name = tf.tool.get_ref().clone();
             if let Some(first) = seen.get(&name) {
                 let first = first.clone();
@@ -723,6 +722,37 @@ impl Loader {
                     message: format!("the token covers pack `{}`, but a tool is an action of pack `{other}`", parsed.mandate.pack),
                     span: sp(t.span()),
                     help: Some("a mandate covers one pack: issue the session's mandates from the config instead".into()),
+                });
+                return None;
+            }
+            // refused now rather than at every call
+            let now = world
+                .clock
+                .unwrap_or_else(|| crate::cli::token::now_or(&None).unwrap_or(0));
+            let problem = match world.mandate_keys.get(&parsed.key_id) {
+                None => Some(format!(
+                    "the token is signed by key `{}`, which is not among the world's `mandate_keys`",
+                    parsed.key_id
+                )),
+                Some(key) => {
+                    let msg = crate::canonical::to_jcs(&parsed.mandate).map_err(|e| e.to_string());
+                    match msg.and_then(|m| {
+                        key.verify(m.as_bytes(), &parsed.signature)
+                            .map_err(|e| e.to_string())
+                    }) {
+                        Err(_) => Some("the token's signature does not verify".into()),
+                        Ok(()) if parsed.mandate.expires_at <= now => {
+                            Some(format!("the token `{}` has expired", parsed.mandate.id))
+                        }
+                        Ok(()) => None,
+                    }
+                }
+            };
+            if let Some(message) = problem {
+                self.err(ConfigError::Session {
+                    message,
+                    span: sp(t.span()),
+                    help: Some("issue a new one with `ipc token issue`, signed by a key the world lists under `mandate_keys`".into()),
                 });
                 return None;
             }
@@ -1060,7 +1090,9 @@ impl Loader {
                 ));
                 return None;
             }
-            let value = claims.and_then(|m| m.get(c.get_ref()));
+            // no mandate: the session's own error says why
+            let claims = claims?;
+            let value = claims.get(c.get_ref());
             return match value {
                 Some(Value::Array(_)) => {
                     self.err(mapping_err(format!("claim `{}` is a set: a constant is one value", c.get_ref()), c.span(), Some("map the parameter to a tool argument; the gateway checks it against the claim".into())));
@@ -1069,7 +1101,7 @@ impl Loader {
                 Some(v) => Some(ArgMap::Const(v.clone())),
                 None => {
                     let names: Vec<String> = claims
-                        .and_then(|m| m.as_object())
+                        .as_object()
                         .map(|o| o.keys().cloned().collect())
                         .unwrap_or_default();
                     self.err(mapping_err(
