@@ -55,6 +55,21 @@ pub enum ConfigError {
         first: SourceSpan,
     },
 
+    /// Where the actions come from is not exactly one of `packs` (built at
+    /// start-up) and `bundle` (from `ipc build`).
+    #[error("{message}")]
+    #[diagnostic(
+        code(ipc::mcp::packs),
+        help(
+            "build the packs at start-up (`packs = [\"../../packs/bank\"]`) or run a bundle from `ipc build` (`bundle = \"app.bundle\"`), not both"
+        )
+    )]
+    Packs {
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+    },
+
     /// A tool names a server no `[[servers]]` declares.
     #[error("unknown server `{name}`")]
     #[diagnostic(code(ipc::mcp::unknown_server))]

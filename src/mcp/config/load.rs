@@ -495,11 +495,9 @@ impl Loader {
         let packs = cfg.packs.as_ref();
         match (packs, &cfg.bundle) {
             (Some(_), Some(b)) => {
-                self.err(ConfigError::Tool {
-                    tool: "-".into(),
+                self.err(ConfigError::Packs {
                     message: "`packs` and `bundle` are both given".into(),
                     span: sp(b.span()),
-                    help: Some("build the packs at start-up (`packs`) or run a bundle from `ipc build` (`bundle`), not both".into()),
                 });
                 None
             }
@@ -575,11 +573,9 @@ impl Loader {
                     return None;
                 }
                 if paths.is_empty() && extra.is_empty() {
-                    self.err(ConfigError::Tool {
-                        tool: "-".into(),
-                        message: "no packs and no bundle".into(),
+                    self.err(ConfigError::Packs {
+                        message: "no packs, no bundle and no inline tool".into(),
                         span: sp(0..0),
-                        help: Some("name the packs (`packs = [\"../../packs/bank\"]`), a bundle (`bundle = \"app.bundle\"`), or declare tools inline".into()),
                     });
                     return None;
                 }
