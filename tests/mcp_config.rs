@@ -601,3 +601,23 @@ fn check_with_only_warnings_exits_0_and_prints_them() {
     );
     assert!(stdout.ends_with("0 errors, 1 warning\n"), "{stdout}");
 }
+
+/// The pack parser's fragments keep the offset they are given: a condition
+/// in the TOML is reported where it stands in the TOML.
+#[test]
+fn fragments_are_parsed_at_their_offset() {
+    use intentplane::syntax::{parse_expr_at, parse_path_at, parse_type_at};
+    let e = parse_expr_at("amount > 1_000.00", 40).unwrap();
+    assert_eq!((e.span.start, e.span.end), (40, 57));
+    let t = parse_type_at("set<Email>", 7).unwrap();
+    assert_eq!((t.span.start, t.span.end), (7, 17));
+    let p = parse_path_at("registry.contacts", 3).unwrap();
+    assert_eq!(p.head.text, "registry");
+    assert_eq!((p.span.start, p.span.end), (3, 20));
+    // an error points into the larger file too, and trailing text is refused
+    let err = parse_expr_at("amount >", 100).unwrap_err();
+    let j = intentplane::diagnostics::to_json(&err[0], "f", &" ".repeat(200));
+    assert_eq!(j.labels[0].offset, 108);
+    assert!(parse_type_at("Iban extra", 0).is_err());
+    assert!(parse_path_at("mandate.payee or", 0).is_err());
+}

@@ -43,17 +43,18 @@ impl<'a> Lowering<'a> {
     }
 
     /// Where a TOML string's text starts in the file: after its opening
-    /// quote when the text is written there as is (no escapes).
+    /// quote. Spans are exact when the text is written as is; after an
+    /// escape (`\"`) they drift by the escape's extra characters, so
+    /// conditions with quotes are best written as literal strings
+    /// (`when = 'subject == "urgent"'`).
     fn content_offset(&self, s: &S<String>) -> usize {
         let r = s.span();
         let raw = self.source.get(r.start..r.end).unwrap_or("");
-        let value = s.get_ref();
-        for q in ["\"\"\"", "'''", "\"", "'"] {
-            if raw.starts_with(q) && raw.get(q.len()..q.len() + value.len()) == Some(value) {
-                return r.start + q.len();
-            }
-        }
-        r.start
+        ["\"\"\"", "'''", "\"", "'"]
+            .iter()
+            .find(|q| raw.starts_with(**q))
+            .map(|q| r.start + q.len())
+            .unwrap_or(r.start)
     }
 
     fn name(&self, s: &S<String>) -> Name {
