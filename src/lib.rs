@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod ir;
 pub mod keys;
 pub mod lint;
+pub mod mcp;
 pub mod mutate;
 pub mod scenarios;
 pub mod store;

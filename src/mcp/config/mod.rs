@@ -1,0 +1,179 @@
+//! `intentplane.toml`: the MCP proxy's configuration, a second front-end to
+//! the checked IR.
+//!
+//! [`load`] reads the file and builds everything `ipc mcp` needs (a
+//! [`Setup`]); [`check`] does the same without opening the store, for
+//! `ipc mcp --check`. Every problem is a diagnostic pointing into the TOML
+//! (or into a pack file): [`ConfigReport`].
+//!
+//! Submodules: `file` (the TOML's shape, with spans), `lower` (inline tools
+//! to the pack language's syntax tree, checked by `crate::check`), `load`
+//! (servers, packs or bundle, world, session, tool mappings), `mapping`
+//! (tool arguments to proposals and trusted values back), `diag`.
+
+mod diag;
+mod file;
+mod load;
+mod lower;
+mod mapping;
+
+pub use diag::{ConfigError, ConfigReport, Diag, Reported};
+pub use load::{Checked, DEFAULT_STORE, check, load, load_with_report};
+pub use lower::{DEFAULT_PACK, INLINE_EXECUTOR};
+pub use mapping::{SCALES, minor_from_tool, minor_to_tool};
+
+use crate::bundle::Bundle;
+use crate::gateway::world::World;
+use crate::store::Store;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A downstream MCP server the proxy starts and forwards to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerConfig {
+    /// The name tools refer to (`server = "demo"`).
+    pub name: String,
+    pub transport: Transport,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transport {
+    /// A child process speaking MCP on stdio. `command` is resolved
+    /// relative to the config's folder when it contains a `/`.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        /// Working directory (default: the config's folder).
+        cwd: PathBuf,
+    },
+    /// Streamable HTTP (only if rmcp makes it cheap).
+    Http { url: String },
+}
+
+/// How one argument of the action's parameters is obtained from the
+/// tool's arguments, and how the trusted value goes back to the tool.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgMap {
+    /// The tool argument `arg` (the parameter's own name unless renamed).
+    /// `scale`: the tool speaks major units (4.00) and the parameter is
+    /// Money in minor units (400) — `scale = 100` (one of [`SCALES`];
+    /// always set for a Money parameter, never for another).
+    Arg {
+        arg: String,
+        scale: Option<u32>,
+        /// The parameter's type: a Date goes back to the tool as
+        /// `YYYY-MM-DD`, a Timestamp as `YYYY-MM-DDTHH:MM:SSZ`.
+        ty: crate::ir::Type,
+        /// `format = "string"`: the tool writes the amount as a string
+        /// (`"4.00"`), not a number.
+        as_text: bool,
+        /// The parameter has a default: the argument may be left out.
+        optional: bool,
+    },
+    /// A constant the config fixes (`value = ...`, or `claim = "account"`:
+    /// the session mandate's claim, read at start-up); the agent cannot set
+    /// it and it is not sent to the tool.
+    Const(Value),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolMode {
+    /// Read-only: forwarded as is, no decision (still a receipt-free call).
+    Passthrough,
+    /// Every call is decided by the gateway as `action`; `params` maps each
+    /// of the action's parameters (by parameter name).
+    Action {
+        /// The qualified action name as the bundle knows it
+        /// (e.g. `payment.transfer`).
+        action: String,
+        params: Vec<(String, ArgMap)>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolConfig {
+    pub server: String,
+    /// The downstream tool's name; also the name the client sees.
+    pub tool: String,
+    pub mode: ToolMode,
+}
+
+/// The session's mandate: a token, already signed (issued at start-up from
+/// the config with the issuer key, or read from a file).
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// The signed mandate token (the JSON the gateway takes as `mandate`)
+    /// of the first pack the tools use; see [`SessionConfig::mandates`].
+    pub token: Value,
+    /// One mandate per pack the tools use (a mandate covers one pack), in
+    /// the order of first use: `(pack, token)`. Same user, owner, scopes
+    /// and expiry. [`Setup::mandate_for`] picks a tool's.
+    pub mandates: Vec<(String, Value)>,
+    /// The mandate's user (who step-up approvals are minted for).
+    pub user: String,
+    /// The user's approval key, with which the proxy signs a step-up the
+    /// user accepted through elicitation. `None`: step-up cannot be granted
+    /// through the client (a refusal that says so).
+    pub user_key: Option<crate::keys::SecretKey>,
+    /// Where out-of-band approvals (`ipc approve` output, one JSON file
+    /// each) are dropped; read on the next identical call.
+    pub approvals_dir: Option<PathBuf>,
+}
+
+/// Everything `ipc mcp` needs, built and checked.
+pub struct Setup {
+    pub config_path: PathBuf,
+    pub servers: Vec<ServerConfig>,
+    pub tools: Vec<ToolConfig>,
+    pub bundle: Bundle,
+    pub world: World,
+    pub store: Arc<dyn Store>,
+    pub session: SessionConfig,
+}
+
+impl Setup {
+    /// The mandate token for a tool's calls: the one of the pack its action
+    /// belongs to (`None` for a passthrough tool).
+    pub fn mandate_for(&self, tool: &ToolConfig) -> Option<&Value> {
+        let ToolMode::Action { action, .. } = &tool.mode else {
+            return None;
+        };
+        let pack = &self.bundle.table.action(action)?.pack;
+        self.session
+            .mandates
+            .iter()
+            .find(|(p, _)| p == pack)
+            .map(|(_, t)| t)
+    }
+
+    /// The tool the client calls by this name.
+    pub fn tool(&self, name: &str) -> Option<&ToolConfig> {
+        self.tools.iter().find(|t| t.tool == name)
+    }
+}
+
+impl ToolConfig {
+    /// The agent's tool arguments as a gateway proposal
+    /// `{"action", "args"}` in the gateway's units (minor units for scaled
+    /// money). An argument that cannot be converted (4.001 with scale 100, a
+    /// string where a number is mapped) is `Err` with a reason the agent can
+    /// read: the caller turns it into a DENY with a receipt
+    /// (`Input::malformed`), never a silent pass.
+    pub fn to_proposal(&self, args: &Map<String, Value>) -> Result<Value, String> {
+        mapping::to_proposal(self, args)
+    }
+
+    /// The downstream call's arguments from the decision's **trusted**
+    /// values (`Decision::resolved`), in the tool's own units and spelling
+    /// (400 → 4.00 with scale 100); constants are not sent back unless the
+    /// tool has an argument for them; arguments the tool takes that map to
+    /// no parameter are dropped (the agent cannot smuggle them).
+    pub fn to_downstream(
+        &self,
+        resolved: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, String> {
+        mapping::to_downstream(self, resolved)
+    }
+}

@@ -1,0 +1,11 @@
+//! The MCP proxy (`ipc mcp`): the gateway between an MCP client and the
+//! MCP servers it uses.
+//!
+//! [`config`] is the TOML front-end: it reads `intentplane.toml`, lowers
+//! inline tool declarations to the same checked IR as the pack language
+//! (with the same checker and diagnostics), and maps each tool's arguments
+//! onto an action's parameters and back. [`proxy`] is the rmcp shell: the
+//! upstream server on stdio, the downstream clients, elicitation.
+
+pub mod config;
+pub mod proxy;
