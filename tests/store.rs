@@ -13,8 +13,8 @@ use intentplane::store::memory::MemoryStore;
 use intentplane::store::postgres::PgStore;
 use intentplane::store::sqlite::{SqliteOptions, SqliteStore};
 use intentplane::store::{
-    ChainProblem, Checkpoint, CheckpointError, Spent, Store, StoreError, Tx, verify_chain,
-    verify_store,
+    ChainProblem, Checkpoint, CheckpointError, ReceiptRange, Spent, Store, StoreError, Tx,
+    verify_chain, verify_store,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -338,6 +338,35 @@ fn the_chain_links_and_verifies() {
         let head = s.head().unwrap();
         assert_eq!(head, Some((6, records[5].hash.clone())));
         assert_eq!(verify_chain(&records, head), Ok(6));
+    });
+}
+
+/// `receipts_range` (the paged `GET /v1/receipts`) gives exactly the
+/// window of the whole chain it names, in chain order, on every store.
+#[test]
+fn a_range_of_receipts_is_the_window_of_the_chain() {
+    each_store(|s| {
+        let last = |limit| ReceiptRange::Last { limit };
+        let after = |seq, limit| ReceiptRange::After { seq, limit };
+        assert!(s.receipts_range(last(5)).unwrap().is_empty());
+        assert!(s.receipts_range(after(0, 5)).unwrap().is_empty());
+        append(s, 7);
+        let all = s.receipts().unwrap();
+        let cases = [
+            (last(3), &all[4..]),
+            (last(7), &all[..]),
+            (last(100), &all[..]),
+            (last(0), &all[..0]),
+            (after(0, 2), &all[..2]),
+            (after(2, 3), &all[2..5]),
+            (after(5, 10), &all[5..]),
+            (after(7, 10), &all[7..]),
+            (after(u64::MAX, 10), &all[7..]),
+            (after(0, usize::MAX), &all[..]),
+        ];
+        for (range, want) in cases {
+            assert_eq!(s.receipts_range(range).unwrap(), want, "{range:?}");
+        }
     });
 }
 

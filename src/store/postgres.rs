@@ -44,8 +44,8 @@
 //! with a newer version, is refused and left untouched.
 
 use super::{
-    Accounts, ChainLink, ReceiptRecord, RegistryRow, Snapshot, Spent, Store, StoreError,
-    StoredReceipt, Tx, TxFn,
+    Accounts, ChainLink, ReceiptRange, ReceiptRecord, RegistryRow, Snapshot, Spent, Store,
+    StoreError, StoredReceipt, Tx, TxFn,
 };
 use crate::canonical::Jcs;
 use postgres::error::SqlState;
@@ -674,6 +674,55 @@ impl Store for PgStore {
 
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
         Ok(self.snapshot()?.records())
+    }
+
+    fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
+        let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let (sql, params): (&'static str, Vec<i64>) = match range {
+            ReceiptRange::Last { limit: n } => (
+                "SELECT seq::text, prev_hash::text, hash::text, body::text FROM
+                 (SELECT * FROM ipc_receipts ORDER BY seq DESC LIMIT $1) AS r ORDER BY seq",
+                vec![limit(n)],
+            ),
+            ReceiptRange::After { seq, limit: n } => (
+                "SELECT seq::text, prev_hash::text, hash::text, body::text
+                 FROM ipc_receipts WHERE seq > $1 ORDER BY seq LIMIT $2",
+                vec![i64::try_from(seq).unwrap_or(i64::MAX), limit(n)],
+            ),
+        };
+        let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            params.iter().map(|p| p as _).collect();
+        let mut guard = self.lock();
+        let mut reconnected = false;
+        loop {
+            let conn = self.connection(&mut guard)?;
+            let read = conn
+                .stmt(sql)
+                .and_then(|st| conn.client.query(&st, &params));
+            match read {
+                Ok(rows) => {
+                    return Ok(rows
+                        .iter()
+                        .map(|r| {
+                            StoredReceipt {
+                                seq: txt(r, 0).parse().unwrap_or(0),
+                                prev_hash: txt(r, 1),
+                                hash: txt(r, 2),
+                                body: txt(r, 3),
+                                body_storage: None,
+                            }
+                            .record()
+                        })
+                        .collect());
+                }
+                // a session the server ended (a restart): once more on a new one
+                Err(e) if session_lost(&e) && !reconnected => {
+                    reconnected = true;
+                    *guard = None;
+                }
+                Err(e) => return Err(backend(e)),
+            }
+        }
     }
 
     fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
