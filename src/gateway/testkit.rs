@@ -167,6 +167,17 @@ impl TestWorld {
         self.mandate(MandateSpec::bank("emma"))
     }
 
+    /// An accounts-payable clerk's mandate at `acme` (a fresh id each
+    /// call: two clerks' payments are two operations).
+    pub fn clerk(&self) -> Value {
+        self.mandate(MandateSpec::for_pack(
+            "ap",
+            "clerk",
+            "acme",
+            &["payments.write"],
+        ))
+    }
+
     /// A mandate token (JSON) signed by the world's issuer, issued a
     /// minute before [`NOW`].
     pub fn mandate(&self, s: MandateSpec) -> Value {
