@@ -2051,3 +2051,96 @@ fn tamper_a_postgres_store_with_other_column_types_and_nulls() {
     let err = tx(&s, |t| t.spent("m-1").map(|sp| json!(sp))).unwrap_err();
     assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
 }
+
+/// Makes every write to `table` in the schema fail with SQLSTATE `code`
+/// (40001 serialization failure, 40P01 deadlock) for its first `times`
+/// rows, counted by a sequence (which a rollback does not undo).
+fn inject_failures(pg: &common::pg::Schema, table: &str, code: &str, times: i64) {
+    pg.sql(&format!(
+        "CREATE SEQUENCE {table}_fails;
+         CREATE FUNCTION {table}_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF nextval('{schema}.{table}_fails') <= {times} THEN
+             RAISE EXCEPTION 'injected' USING ERRCODE = '{code}';
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER {table}_fail BEFORE INSERT OR UPDATE ON {table}
+           FOR EACH ROW EXECUTE FUNCTION {table}_fail();",
+        schema = pg.name
+    ));
+}
+
+/// How many writes the trigger of [`inject_failures`] saw.
+fn failures_seen(pg: &common::pg::Schema, table: &str) -> i64 {
+    let mut c = common::pg::admin(&std::env::var(common::pg::ENV).unwrap());
+    c.query_one(
+        &format!("SELECT last_value FROM {}.{table}_fails", pg.name),
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Issue #14, item 1: a serialization failure or a deadlock, wherever in
+/// a decision's writes the server raises it (the budget, the execution,
+/// the receipt, the chain's head), is retried from the start and the
+/// decision is taken once, on the attempt that commits: never a DENY
+/// made of the error, never a double spend or a second execution.
+#[test]
+fn a_serialization_failure_is_retried_never_a_wrong_decision_postgres() {
+    for (table, code) in [
+        ("ipc_budgets", "40001"),
+        ("ipc_executions", "40P01"),
+        ("ipc_head", "40001"),
+        ("ipc_receipts", "40P01"),
+    ] {
+        let Some(pg) = common::pg::fresh() else {
+            return;
+        };
+        let store = pg_store(&pg);
+        inject_failures(&pg, table, code, 3);
+        let w = TestWorld::new();
+        let gw = w.gateway_with(store.clone());
+        let m = w.emma();
+        let d = decide(&gw, transfer(LANDLORD, json!("700.00")), &m);
+        assert_eq!(d.decision, Outcome::Allow, "{table}: {d:#?}");
+        assert!(!d.replayed, "{table}");
+        assert!(failures_seen(&pg, table) > 3, "{table}: never retried");
+        let snap = store.snapshot().unwrap();
+        let mandate_id = m["mandate"]["id"].as_str().unwrap();
+        assert_eq!(
+            snap.accounts.budgets.get(mandate_id),
+            Some(&Spent {
+                amount: 70_000,
+                calls: 1
+            }),
+            "{table}"
+        );
+        assert_eq!(snap.accounts.executions.len(), 1, "{table}");
+        assert_eq!(verify_store(&snap, None), Ok(1), "{table}");
+    }
+}
+
+/// A transaction that keeps failing is given up after the retries: an
+/// error, never an ALLOW, and nothing of it committed.
+#[test]
+fn serialization_failures_without_end_decide_nothing_postgres() {
+    let Some(pg) = common::pg::fresh() else {
+        return;
+    };
+    let store = pg_store(&pg);
+    inject_failures(&pg, "ipc_executions", "40001", i64::MAX);
+    let w = TestWorld::new();
+    let gw = w.gateway_with(store.clone());
+    let d = gw.decide(&input(
+        transfer(LANDLORD, json!("700.00")),
+        &w.emma(),
+        vec![],
+    ));
+    let err = d.map(|d| format!("{d:#?}")).unwrap_err().to_string();
+    assert!(err.contains("serialization failures"), "{err}");
+    let snap = store.snapshot().unwrap();
+    assert!(snap.receipts.is_empty() && snap.accounts.executions.is_empty());
+    assert!(snap.accounts.budgets.is_empty());
+}
