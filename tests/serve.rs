@@ -217,6 +217,29 @@ fn a_flood_of_connections_does_not_stop_a_client_once_it_has_room() {
     }
 }
 
+/// Header limits: more than 64 headers, or a head over 16 KiB, is refused
+/// before any route runs (431, nothing decided), and the server goes on.
+#[test]
+fn too_many_or_too_large_headers_are_refused() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    let body = transfer(LANDLORD, json!("6.00")).to_string();
+    let many: Vec<(String, String)> = (0..80)
+        .map(|i| (format!("X-Pad-{i}"), "1".to_string()))
+        .collect();
+    let large = vec![("X-Pad".to_string(), "x".repeat(20 * 1024))];
+    for extra in [many, large] {
+        let headers: Vec<(&str, Option<&str>)> = extra
+            .iter()
+            .map(|(k, v)| (k.as_str(), Some(v.as_str())))
+            .collect();
+        let r = request(&s, "POST", "/v1/decide", &body, &headers);
+        assert_eq!(r.status, 431, "{}", r.body);
+    }
+    assert!(receipts(&s, "last=10").is_empty(), "nothing was decided");
+    assert_eq!(post(&s, &transfer(LANDLORD, json!("6.00"))).status, 200);
+}
+
 #[test]
 fn a_client_that_never_reads_its_answers_is_dropped() {
     let w = TestWorld::new();
