@@ -1515,27 +1515,30 @@ fn a_batch_commits_each_body_on_its_own() {
     each_store(|s| {
         let mut first = |t: &mut dyn Tx| -> Result<Value, StoreError> {
             t.spend("m", 10)?;
+            t.revoked("tok")?; // read before the failing body revokes it
             t.append_receipt(&json!({"n": 1}))?;
             Ok(json!("first"))
         };
         let mut failing = |t: &mut dyn Tx| -> Result<Value, StoreError> {
             t.spend("m", 1000)?;
+            t.revoke("tok")?;
             t.use_nonce("n-1")?;
             t.append_receipt(&json!({"n": "lost"}))?;
             Err(StoreError::Aborted("over budget".into()))
         };
         let mut third = |t: &mut dyn Tx| -> Result<Value, StoreError> {
-            // sees the first body's spending, not the failed one's
+            // sees the first body's spending, not the failed one's, and
+            // no revocation
             let spent = t.spent("m")?;
             t.use_nonce("n-1")?;
             t.append_receipt(&json!({"n": 3}))?;
-            Ok(json!(spent.amount))
+            Ok(json!([spent.amount, t.revoked("tok")?]))
         };
         let results = s.transactions(&mut [&mut first, &mut failing, &mut third]);
         assert_eq!(results.len(), 3);
         assert_eq!(results[0].as_ref().unwrap(), &json!("first"));
         assert!(matches!(results[1], Err(StoreError::Aborted(_))));
-        assert_eq!(results[2].as_ref().unwrap(), &json!(10));
+        assert_eq!(results[2].as_ref().unwrap(), &json!([10, false]));
         let records = s.receipts().unwrap();
         assert_eq!(verify_chain(&records, s.head().unwrap()), Ok(2));
         assert_eq!(records[1].body, json!({"n": 3}));
