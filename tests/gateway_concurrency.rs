@@ -66,16 +66,7 @@ fn eight_threads_pay_one_invoice_once_postgres() {
 fn threads_pay_one_invoice_once(w: &TestWorld, loc: &Loc) {
     let gw = Arc::new(w.gateway_with(loc.open()));
     // eight clerks, eight mandates: idempotency cannot hide a double payment
-    let mandates: Vec<Value> = (0..8)
-        .map(|_| {
-            w.mandate(MandateSpec::for_pack(
-                "ap",
-                "clerk",
-                "acme",
-                &["payments.write"],
-            ))
-        })
-        .collect();
+    let mandates: Vec<Value> = (0..8).map(|_| w.clerk()).collect();
     let handles: Vec<_> = mandates
         .into_iter()
         .map(|m| {
@@ -177,12 +168,7 @@ fn processes_pay_one_invoice_once(w: &TestWorld, loc: &Loc) {
     let db = loc.arg();
     let mut children = vec![];
     for i in 0..4 {
-        let m = w.mandate(MandateSpec::for_pack(
-            "ap",
-            "clerk",
-            "acme",
-            &["payments.write"],
-        ));
+        let m = w.clerk();
         let mpath = w.dir.path().join(format!("m{i}.json"));
         std::fs::write(&mpath, m.to_string()).unwrap();
         let input = w.dir.path().join(format!("in{i}.jsonl"));

@@ -4,38 +4,13 @@
 //! metrics, and the refusal to run without a store.
 
 mod common;
+use common::http::*;
 use common::*;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-const TOKEN: &str = "test-token-0123456789abcdef";
-
-fn serve_cmd(w: &TestWorld, mandate: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ipc"));
-    c.args([
-        "serve",
-        "--bundle",
-        &path_str(&w.bundle_path),
-        "--world",
-        &path_str(&w.world_path),
-        "--mandate",
-        &path_str(mandate),
-    ]);
-    c
-}
-
-fn write_mandate(w: &TestWorld, m: &Value) -> PathBuf {
-    let p = w.dir.path().join(format!(
-        "m-{}.json",
-        intentplane::gateway::approval::random_id()
-    ));
-    std::fs::write(&p, m.to_string()).unwrap();
-    p
-}
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 /// A mandate for many transfers: 100,000.00 and 1,000 calls.
 fn big_mandate(w: &TestWorld) -> Value {
@@ -45,143 +20,13 @@ fn big_mandate(w: &TestWorld) -> Value {
     w.mandate(s)
 }
 
-/// A running `ipc serve --listen`; killed when dropped.
-struct Server {
-    child: Child,
-    /// `127.0.0.1:PORT`, or the socket path.
-    addr: String,
-    unix: bool,
-    token_file: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `ipc serve` with a SQLite store and a token file; `listen` is
-/// the `--listen` value; `extra` more flags.
+/// Starts `ipc serve` with a SQLite store of its own and a token file.
 fn start(w: &TestWorld, mandate: &Value, listen: &str, extra: &[&str]) -> Server {
-    let m = write_mandate(w, mandate);
-    let token_file = w.dir.path().join("token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let db = w.dir.path().join(format!(
         "s-{}.db",
         intentplane::gateway::approval::random_id()
     ));
-    let mut child = serve_cmd(w, &m)
-        .args(["--store", &path_str(&db), "--listen", listen])
-        .args(["--auth-token-file", &path_str(&token_file)])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let shown = first
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
-    let (addr, unix) = match shown.strip_prefix("unix:") {
-        Some(p) => (p.to_string(), true),
-        None => (shown.strip_prefix("http://").unwrap().to_string(), false),
-    };
-    Server {
-        child,
-        addr,
-        unix,
-        token_file,
-    }
-}
-
-/// An answer: status, headers (lower-case names), body as JSON (or the
-/// text as a JSON string when it is not JSON).
-struct Resp {
-    status: u16,
-    headers: String,
-    body: Value,
-}
-
-fn connect(s: &Server) -> Box<dyn ReadWrite> {
-    let timeout = Some(Duration::from_secs(60));
-    if s.unix {
-        let c = std::os::unix::net::UnixStream::connect(&s.addr).unwrap();
-        c.set_read_timeout(timeout).unwrap();
-        Box::new(c)
-    } else {
-        let c = TcpStream::connect(&s.addr).unwrap();
-        c.set_read_timeout(timeout).unwrap();
-        Box::new(c)
-    }
-}
-
-trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
-
-fn read_resp(c: &mut dyn ReadWrite) -> Resp {
-    let mut raw = String::new();
-    c.read_to_string(&mut raw).unwrap();
-    parse_resp(&raw)
-}
-
-fn parse_resp(raw: &str) -> Resp {
-    let status: u16 = raw[9..12].parse().unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
-    Resp {
-        status,
-        headers: head.to_ascii_lowercase(),
-        body: serde_json::from_str(body).unwrap_or(Value::String(body.to_string())),
-    }
-}
-
-/// A request with the usual headers (`Host: localhost`, JSON, the token)
-/// changed by `headers`: a `(name, None)` drops one, `(name, Some(v))`
-/// sets it.
-fn request(
-    s: &Server,
-    method: &str,
-    path: &str,
-    body: &str,
-    headers: &[(&str, Option<&str>)],
-) -> Resp {
-    let bearer = format!("Bearer {TOKEN}");
-    let mut hs: Vec<(String, String)> = vec![
-        ("Host".into(), "localhost".into()),
-        ("Content-Type".into(), "application/json".into()),
-        ("Authorization".into(), bearer),
-    ];
-    for (k, v) in headers {
-        hs.retain(|(n, _)| !n.eq_ignore_ascii_case(k));
-        if let Some(v) = v {
-            hs.push((k.to_string(), v.to_string()));
-        }
-    }
-    let mut text = format!("{method} {path} HTTP/1.1\r\n");
-    for (k, v) in hs {
-        text.push_str(&format!("{k}: {v}\r\n"));
-    }
-    text.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    ));
-    let mut c = connect(s);
-    c.write_all(text.as_bytes()).unwrap();
-    read_resp(&mut *c)
-}
-
-fn get(s: &Server, path: &str) -> Resp {
-    request(s, "GET", path, "", &[])
-}
-
-fn post(s: &Server, body: &Value) -> Resp {
-    request(s, "POST", "/v1/decide", &body.to_string(), &[])
+    launch(w, mandate, listen, &path_str(&db), TOKEN, extra)
 }
 
 fn receipts(s: &Server, query: &str) -> Vec<Value> {
@@ -370,6 +215,29 @@ fn a_flood_of_connections_does_not_stop_a_client_once_it_has_room() {
             "an incomplete request was answered"
         );
     }
+}
+
+/// Header limits: more than 64 headers, or a head over 16 KiB, is refused
+/// before any route runs (431, nothing decided), and the server goes on.
+#[test]
+fn too_many_or_too_large_headers_are_refused() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    let body = transfer(LANDLORD, json!("6.00")).to_string();
+    let many: Vec<(String, String)> = (0..80)
+        .map(|i| (format!("X-Pad-{i}"), "1".to_string()))
+        .collect();
+    let large = vec![("X-Pad".to_string(), "x".repeat(20 * 1024))];
+    for extra in [many, large] {
+        let headers: Vec<(&str, Option<&str>)> = extra
+            .iter()
+            .map(|(k, v)| (k.as_str(), Some(v.as_str())))
+            .collect();
+        let r = request(&s, "POST", "/v1/decide", &body, &headers);
+        assert_eq!(r.status, 431, "{}", r.body);
+    }
+    assert!(receipts(&s, "last=10").is_empty(), "nothing was decided");
+    assert_eq!(post(&s, &transfer(LANDLORD, json!("6.00"))).status, 200);
 }
 
 #[test]
@@ -633,6 +501,7 @@ fn a_unix_socket_without_a_token_relies_on_its_mode() {
         addr: path_str(&sock),
         unix: true,
         token_file: PathBuf::new(),
+        token: String::new(),
     };
     let r = request(&s, "GET", "/v1/health", "", &[("Authorization", None)]);
     assert_eq!(r.status, 200);

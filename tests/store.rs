@@ -13,8 +13,8 @@ use intentplane::store::memory::MemoryStore;
 use intentplane::store::postgres::PgStore;
 use intentplane::store::sqlite::{SqliteOptions, SqliteStore};
 use intentplane::store::{
-    ChainProblem, Checkpoint, CheckpointError, Spent, Store, StoreError, Tx, verify_chain,
-    verify_store,
+    ChainProblem, Checkpoint, CheckpointError, ReceiptRange, Spent, Store, StoreError, Tx,
+    verify_chain, verify_store,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -338,6 +338,35 @@ fn the_chain_links_and_verifies() {
         let head = s.head().unwrap();
         assert_eq!(head, Some((6, records[5].hash.clone())));
         assert_eq!(verify_chain(&records, head), Ok(6));
+    });
+}
+
+/// `receipts_range` (the paged `GET /v1/receipts`) gives exactly the
+/// window of the whole chain it names, in chain order, on every store.
+#[test]
+fn a_range_of_receipts_is_the_window_of_the_chain() {
+    each_store(|s| {
+        let last = |limit| ReceiptRange::Last { limit };
+        let after = |seq, limit| ReceiptRange::After { seq, limit };
+        assert!(s.receipts_range(last(5)).unwrap().is_empty());
+        assert!(s.receipts_range(after(0, 5)).unwrap().is_empty());
+        append(s, 7);
+        let all = s.receipts().unwrap();
+        let cases = [
+            (last(3), &all[4..]),
+            (last(7), &all[..]),
+            (last(100), &all[..]),
+            (last(0), &all[..0]),
+            (after(0, 2), &all[..2]),
+            (after(2, 3), &all[2..5]),
+            (after(5, 10), &all[5..]),
+            (after(7, 10), &all[7..]),
+            (after(u64::MAX, 10), &all[7..]),
+            (after(0, usize::MAX), &all[..]),
+        ];
+        for (range, want) in cases {
+            assert_eq!(s.receipts_range(range).unwrap(), want, "{range:?}");
+        }
     });
 }
 
@@ -1486,27 +1515,30 @@ fn a_batch_commits_each_body_on_its_own() {
     each_store(|s| {
         let mut first = |t: &mut dyn Tx| -> Result<Value, StoreError> {
             t.spend("m", 10)?;
+            t.revoked("tok")?; // read before the failing body revokes it
             t.append_receipt(&json!({"n": 1}))?;
             Ok(json!("first"))
         };
         let mut failing = |t: &mut dyn Tx| -> Result<Value, StoreError> {
             t.spend("m", 1000)?;
+            t.revoke("tok")?;
             t.use_nonce("n-1")?;
             t.append_receipt(&json!({"n": "lost"}))?;
             Err(StoreError::Aborted("over budget".into()))
         };
         let mut third = |t: &mut dyn Tx| -> Result<Value, StoreError> {
-            // sees the first body's spending, not the failed one's
+            // sees the first body's spending, not the failed one's, and
+            // no revocation
             let spent = t.spent("m")?;
             t.use_nonce("n-1")?;
             t.append_receipt(&json!({"n": 3}))?;
-            Ok(json!(spent.amount))
+            Ok(json!([spent.amount, t.revoked("tok")?]))
         };
         let results = s.transactions(&mut [&mut first, &mut failing, &mut third]);
         assert_eq!(results.len(), 3);
         assert_eq!(results[0].as_ref().unwrap(), &json!("first"));
         assert!(matches!(results[1], Err(StoreError::Aborted(_))));
-        assert_eq!(results[2].as_ref().unwrap(), &json!(10));
+        assert_eq!(results[2].as_ref().unwrap(), &json!([10, false]));
         let records = s.receipts().unwrap();
         assert_eq!(verify_chain(&records, s.head().unwrap()), Ok(2));
         assert_eq!(records[1].body, json!({"n": 3}));
@@ -2021,4 +2053,97 @@ fn tamper_a_postgres_store_with_other_column_types_and_nulls() {
     // a decision-time read of the tampered budget is an error, not a panic
     let err = tx(&s, |t| t.spent("m-1").map(|sp| json!(sp))).unwrap_err();
     assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+}
+
+/// Makes every write to `table` in the schema fail with SQLSTATE `code`
+/// (40001 serialization failure, 40P01 deadlock) for its first `times`
+/// rows, counted by a sequence (which a rollback does not undo).
+fn inject_failures(pg: &common::pg::Schema, table: &str, code: &str, times: i64) {
+    pg.sql(&format!(
+        "CREATE SEQUENCE {table}_fails;
+         CREATE FUNCTION {table}_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF nextval('{schema}.{table}_fails') <= {times} THEN
+             RAISE EXCEPTION 'injected' USING ERRCODE = '{code}';
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER {table}_fail BEFORE INSERT OR UPDATE ON {table}
+           FOR EACH ROW EXECUTE FUNCTION {table}_fail();",
+        schema = pg.name
+    ));
+}
+
+/// How many writes the trigger of [`inject_failures`] saw.
+fn failures_seen(pg: &common::pg::Schema, table: &str) -> i64 {
+    let mut c = common::pg::admin(&std::env::var(common::pg::ENV).unwrap());
+    c.query_one(
+        &format!("SELECT last_value FROM {}.{table}_fails", pg.name),
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Issue #14, item 1: a serialization failure or a deadlock, wherever in
+/// a decision's writes the server raises it (the budget, the execution,
+/// the receipt, the chain's head), is retried from the start and the
+/// decision is taken once, on the attempt that commits: never a DENY
+/// made of the error, never a double spend or a second execution.
+#[test]
+fn a_serialization_failure_is_retried_never_a_wrong_decision_postgres() {
+    for (table, code) in [
+        ("ipc_budgets", "40001"),
+        ("ipc_executions", "40P01"),
+        ("ipc_head", "40001"),
+        ("ipc_receipts", "40P01"),
+    ] {
+        let Some(pg) = common::pg::fresh() else {
+            return;
+        };
+        let store = pg_store(&pg);
+        inject_failures(&pg, table, code, 3);
+        let w = TestWorld::new();
+        let gw = w.gateway_with(store.clone());
+        let m = w.emma();
+        let d = decide(&gw, transfer(LANDLORD, json!("700.00")), &m);
+        assert_eq!(d.decision, Outcome::Allow, "{table}: {d:#?}");
+        assert!(!d.replayed, "{table}");
+        assert!(failures_seen(&pg, table) > 3, "{table}: never retried");
+        let snap = store.snapshot().unwrap();
+        let mandate_id = m["mandate"]["id"].as_str().unwrap();
+        assert_eq!(
+            snap.accounts.budgets.get(mandate_id),
+            Some(&Spent {
+                amount: 70_000,
+                calls: 1
+            }),
+            "{table}"
+        );
+        assert_eq!(snap.accounts.executions.len(), 1, "{table}");
+        assert_eq!(verify_store(&snap, None), Ok(1), "{table}");
+    }
+}
+
+/// A transaction that keeps failing is given up after the retries: an
+/// error, never an ALLOW, and nothing of it committed.
+#[test]
+fn serialization_failures_without_end_decide_nothing_postgres() {
+    let Some(pg) = common::pg::fresh() else {
+        return;
+    };
+    let store = pg_store(&pg);
+    inject_failures(&pg, "ipc_executions", "40001", i64::MAX);
+    let w = TestWorld::new();
+    let gw = w.gateway_with(store.clone());
+    let d = gw.decide(&input(
+        transfer(LANDLORD, json!("700.00")),
+        &w.emma(),
+        vec![],
+    ));
+    let err = d.map(|d| format!("{d:#?}")).unwrap_err().to_string();
+    assert!(err.contains("serialization failures"), "{err}");
+    let snap = store.snapshot().unwrap();
+    assert!(snap.receipts.is_empty() && snap.accounts.executions.is_empty());
+    assert!(snap.accounts.budgets.is_empty());
 }

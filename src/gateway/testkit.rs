@@ -168,7 +168,8 @@ impl TestWorld {
     }
 
     /// The acme clerk's accounts-payable mandate (`vendors.write`,
-    /// `payments.write`).
+    /// `payments.write`; a fresh id each call: two clerks' payments are
+    /// two operations).
     pub fn clerk(&self) -> Value {
         self.mandate(MandateSpec::for_pack(
             "ap",

@@ -42,6 +42,19 @@ pub struct StoredReceipt {
     pub body_storage: Option<String>,
 }
 
+impl StoredReceipt {
+    /// The record with its body parsed, as [`super::Store::receipts`]
+    /// gives it (a body that is not JSON is kept as a string).
+    pub fn record(&self) -> ReceiptRecord {
+        ReceiptRecord {
+            seq: self.seq,
+            prev_hash: self.prev_hash.clone(),
+            hash: self.hash.clone(),
+            body: parse_body(&self.body),
+        }
+    }
+}
+
 /// What the store remembers besides the receipts that the chain accounts
 /// for: spent budgets by mandate id, used approval nonces, executed
 /// operation hashes.
@@ -65,15 +78,7 @@ impl Snapshot {
     /// The records with their bodies parsed, as [`super::Store::receipts`]
     /// gives them (a body that is not JSON is kept as a string).
     pub fn records(&self) -> Vec<ReceiptRecord> {
-        self.receipts
-            .iter()
-            .map(|r| ReceiptRecord {
-                seq: r.seq,
-                prev_hash: r.prev_hash.clone(),
-                hash: r.hash.clone(),
-                body: parse_body(&r.body),
-            })
-            .collect()
+        self.receipts.iter().map(StoredReceipt::record).collect()
     }
 
     /// The last record's sequence number and hash, if any.

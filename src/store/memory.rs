@@ -3,7 +3,8 @@
 //! returns `Ok`, so an `Err` (or a panic) leaves nothing behind.
 
 use super::{
-    Accounts, ChainLink, ReceiptRecord, Snapshot, Spent, Store, StoreError, StoredReceipt, Tx, TxFn,
+    Accounts, ChainLink, ReceiptRange, ReceiptRecord, Snapshot, Spent, Store, StoreError,
+    StoredReceipt, Tx, TxFn,
 };
 use crate::canonical::Jcs;
 use serde_json::Value;
@@ -16,6 +17,18 @@ use std::sync::{Mutex, MutexGuard};
 struct Stored {
     link: ChainLink,
     body: Box<str>,
+}
+
+impl Stored {
+    fn record(&self) -> Result<ReceiptRecord, StoreError> {
+        Ok(ReceiptRecord {
+            seq: self.link.seq,
+            prev_hash: self.link.prev_hash.clone(),
+            hash: self.link.hash.clone(),
+            body: crate::canonical::read_json(&self.body)
+                .map_err(|e| StoreError::Backend(format!("stored receipt: {e}")))?,
+        })
+    }
 }
 
 #[derive(Default, Debug)]
@@ -212,19 +225,20 @@ impl Store for MemoryStore {
     }
 
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
-        self.lock()
-            .receipts
-            .iter()
-            .map(|r| {
-                Ok(ReceiptRecord {
-                    seq: r.link.seq,
-                    prev_hash: r.link.prev_hash.clone(),
-                    hash: r.link.hash.clone(),
-                    body: crate::canonical::read_json(&r.body)
-                        .map_err(|e| StoreError::Backend(format!("stored receipt: {e}")))?,
-                })
-            })
-            .collect()
+        self.lock().receipts.iter().map(Stored::record).collect()
+    }
+
+    fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
+        let s = self.lock();
+        let window = match range {
+            ReceiptRange::Last { limit } => &s.receipts[s.receipts.len().saturating_sub(limit)..],
+            ReceiptRange::After { seq, limit } => {
+                let from = s.receipts.partition_point(|r| r.link.seq <= seq);
+                let rest = &s.receipts[from..];
+                &rest[..rest.len().min(limit)]
+            }
+        };
+        window.iter().map(Stored::record).collect()
     }
 
     fn head(&self) -> Result<Option<(u64, String)>, StoreError> {

@@ -109,6 +109,16 @@ pub struct RegistryRow {
     pub record: Option<Value>,
 }
 
+/// A window of the receipt chain (see [`Store::receipts_range`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReceiptRange {
+    /// The `limit` newest receipts.
+    Last { limit: usize },
+    /// The `limit` oldest receipts whose sequence number is above `seq`
+    /// (page on with the last `seq` received; a shorter page is the end).
+    After { seq: u64, limit: usize },
+}
+
 /// The body of a transaction: runs against a [`Tx`]; returning `Err` rolls
 /// everything back.
 pub type TxFn<'a> = dyn FnMut(&mut dyn Tx) -> Result<Value, StoreError> + 'a;
@@ -131,6 +141,13 @@ pub trait Store: Send + Sync {
 
     /// Every receipt, in chain order (for `ipc receipts verify / show`).
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError>;
+
+    /// One window of the chain, in chain order, read on its own: the
+    /// store reads at most the window's `limit` rows, whatever the chain's
+    /// length (`GET /v1/receipts` of a long-running service). Required,
+    /// never derived from [`Store::receipts`], so that no store can page
+    /// by loading the whole chain.
+    fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError>;
 
     /// The sequence number and hash of the last receipt as recorded by the
     /// store's head marker (detects a truncated chain).

@@ -19,7 +19,8 @@
 //! processes get the lock too.
 
 use super::{
-    Accounts, ChainLink, ReceiptRecord, Snapshot, Spent, Store, StoreError, StoredReceipt, Tx, TxFn,
+    Accounts, ChainLink, ReceiptRange, ReceiptRecord, Snapshot, Spent, Store, StoreError,
+    StoredReceipt, Tx, TxFn,
 };
 use crate::canonical::Jcs;
 use rusqlite::types::ValueRef;
@@ -513,25 +514,30 @@ impl Store for SqliteStore {
 
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
         let conn = self.lock_reader();
-        let mut stmt = conn
-            .prepare("SELECT seq, prev_hash, hash, body FROM receipts ORDER BY seq")
-            .map_err(backend)?;
-        let rows = stmt
-            .query_map([], |row| {
-                Ok(ReceiptRecord {
-                    seq: u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
-                    prev_hash: text(row.get_ref(1)?),
-                    hash: text(row.get_ref(2)?),
-                    body: {
-                        let raw = text(row.get_ref(3)?);
-                        // A body that is not JSON (tampered) is kept as a
-                        // string: its hash will not match, and verify says so.
-                        crate::canonical::read_json(&raw).unwrap_or(Value::String(raw))
-                    },
-                })
-            })
-            .map_err(backend)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        read_records(
+            &conn,
+            "SELECT seq, prev_hash, hash, body FROM receipts ORDER BY seq",
+            [],
+        )
+    }
+
+    fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
+        let conn = self.lock_reader();
+        let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        match range {
+            ReceiptRange::Last { limit: n } => read_records(
+                &conn,
+                "SELECT * FROM (SELECT seq, prev_hash, hash, body FROM receipts
+                 ORDER BY seq DESC LIMIT ?1) ORDER BY seq",
+                [limit(n)],
+            ),
+            ReceiptRange::After { seq, limit: n } => read_records(
+                &conn,
+                "SELECT seq, prev_hash, hash, body FROM receipts WHERE seq > ?1
+                 ORDER BY seq LIMIT ?2",
+                [i64::try_from(seq).unwrap_or(i64::MAX), limit(n)],
+            ),
+        }
     }
 
     fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
@@ -560,6 +566,31 @@ impl Store for SqliteStore {
 }
 
 /// The store as of one read transaction (see [`Store::snapshot`]).
+/// Receipt records from a query of `seq, prev_hash, hash, body`.
+fn read_records(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<ReceiptRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
+    let rows = stmt
+        .query_map(params, |row| {
+            Ok(ReceiptRecord {
+                seq: u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
+                prev_hash: text(row.get_ref(1)?),
+                hash: text(row.get_ref(2)?),
+                body: {
+                    let raw = text(row.get_ref(3)?);
+                    // A body that is not JSON (tampered) is kept as a
+                    // string: its hash will not match, and verify says so.
+                    crate::canonical::read_json(&raw).unwrap_or(Value::String(raw))
+                },
+            })
+        })
+        .map_err(backend)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+}
+
 fn read_snapshot(conn: &Connection) -> Result<Snapshot, rusqlite::Error> {
     let mut receipts = Vec::new();
     let mut stmt =

@@ -3,4 +3,5 @@
 //! dev-dependency on itself turns on for tests and examples).
 
 pub use intentplane::gateway::testkit::*;
+pub mod http;
 pub mod pg;

@@ -25,6 +25,7 @@ use super::listen::{Listener, accept_loop};
 use super::metrics::Metrics;
 use super::{HttpConfig, ListenAddr, ServeError};
 use crate::gateway::{Decision, Gateway, GatewayError, Input};
+use crate::store::ReceiptRange;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -63,8 +64,6 @@ pub(super) struct AppState {
     slots: tokio::sync::Semaphore,
     /// The decider thread's queue.
     decider: tokio::sync::mpsc::Sender<Job>,
-    /// One receipts read at a time: the store hands the whole chain over.
-    receipts_gate: tokio::sync::Semaphore,
 }
 
 pub(super) type Shared = Arc<AppState>;
@@ -120,7 +119,6 @@ pub(crate) fn serve(
             metrics: Metrics::default(),
             sessions: super::page::Sessions::default(),
             slots: tokio::sync::Semaphore::new(config.max_in_flight),
-            receipts_gate: tokio::sync::Semaphore::new(1),
         });
         let app = router(state.clone());
         if state.tokens.is_some() {
@@ -464,16 +462,9 @@ pub(super) fn json_ok<T: serde::Serialize + ?Sized>(st: &AppState, v: &T) -> Res
     }
 }
 
-/// Which receipts a request asks for.
-#[derive(Debug, PartialEq)]
-enum Page {
-    /// The N newest.
-    Last(usize),
-    /// The N oldest with a sequence number above SEQ.
-    After(u64, usize),
-}
-
-fn page(query: &str) -> Result<Page, String> {
+/// Which receipts a request asks for: at most [`MAX_PAGE`], read from the
+/// store as one window ([`Store::receipts_range`]), never the whole chain.
+fn page(query: &str) -> Result<ReceiptRange, String> {
     let (mut last, mut after, mut limit) = (None, None, None);
     for kv in query.split('&').filter(|kv| !kv.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
@@ -508,8 +499,13 @@ fn page(query: &str) -> Result<Page, String> {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
             Err("`last` stands alone: page with `after` and `limit`".into())
         }
-        (l, None, None) => Ok(Page::Last(count(l, "last")?)),
-        (None, a, l) => Ok(Page::After(a.unwrap_or(0), count(l, "limit")?)),
+        (l, None, None) => Ok(ReceiptRange::Last {
+            limit: count(l, "last")?,
+        }),
+        (None, a, l) => Ok(ReceiptRange::After {
+            seq: a.unwrap_or(0),
+            limit: count(l, "limit")?,
+        }),
     }
 }
 
@@ -518,23 +514,11 @@ async fn receipts(State(st): State<Shared>, uri: Uri) -> Response {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let (Ok(_one_at_a_time), Ok(_slot)) =
-        (st.receipts_gate.acquire().await, st.slots.acquire().await)
-    else {
+    let Ok(_slot) = st.slots.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     };
     let gw = st.gw.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        let all = gw.store().receipts()?;
-        Ok::<_, crate::store::StoreError>(match page {
-            Page::Last(n) => all[all.len().saturating_sub(n)..].to_vec(),
-            Page::After(seq, n) => {
-                let from = all.partition_point(|r| r.seq <= seq);
-                all[from..].iter().take(n).cloned().collect()
-            }
-        })
-    })
-    .await;
+    let read = tokio::task::spawn_blocking(move || gw.store().receipts_range(page)).await;
     match read {
         Ok(Ok(page)) => json_ok(&st, &page),
         Ok(Err(e)) => {
@@ -701,15 +685,32 @@ async fn not_found(uri: Uri) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::{Page, allowed_hosts, page};
+    use super::{AppState, Metrics, allowed_hosts, page, receipts};
+    use crate::gateway::testkit::TestWorld;
+    use crate::store::ReceiptRange::{After, Last};
+    use crate::store::memory::MemoryStore;
+    use crate::store::{ReceiptRange, ReceiptRecord, Snapshot, Store, StoreError, Tx, TxFn};
+    use axum::extract::State;
+    use axum::http::{StatusCode, Uri};
+    use http_body_util::BodyExt;
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     #[test]
     fn pages() {
-        assert_eq!(page(""), Ok(Page::Last(50)));
-        assert_eq!(page("last=3"), Ok(Page::Last(3)));
-        assert_eq!(page("after=10"), Ok(Page::After(10, 50)));
-        assert_eq!(page("after=10&limit=1000"), Ok(Page::After(10, 1000)));
-        assert_eq!(page("limit=2"), Ok(Page::After(0, 2)));
+        assert_eq!(page(""), Ok(Last { limit: 50 }));
+        assert_eq!(page("last=3"), Ok(Last { limit: 3 }));
+        assert_eq!(page("after=10"), Ok(After { seq: 10, limit: 50 }));
+        assert_eq!(
+            page("after=10&limit=1000"),
+            Ok(After {
+                seq: 10,
+                limit: 1000
+            })
+        );
+        assert_eq!(page("limit=2"), Ok(After { seq: 0, limit: 2 }));
         for bad in [
             "last=two",
             "last=1001",
@@ -736,5 +737,84 @@ mod tests {
         assert!(!h.iter().any(|a| a == "localhost:8788"));
         let given = vec!["gw.example.com".to_string()];
         assert_eq!(allowed_hosts(&given, "0.0.0.0:1".parse().unwrap()), given);
+    }
+
+    /// A store that refuses to hand over the whole chain (or a snapshot
+    /// of it) and counts the receipt rows it reads.
+    struct Counting {
+        inner: MemoryStore,
+        rows: AtomicUsize,
+    }
+
+    impl Store for Counting {
+        fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+            self.inner.transaction(f)
+        }
+        fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
+            Err(StoreError::Backend("the whole chain was read".into()))
+        }
+        fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
+            let page = self.inner.receipts_range(range)?;
+            self.rows.fetch_add(page.len(), Ordering::SeqCst);
+            Ok(page)
+        }
+        fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
+            self.inner.head()
+        }
+        fn snapshot(&self) -> Result<Snapshot, StoreError> {
+            Err(StoreError::Backend("the whole chain was read".into()))
+        }
+    }
+
+    /// `GET /v1/receipts` on a chain of 5,000 receipts reads one page from
+    /// the store, never the chain: the rows read are the rows answered.
+    #[test]
+    fn a_receipts_page_reads_only_that_page_from_the_store() {
+        const CHAIN: u64 = 5000;
+        let store = Arc::new(Counting {
+            inner: MemoryStore::new(),
+            rows: AtomicUsize::new(0),
+        });
+        let mut append = |t: &mut dyn Tx| {
+            for i in 0..CHAIN {
+                t.append_receipt(&json!({"decision": "DENY", "n": i}))?;
+            }
+            Ok(Value::Null)
+        };
+        store.transaction(&mut append).unwrap();
+        let w = TestWorld::new();
+        let (decider, _queue) = tokio::sync::mpsc::channel(1);
+        let state = Arc::new(AppState {
+            gw: Arc::new(w.gateway_with(store.clone())),
+            mandate: None,
+            tokens: None,
+            hosts: None,
+            public_metrics: false,
+            body_timeout: Duration::from_secs(5),
+            metrics: Metrics::default(),
+            sessions: super::super::page::Sessions::default(),
+            slots: tokio::sync::Semaphore::new(4),
+            decider,
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let get = |query: &str| -> Vec<u64> {
+            store.rows.store(0, Ordering::SeqCst);
+            let uri: Uri = format!("/v1/receipts?{query}").parse().unwrap();
+            let resp = rt.block_on(receipts(State(state.clone()), uri));
+            assert_eq!(resp.status(), StatusCode::OK, "{query}");
+            let body = rt.block_on(resp.into_body().collect()).unwrap().to_bytes();
+            let page: Vec<Value> = serde_json::from_slice(&body).unwrap();
+            let seqs: Vec<u64> = page.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+            assert_eq!(store.rows.load(Ordering::SeqCst), seqs.len(), "{query}");
+            seqs
+        };
+        assert_eq!(get("after=10&limit=1000"), (11..=1010).collect::<Vec<_>>());
+        assert_eq!(get("last=3"), [CHAIN - 2, CHAIN - 1, CHAIN]);
+        assert_eq!(get(""), (CHAIN - 49..=CHAIN).collect::<Vec<_>>());
+        assert_eq!(get(&format!("after={}", CHAIN - 1)), [CHAIN]);
+        assert!(get(&format!("after={CHAIN}&limit=1000")).is_empty());
     }
 }
