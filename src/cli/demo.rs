@@ -589,7 +589,14 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
                 {
                     let mut m = Map::new();
                     for (k, v) in res.iter().take(4) {
-                        m.insert(k.clone(), v.clone());
+                        // the ledger keeps minor units; a person reads 98.70
+                        let shown = match (k.as_str(), v.as_i64()) {
+                            ("amount", Some(minor)) => {
+                                Value::String(crate::gateway::json::format_minor(minor))
+                            }
+                            _ => v.clone(),
+                        };
+                        m.insert(k.clone(), shown);
                     }
                     text.push_str(&format!(
                         "    executed with the trusted values: {}\n",
