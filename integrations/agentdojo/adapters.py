@@ -23,6 +23,65 @@ class Unmapped(Exception):
     """A write call no action of the pack expresses: refused, never run."""
 
 
+class Adapter:
+    """What every suite's adapter has unless it says otherwise."""
+
+    budget: str | None = None  # the mandate's budget (none: no money moves)
+    secrets: frozenset = frozenset()  # arguments never written to results/
+    static_registries: dict = {}  # registry -> the pack's own file
+
+    def confirmable(self, proposal: dict) -> list[tuple[str, str]]:
+        return []
+
+    def recorded(self, call, result, env) -> list[tuple[str, str]]:
+        return []
+
+
+def emails_in(text: str) -> list[str]:
+    """Every e-mail address written in a text, lower-cased."""
+    return sorted({x.lower() for x in EMAIL_LIKE.findall(text)})
+
+
+def renamed(r: dict, names: dict[str, str]) -> dict:
+    """A tool's arguments from the decision's values: tool argument <- parameter."""
+    return {arg: r[param] for arg, param in names.items()}
+
+
+def mail_args(a: dict) -> dict:
+    """`send_email`'s addresses and text as an e-mail action's parameters."""
+    return {"to": list(a["recipients"]), "cc": list(a.get("cc") or []),
+            "bcc": list(a.get("bcc") or []), "subject": a["subject"], "body": a["body"]}
+
+
+def mail_back(r: dict) -> dict:
+    return {"recipients": r["to"], "subject": r["subject"], "body": r["body"],
+            "cc": r["cc"] or None, "bcc": r["bcc"] or None}
+
+
+def event_args(a: dict) -> dict:
+    """`create_calendar_event`'s arguments as an event action's parameters."""
+    return {"participants": list(a.get("participants") or []), "title": a["title"],
+            "start": stamp(a["start_time"]), "end": stamp(a["end_time"]),
+            "description": a.get("description") or "", "location": a.get("location") or ""}
+
+
+def event_back(r: dict) -> dict:
+    return {"title": r["title"], "start_time": minute(r["start"]), "end_time": minute(r["end"]),
+            "description": r["description"], "participants": r["participants"],
+            "location": r["location"] or None}
+
+
+def correspondents(me: str, inbox, calendar) -> set[str]:
+    """The user's own address, the address book, every address on an e-mail of
+    the mailbox (sender, recipients, cc, bcc) and every participant of an event."""
+    people = {me} | {c.email for c in inbox.contact_list}
+    for e in inbox.emails.values():
+        people |= {e.sender, *e.recipients, *(e.cc or []), *(e.bcc or [])}
+    for ev in calendar.events.values():
+        people |= set(ev.participants)
+    return people
+
+
 def money(x) -> str:
     """A tool amount (a float in major units) as an exact decimal string."""
     return f"{Decimal(str(x)):.2f}"
@@ -54,13 +113,13 @@ def minute(v) -> str:
     return v
 
 
-class Banking:
+class Banking(Adapter):
     name = "banking"
     pack = "bank"
     scopes = ["payments.write", "account.write"]
     budget = "10000.00"  # the bank pack's hard cap for one payment
     currency = "EUR"  # AgentDojo's bank has one currency
-    secrets = {"password"}
+    secrets = frozenset({"password"})
     static_registries = {"sanctions": "sanctions.json"}
 
     def claims(self, prompt: str, env) -> list[tuple[str, str]]:
@@ -140,22 +199,16 @@ class Banking:
             return [("counterparties", proposal["args"]["recipient"])]
         return []
 
-    def recorded(self, call, result, env) -> list[tuple[str, str]]:
-        return []
 
-
-class Workspace:
+class Workspace(Adapter):
     name = "workspace"
     pack = "workspace"
     scopes = ["mail.send", "mail.delete", "calendar.write", "drive.share", "drive.delete",
               "drive.write"]
-    budget = None
-    secrets: set = set()
-    static_registries: dict = {}
 
     def claims(self, prompt: str, env) -> list[tuple[str, str]]:
         """Every e-mail address written in the prompt."""
-        return [("recipients", x.lower()) for x in sorted(set(EMAIL_LIKE.findall(prompt)))]
+        return [("recipients", x) for x in emails_in(prompt)]
 
     def registries(self, env) -> dict:
         """The user's address book, mailbox, calendar and drive before any injection.
@@ -167,13 +220,7 @@ class Workspace:
         the ids of the mailbox's e-mails, the calendar's events and the
         drive's files.
         """
-        me = env.inbox.account_email
-        people = {me}
-        people |= {c.email for c in env.inbox.contact_list}
-        for e in env.inbox.emails.values():
-            people |= {e.sender, *e.recipients, *(e.cc or []), *(e.bcc or [])}
-        for ev in env.calendar.events.values():
-            people |= set(ev.participants)
+        people = correspondents(env.inbox.account_email, env.inbox, env.calendar)
         for f in env.cloud_drive.files.values():
             people |= {f.owner, *f.shared_with}
         return {
@@ -192,17 +239,11 @@ class Workspace:
                     # an event pasted as an attachment: no action expresses it
                     raise Unmapped("an attachment that is not a file of the drive")
                 files.append(str(att["file_id"]))
-            return {"action": "email.send", "args": {
-                "to": list(a["recipients"]), "cc": list(a.get("cc") or []),
-                "bcc": list(a.get("bcc") or []), "subject": a["subject"], "body": a["body"],
-                "attachments": files}}
+            return {"action": "email.send", "args": {**mail_args(a), "attachments": files}}
         if f == "delete_email":
             return {"action": "email.delete", "args": {"email_id": str(a["email_id"])}}
         if f == "create_calendar_event":
-            return {"action": "calendar.invite", "args": {
-                "participants": list(a.get("participants") or []), "title": a["title"],
-                "start": stamp(a["start_time"]), "end": stamp(a["end_time"]),
-                "description": a.get("description") or "", "location": a.get("location") or ""}}
+            return {"action": "calendar.invite", "args": event_args(a)}
         if f == "cancel_calendar_event":
             return {"action": "calendar.cancel", "args": {"event_id": str(a["event_id"])}}
         if f == "reschedule_calendar_event":
@@ -237,31 +278,28 @@ class Workspace:
     def from_resolved(self, call, r: dict) -> dict:
         f = call.function
         if f == "send_email":
-            return {"recipients": r["to"], "subject": r["subject"], "body": r["body"],
-                    "attachments": [{"type": "file", "file_id": x} for x in r["attachments"]] or None,
-                    "cc": r["cc"] or None, "bcc": r["bcc"] or None}
+            files = [{"type": "file", "file_id": x} for x in r["attachments"]]
+            return {**mail_back(r), "attachments": files or None}
         if f == "delete_email":
             return {"email_id": r["email_id"]}
         if f == "create_calendar_event":
-            return {"title": r["title"], "start_time": minute(r["start"]), "end_time": minute(r["end"]),
-                    "description": r["description"], "participants": r["participants"],
-                    "location": r["location"] or None}
-        if f == "cancel_calendar_event":
-            return {"event_id": r["event_id"]}
+            return event_back(r)
         if f == "reschedule_calendar_event":
             return {"event_id": r["event_id"], "new_start_time": minute(r["start"]),
                     "new_end_time": minute(r["end"])}
-        if f == "add_calendar_event_participants":
-            return {"event_id": r["event_id"], "participants": r["participants"]}
-        if f == "append_to_file":
-            return {"file_id": r["file_id"], "content": r["content"]}
-        if f == "create_file":
-            return {"filename": r["filename"], "content": r["content"]}
-        if f == "delete_file":
-            return {"file_id": r["file_id"]}
-        if f == "share_file":
-            return {"file_id": r["file_id"], "email": r["email"], "permission": r["permission"]}
+        if f in self.BACK:
+            return renamed(r, self.BACK[f])
         raise Unmapped(f)
+
+    # the tools whose arguments come back as they are, by parameter name
+    BACK = {
+        "cancel_calendar_event": {"event_id": "event_id"},
+        "add_calendar_event_participants": {"event_id": "event_id", "participants": "participants"},
+        "append_to_file": {"file_id": "file_id", "content": "content"},
+        "create_file": {"filename": "filename", "content": "content"},
+        "delete_file": {"file_id": "file_id"},
+        "share_file": {"file_id": "file_id", "email": "email", "permission": "permission"},
+    }
 
     def confirmable(self, proposal: dict) -> list[tuple[str, str]]:
         """Correspondents of a call the user asked for, confirmed in the address book."""
@@ -280,4 +318,163 @@ class Workspace:
         return []
 
 
-ADAPTERS = {"banking": Banking(), "workspace": Workspace()}
+# A web address as written in a message: an optional scheme, dotted labels
+# ending in a lower-case top-level label (`www.x.com.They` is `www.x.com`), an optional path up to a space
+# or closing punctuation.
+URL_LIKE = re.compile(r"(?:https?://)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[a-z]{2,}(?:/[^\s,;!?)\"'<>]*)?")
+
+
+def links(text: str) -> list[str]:
+    """Every web address written in a text (an e-mail address's domain is not one)."""
+    out = []
+    for m in URL_LIKE.finditer(text or ""):
+        if m.start() > 0 and text[m.start() - 1] == "@":
+            continue
+        out.append(m.group(0).rstrip("."))
+    return sorted(set(out))
+
+
+class Slack(Adapter):
+    name = "slack"
+    pack = "slack"
+    scopes = ["chat.write", "chat.admin", "web.read", "web.write"]
+
+    def claims(self, prompt: str, env) -> list[tuple[str, str]]:
+        """Every web address and every e-mail address written in the prompt."""
+        return ([("sites", x) for x in links(prompt)]
+                + [("emails", x) for x in emails_in(prompt)])
+
+    def registries(self, env) -> dict:
+        """The workspace before any injection.
+
+        `members` and `channels` as the workspace lists them; `sites`: every
+        web address written in a channel message or a direct message;
+        `invitees`: nobody (the user confirms each new person).
+        """
+        sl = env.slack
+        texts = [m.body for ms in sl.channel_inbox.values() for m in ms]
+        texts += [m.body for ms in sl.user_inbox.values() for m in ms]
+        sites = sorted({u for t in texts for u in links(t)})
+        return {"members": list(sl.users), "channels": list(sl.channels), "sites": sites,
+                "invitees": []}
+
+    def to_proposal(self, call, env) -> dict | None:
+        f, a = call.function, dict(call.args)
+        if f == "send_direct_message":
+            return {"action": "message.direct", "args": {
+                "recipient": a["recipient"], "body": a["body"], "links": links(a["body"])}}
+        if f == "send_channel_message":
+            return {"action": "message.channel", "args": {
+                "channel": a["channel"], "body": a["body"], "links": links(a["body"])}}
+        if f == "add_user_to_channel":
+            return {"action": "channel.add_member", "args": {"user": a["user"], "channel": a["channel"]}}
+        if f == "invite_user_to_slack":
+            return {"action": "member.invite", "args": {"user": a["user"], "email": a["user_email"]}}
+        if f == "remove_user_from_slack":
+            return {"action": "member.remove", "args": {"user": a["user"]}}
+        if f == "get_webpage":
+            # a visit is a request that leaves the workspace: the address
+            # (and what it carries) is the attacker's channel out
+            return {"action": "web.fetch", "args": {"url": a["url"]}}
+        if f == "post_webpage":
+            return {"action": "web.post", "args": {"url": a["url"], "content": a["content"]}}
+        return None
+
+    def from_resolved(self, call, r: dict) -> dict:
+        if call.function in self.BACK:
+            return renamed(r, self.BACK[call.function])
+        raise Unmapped(call.function)
+
+    BACK = {
+        "send_direct_message": {"recipient": "recipient", "body": "body"},
+        "send_channel_message": {"channel": "channel", "body": "body"},
+        "add_user_to_channel": {"user": "user", "channel": "channel"},
+        "invite_user_to_slack": {"user": "user", "user_email": "email"},
+        "remove_user_from_slack": {"user": "user"},
+        "get_webpage": {"url": "url"},
+        "post_webpage": {"url": "url", "content": "content"},
+    }
+
+    def confirmable(self, proposal: dict) -> list[tuple[str, str]]:
+        """The new colleague's address, confirmed by the user in the app."""
+        if proposal["action"] == "member.invite":
+            return [("invitees", proposal["args"]["email"].lower())]
+        return []
+
+    def recorded(self, call, result, env) -> list[tuple[str, str]]:
+        """An invited person is a member of the workspace from then on."""
+        if call.function == "invite_user_to_slack":
+            return [("members", dict(call.args)["user"])]
+        return []
+
+
+# A name the user quoted: between single or double quotes that are not an
+# apostrophe inside a word (`I'm`, `Sarah's`).
+QUOTED = re.compile(r"""(?<![A-Za-z])(?:'([^'\n]{1,100})'|"([^"\n]{1,100})")(?![A-Za-z])""")
+
+
+def quoted(text: str) -> list[str]:
+    return sorted({a or b for a, b in QUOTED.findall(text)})
+
+
+class Travel(Adapter):
+    name = "travel"
+    pack = "travel"
+    scopes = ["booking.write", "mail.send", "calendar.write"]
+
+    def claims(self, prompt: str, env) -> list[tuple[str, str]]:
+        """Every name the user quoted (a hotel, a restaurant, a company) and every e-mail address."""
+        return ([("places", x) for x in quoted(prompt)]
+                + [("recipients", x) for x in emails_in(prompt)])
+
+    def registries(self, env) -> dict:
+        """`contacts`: the user's own address, the address book, every address of
+        the mailbox and every participant of a calendar event; `events`: the
+        calendar's events."""
+        people = correspondents(env.user.email, env.inbox, env.calendar)
+        return {"contacts": sorted(p.lower() for p in people),
+                "events": sorted(env.calendar.events, key=int)}
+
+    def to_proposal(self, call, env) -> dict | None:
+        f, a = call.function, dict(call.args)
+        if f == "reserve_hotel":
+            return {"action": "booking.hotel", "args": {
+                "hotel": a["hotel"], "start": a["start_day"], "end": a["end_day"]}}
+        if f == "reserve_car_rental":
+            return {"action": "booking.car", "args": {
+                "company": a["company"], "start": stamp(a["start_time"]),
+                "end": stamp(a["end_time"]) if a.get("end_time") else stamp(a["start_time"])}}
+        if f == "reserve_restaurant":
+            return {"action": "booking.restaurant", "args": {
+                "restaurant": a["restaurant"], "start": stamp(a["start_time"])}}
+        if f == "send_email":
+            if a.get("attachments"):
+                raise Unmapped("an attachment (the travel pack sends text only)")
+            return {"action": "trip.send_email", "args": mail_args(a)}
+        if f == "create_calendar_event":
+            return {"action": "trip.remind", "args": event_args(a)}
+        if f == "cancel_calendar_event":
+            return {"action": "trip.cancel_event", "args": {"event_id": str(a["event_id"])}}
+        return None
+
+    def from_resolved(self, call, r: dict) -> dict:
+        f, a = call.function, dict(call.args)
+        if f == "reserve_hotel":
+            return {"hotel": r["hotel"], "start_day": day(r["start"]), "end_day": day(r["end"])}
+        if f == "reserve_car_rental":
+            out = {"company": r["company"], "start_time": minute(r["start"])}
+            if a.get("end_time"):
+                out["end_time"] = minute(r["end"])
+            return out
+        if f == "reserve_restaurant":
+            return {"restaurant": r["restaurant"], "start_time": minute(r["start"])}
+        if f == "send_email":
+            return mail_back(r)
+        if f == "create_calendar_event":
+            return {**event_back(r), "participants": r["participants"] or None}
+        if f == "cancel_calendar_event":
+            return {"event_id": r["event_id"]}
+        raise Unmapped(f)
+
+
+ADAPTERS = {"banking": Banking(), "workspace": Workspace(), "slack": Slack(), "travel": Travel()}

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import pickle
+import random
 from pathlib import Path
 
 from agentdojo.functions_runtime import FunctionsRuntime
@@ -42,6 +43,7 @@ CONFIGS = {
     "no_human": "intentplane, no human",
     "attentive": "intentplane, attentive human",
     "approve_all": "intentplane, human who approves everything",
+    "noisy": "intentplane, noisy approver",  # experiments only
 }
 
 # The user's name in every mandate; each episode is its own owner (tenant),
@@ -65,7 +67,7 @@ def ipc(binary, *args, stdin=None) -> str:
 class Trusted:
     """The trusted side of one suite: keys, signed bundle, world, registries, mandates."""
 
-    def __init__(self, binary: str, adapter, config: str, owners: list[str], clean_env):
+    def __init__(self, binary: str, adapter, config: str, owners: list[str], clean_env, drop: float = 0.0):
         self.binary = binary
         self.adapter = adapter
         self.work = WORK / adapter.name / config
@@ -82,6 +84,14 @@ class Trusted:
         # the environment held before any injection
         self.known = {}
         for name, value in adapter.registries(clean_env).items():
+            if value is not None and drop:
+                # an incomplete registry (experiment): the same seeded
+                # fraction of its entries missing for every owner
+                keys = sorted(value)
+                random.Random(f"{adapter.name}/{name}").shuffle(keys)
+                gone = set(keys[:round(len(keys) * drop)])
+                value = ({k: v for k, v in value.items() if k not in gone} if isinstance(value, dict)
+                         else [v for v in value if v not in gone])
             if value is None:
                 (reg / f"{name}.json").write_text("{}")
                 continue
@@ -216,7 +226,7 @@ def shown(call, secrets) -> dict:
     return {k: ("<secret>" if k in secrets else v) for k, v in dict(call.args).items()}
 
 
-def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner):
+def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rng=None, noise=0.0):
     suite, adapter = s.suite, s.adapter
     user_task = suite.user_tasks[user]
     env = user_task.init_environment(s.environment(inj))
@@ -242,9 +252,16 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner):
         envelope = {"proposal": proposal, "mandate": mandate, "approvals": []}
         d = gw.decide(envelope)
         wanted = any(same_call(call, u) for u in user_calls)
+        # the human's answer for this call: the attentive one says yes
+        # exactly to the user's own calls; the noisy one (experiment) gets
+        # each answer wrong with probability `noise`
+        says_yes = wanted
+        if config == "noisy" and rng.random() < noise:
+            says_yes = not wanted
+        attentive = config in ("attentive", "noisy")
         entry = {"call": call.function, "args": shown(call, adapter.secrets), "first": d["decision"],
                  "stage": d.get("stage"), "reason": d.get("reason")}
-        if d["decision"] == "DENY" and d.get("stage") == "provenance" and config == "attentive" and wanted:
+        if d["decision"] == "DENY" and d.get("stage") == "provenance" and attentive and says_yes:
             # the user confirms the payee or correspondent of a call they
             # asked for, in the app: the owner's registry change, then the
             # agent asks again (one question per call)
@@ -254,12 +271,12 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner):
                 entry["registry_add"] = added
                 d = gw.decide(envelope)
         if d["decision"] == "PENDING":
-            if config in ("attentive", "approve_all"):
+            if attentive or config == "approve_all":
                 asked += 1
-            if config == "approve_all" or (config == "attentive" and wanted):
+            if config == "approve_all" or (attentive and says_yes):
                 envelope["approvals"] = [trusted.approve(d["operation_hash"])]
                 d = gw.decide(envelope)
-            elif config == "attentive":
+            elif attentive:
                 # refused on the record: proposing it again is a DENY
                 trusted.decline(d["operation_hash"])
                 entry["declined"] = True
@@ -279,20 +296,22 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner):
             "confirmations": asked, "calls": log}
 
 
-def run_suite(s: Suite, configs: list[str], binary: str, out: Path) -> dict:
+def run_suite(s: Suite, configs: list[str], binary: str, out: Path | None,
+              drop: float = 0.0, noise: float = 0.0) -> dict:
     summary = {}
     for c in configs:
         # one trusted side per configuration (a registry file holds every
         # episode's owner, and must stay under the gateway's size limit)
         owners = [f"{c}-{u}-{i}" for u in s.users for i in s.injs + ["benign"]]
-        trusted = Trusted(binary, s.adapter, c, owners, s.clean) if c != "none" else None
+        trusted = Trusted(binary, s.adapter, c, owners, s.clean, drop) if c != "none" else None
+        rng = random.Random(f"{s.name}/{c}/{noise}")
         gw = None if c == "none" else Gateway(trusted)
         t0 = time.perf_counter()
         runs = []
         for n, u in enumerate(s.users):
             for i in [None] + s.injs:
                 owner = f"{c}-{u}-{i or 'benign'}"
-                r = episode(s, c, u, i, trusted, gw, owner)
+                r = episode(s, c, u, i, trusted, gw, owner, rng, noise)
                 runs.append({"user_task": u, "injection_task": i, **r})
             print(f"\r{s.name} {c}: {n + 1}/{len(s.users)} user tasks", end="", file=sys.stderr)
         print(file=sys.stderr)
@@ -300,7 +319,7 @@ def run_suite(s: Suite, configs: list[str], binary: str, out: Path) -> dict:
         benign = [r for r in runs if r["injection_task"] is None]
         attacked = [r for r in runs if r["injection_task"] is not None]
         sm = {
-            "label": CONFIGS[c],
+            "label": CONFIGS[c] if c != "noisy" else f"{CONFIGS[c]} ({noise:.0%} wrong)",
             "tasks_done": sum(r["utility"] for r in benign), "tasks": len(benign),
             "utility_under_attack": sum(r["utility"] for r in attacked),
             "attacks_succeeded": sum(r["attack"] for r in attacked), "pairs": len(attacked),
@@ -313,15 +332,16 @@ def run_suite(s: Suite, configs: list[str], binary: str, out: Path) -> dict:
             sm["decisions_per_second"] = round(gw.decisions / gw.seconds, 1) if gw.seconds else None
             gw.close()
         summary[c] = sm
-        (out / f"{s.name}-{c}.json").write_text(json.dumps({"summary": sm, "runs": runs}, indent=1))
+        if out is not None:
+            (out / f"{s.name}-{c}.json").write_text(json.dumps({"summary": sm, "runs": runs}, indent=1))
     return summary
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ipc", default=str(ROOT / "target/debug/ipc"))
-    ap.add_argument("--suites", default="banking,workspace")
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--suites", default="banking,workspace,slack,travel")
+    ap.add_argument("--configs", default="none,no_human,attentive,approve_all")
     ap.add_argument("--users", default="", help="only these user tasks (comma-separated), to iterate")
     ap.add_argument("--injections", default="", help="only these injection tasks (comma-separated)")
     ap.add_argument("--check", action="store_true",
