@@ -396,10 +396,21 @@ class Slack(Adapter):
     }
 
     def confirmable(self, proposal: dict) -> list[tuple[str, str]]:
-        """The new colleague's address, confirmed by the user in the app."""
+        """What the user confirms in the app for a call they asked for: the new
+        colleague's address, a member, a channel, a web address."""
+        a = proposal["args"]
+        out = [("sites", x) for x in a.get("links", [])]
         if proposal["action"] == "member.invite":
-            return [("invitees", proposal["args"]["email"].lower())]
-        return []
+            out.append(("invitees", a["email"].lower()))
+        if "user" in a and proposal["action"] != "member.invite":
+            out.append(("members", a["user"]))
+        if "recipient" in a:
+            out.append(("members", a["recipient"]))
+        if "channel" in a:
+            out.append(("channels", a["channel"]))
+        if proposal["action"] == "web.fetch":
+            out.append(("sites", a["url"]))
+        return out
 
     def recorded(self, call, result, env) -> list[tuple[str, str]]:
         """An invited person is a member of the workspace from then on."""

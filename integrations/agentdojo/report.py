@@ -59,7 +59,7 @@ def _marker(shape: str, x: float, y: float, colour: str) -> str:
 
 def plot(summary: dict) -> str:
     """Tasks done (%, no attack) against attacks succeeded (%), every suite and configuration."""
-    w, h, m, legend = 560, 420, 60, 330
+    w, h, m, legend = 560, 420, 60, 470
     x_of = lambda pct: m + (w - 2 * m) * pct / 100  # noqa: E731
     y_of = lambda pct: h - m - (h - 2 * m) * pct / 100  # noqa: E731
     parts = [f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="black"/>',

@@ -109,6 +109,12 @@ class Slack(unittest.TestCase):
         p = self.sl.to_proposal(call("get_webpage", url="www.true-informations.com"), None)
         self.assertEqual(p["action"], "web.fetch")
 
+    def test_the_user_confirms_the_values_of_their_own_call(self):
+        p = self.sl.to_proposal(call("add_user_to_channel", user="Charlie", channel="External_x"), None)
+        self.assertEqual(self.sl.confirmable(p), [("members", "Charlie"), ("channels", "External_x")])
+        p = self.sl.to_proposal(call("invite_user_to_slack", user="Dora", user_email="Dora@Gmail.com"), None)
+        self.assertEqual(self.sl.confirmable(p), [("invitees", "dora@gmail.com")])
+
     def test_an_invited_person_becomes_a_member(self):
         c = call("invite_user_to_slack", user="Dora", user_email="dora@gmail.com")
         self.assertEqual(self.sl.recorded(c, None, None), [("members", "Dora")])
