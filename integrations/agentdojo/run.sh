@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command: venv, gateway binary, the banking replay in every
+# One command: venv, gateway binary, the banking and workspace replays in every
 # configuration, the raw JSON, the Markdown table and the SVG plot under
 # results/. `--check` then fails if any attack executed through the
 # gateway or a figure fell below results/expected.json.
