@@ -47,11 +47,11 @@ from agentdojo.task_suite.load_suites import get_suite
 from agentdojo.types import ChatToolResultMessage, text_content_block_from_string
 
 from adapters import ADAPTERS, Unmapped
-from replay import CONFIGS, ROOT, VERSION, Gateway, Trusted
+from replay import CONFIGS, ROOT, VERSION, Gateway, Trusted, same_call
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "results" / "models"
-HUMANS = ("no_human", "approve_all")  # the configurations with the gateway
+HUMANS = ("no_human", "attentive", "approve_all")  # the configurations with the gateway
 EPISODE = "intentplane_episode"  # the guard's per-episode state, in `extra_args`
 
 
@@ -61,24 +61,31 @@ def refusal(d: dict) -> str:
         return (f"refused by the security gateway: this call needs the user's approval "
                 f"({d.get('reason') or 'step-up'}), and no one approved it")
     where = f" at {d['stage']}" if d.get("stage") else ""
-    return f"refused by the security gateway{where}: {d.get('reason') or d.get('decision')}"
+    return f"refused by the security gateway{where}: {d.get('reason') or d.get('error') or json.dumps(d)}"
 
 
 class GatewayGuard(BasePipelineElement):
     """The tools executor, behind the gateway: every write call decided before it runs.
 
-    `human` is `no_human` (a PENDING is refused) or `approve_all` (the user
-    signs every PENDING). `log` keeps every decision of the run.
+    The humans are the replay's: `no_human` (a PENDING is refused),
+    `attentive` (knows what they asked: `intent(query, env)` gives the calls
+    their request needs; approves a PENDING call, or confirms the payee or
+    correspondent of a call refused at provenance, only if it is one of
+    them, same tool and same arguments; refuses every other on the record),
+    `approve_all` (signs every PENDING, confirms nothing). `log` keeps every
+    decision of the run; `asked` counts the questions put to the human.
     """
 
     def __init__(self, trusted: Trusted, gateway: Gateway, adapter, owners: list[str], human: str = "no_human",
-                 executor: BasePipelineElement | None = None):
+                 executor: BasePipelineElement | None = None, intent=None):
         if human not in HUMANS:
             raise ValueError(f"unknown human `{human}` (one of {', '.join(HUMANS)})")
         self.trusted, self.gateway, self.adapter, self.human = trusted, gateway, adapter, human
         self.owners = list(owners)
         self.executor = executor or ToolsExecutor()
+        self.intent = intent or (lambda query, env: [])
         self.log: list[dict] = []
+        self.asked = 0
 
     def _episode(self, query: str, env, extra_args: dict) -> tuple[dict, dict]:
         """This episode's owner and mandate: a fresh tenant, the mandate from the prompt alone."""
@@ -87,15 +94,29 @@ class GatewayGuard(BasePipelineElement):
         if not self.owners:
             raise RuntimeError("no tenant left for a new episode")
         owner = self.owners.pop(0)
-        state = {"owner": owner, "mandate": self.trusted.mandate(owner, query, env)}
+        state = {"owner": owner, "mandate": self.trusted.mandate(owner, query, env),
+                 "intent": self.intent(query, env) if self.human == "attentive" else []}
         # a new dict: AgentDojo's default `extra_args` is shared between episodes
         return state, {**extra_args, EPISODE: state}
 
-    def _decide(self, envelope: dict) -> dict:
+    def _decide(self, call: FunctionCall, proposal: dict, state: dict) -> dict:
+        """The gateway's decision, after the human's answer if one is asked."""
+        envelope = {"proposal": proposal, "mandate": state["mandate"], "approvals": []}
         d = self.gateway.decide(envelope)
-        if d.get("decision") == "PENDING" and self.human == "approve_all":
-            envelope = {**envelope, "approvals": [self.trusted.approve(d["operation_hash"])]}
-            d = self.gateway.decide(envelope)
+        wanted = any(same_call(call, w) for w in state["intent"])
+        if self.human == "attentive" and wanted and d.get("decision") == "DENY" \
+                and d.get("stage") == "provenance":
+            # the user confirms, in the app, the payee of a call they asked for
+            if [v for r, v in self.adapter.confirmable(proposal) if self.trusted.add(state["owner"], r, v)]:
+                self.asked += 1
+                d = self.gateway.decide(envelope)
+        if d.get("decision") == "PENDING" and self.human != "no_human":
+            self.asked += 1
+            if self.human == "approve_all" or wanted:
+                envelope["approvals"] = [self.trusted.approve(d["operation_hash"])]
+                d = self.gateway.decide(envelope)
+            else:
+                self.trusted.decline(d["operation_hash"])  # refused on the record
         return d
 
     def query(self, query, runtime, env, messages=[], extra_args={}):  # noqa: B006 (AgentDojo's signature)
@@ -117,6 +138,13 @@ class GatewayGuard(BasePipelineElement):
                 out.append(self._result(call, "", f"refused by the security gateway: no action of the pack "
                                                   f"expresses this call ({e})"))
                 continue
+            except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as e:
+                # a model's malformed call (a missing or ill-typed argument) is
+                # refused, never run, and never stops the run
+                self.log.append({"owner": state["owner"], "call": call.function, "decision": "MALFORMED"})
+                out.append(self._result(call, "", f"refused by the security gateway: the call's arguments do "
+                                                  f"not fit `{call.function}` ({type(e).__name__}: {e})"))
+                continue
             if proposal is None:
                 # a read tool (or an unknown one): AgentDojo's executor, one call
                 # at a time so that each sees the calls before it
@@ -124,7 +152,7 @@ class GatewayGuard(BasePipelineElement):
                 _, _, env, done, _ = self.executor.query(query, runtime, env, [*messages[:-1], one], extra_args)
                 out.append(done[-1])
                 continue
-            d = self._decide({"proposal": proposal, "mandate": state["mandate"], "approvals": []})
+            d = self._decide(call, proposal, state)
             self.log.append({"owner": state["owner"], "call": call.function, "decision": d.get("decision"),
                              "stage": d.get("stage"), "reason": d.get("reason")})
             if d.get("decision") != "ALLOW":
@@ -142,6 +170,16 @@ class GatewayGuard(BasePipelineElement):
     def _result(call: FunctionCall, text: str, error: str | None) -> ChatToolResultMessage:
         return ChatToolResultMessage(role="tool", content=[text_content_block_from_string(text)],
                                      tool_call_id=call.id, tool_call=call, error=error)
+
+
+def intent(suite):
+    """What the user asked, as the attentive human knows it: the task's reference calls."""
+    tasks = {t.PROMPT: t for t in suite.user_tasks.values()}
+
+    def calls(query: str, env) -> list[FunctionCall]:
+        task = tasks.get(query)
+        return list(task.ground_truth(env.model_copy(deep=True))) if task else []
+    return calls
 
 
 def pipeline(llm: BasePipelineElement, name: str, tools: BasePipelineElement | None = None) -> AgentPipeline:
@@ -166,12 +204,14 @@ def run(args, llm: BasePipelineElement, out: Path) -> dict:
         name = args.model if config == "none" else f"{args.model}+intentplane-{config}"
         guard, gw = None, None
         if config != "none":
-            episodes = len(users) * (len(injections) + 1)
+            # a tenant per episode; AgentDojo asks the model again (up to 3
+            # times) when an episode ends with no answer
+            episodes = 3 * len(users) * (len(injections) + 1)
             owners = [f"model-{config}-{n}" for n in range(episodes)]
             trusted = Trusted(args.ipc, adapter, f"model-{config}", owners,
                               suite.load_and_inject_default_environment({}))
             gw = Gateway(trusted)
-            guard = GatewayGuard(trusted, gw, adapter, owners, config)
+            guard = GatewayGuard(trusted, gw, adapter, owners, config, intent=intent(suite))
         agent = pipeline(llm, name, guard)
         attack = load_attack(args.attack, suite, agent)
         utility, security, benign = {}, {}, {}
@@ -194,18 +234,18 @@ def run(args, llm: BasePipelineElement, out: Path) -> dict:
             "pairs": len(security),
             "runs": [{"user_task": u, "injection_task": i, "utility": utility[(u, i)],
                       "attack": security[(u, i)]} for (u, i) in utility],
-            "decisions": guard.log if guard else [],
+            "decisions": guard.log if guard else [], "confirmations": guard.asked if guard else 0,
         }
     return summary
 
 
 def table(suite: str, summary: dict) -> str:
-    rows = ["| Suite | Configuration | Tasks done (no attack) | Tasks done under attack | Attacks succeeded |",
-            "|---|---|---|---|---|"]
+    rows = ["| Suite | Configuration | Tasks done (no attack) | Tasks done under attack | Attacks succeeded "
+            "| Confirmations |", "|---|---|---|---|---|---|"]
     for s in summary.values():
         done = f"{s['tasks_done']}/{s['tasks']}" if s["tasks"] else "—"
         rows.append(f"| {suite} | {s['label']} | {done} | {s['utility_under_attack']}/{s['pairs']} "
-                    f"| {s['attacks_succeeded']}/{s['pairs']} |")
+                    f"| {s['attacks_succeeded']}/{s['pairs']} | {s['confirmations']} |")
     return "\n".join(rows)
 
 
@@ -220,7 +260,7 @@ def arguments(argv=None):
     ap.add_argument("--injection-tasks", type=lambda s: [x for x in s.split(",") if x], default=None)
     ap.add_argument("--attack", default="important_instructions")
     ap.add_argument("--configs", type=lambda s: s.split(","), default=["none", "no_human"],
-                    help="none (no protection), no_human, approve_all")
+                    help="none (no protection), no_human, attentive, approve_all")
     ap.add_argument("--benign", action="store_true", help="also run each user task without injection")
     ap.add_argument("--ipc", default=str(ROOT / "target/debug/ipc"))
     ap.add_argument("--out", default=None, help="default: results/models/<model>")
