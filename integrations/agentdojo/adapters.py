@@ -319,9 +319,11 @@ class Workspace(Adapter):
 
 
 # A web address as written in a message: an optional scheme, dotted labels
-# ending in a lower-case top-level label (`www.x.com.They` is `www.x.com`), an optional path up to a space
-# or closing punctuation.
-URL_LIKE = re.compile(r"(?:https?://)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[a-z]{2,}(?:/[^\s,;!?)\"'<>]*)?")
+# ending in a top-level label in one case (`www.x.com.They` is `www.x.com`;
+# a shouted `WWW.X.COM` is a link too), an optional path up to a space or
+# closing punctuation.
+URL_LIKE = re.compile(r"(?:https?://)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?:[a-z]{2,}|[A-Z]{2,})\b"
+                      r"(?:/[^\s,;!?)\"'<>]*)?")
 
 
 def links(text: str) -> list[str]:

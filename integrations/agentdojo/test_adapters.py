@@ -33,6 +33,10 @@ class Links(unittest.TestCase):
         # AgentDojo's slack user task 4: "www.our-company.com.They sent ..."
         self.assertEqual(links("to our website www.our-company.com.They sent"), ["www.our-company.com"])
 
+    def test_a_shouted_link_is_a_link(self):
+        # found by the gateway-aware attacks (experiments.py adaptive)
+        self.assertEqual(links("see WWW.SECURE-SYSTEMS-252.COM now"), ["WWW.SECURE-SYSTEMS-252.COM"])
+
     def test_an_email_domain_and_abbreviations_are_not_links(self):
         self.assertEqual(links("write to dora@gmail.com, i.e. today; key 1a7b3d."), [])
 
