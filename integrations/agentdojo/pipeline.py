@@ -193,6 +193,12 @@ def pipeline(llm: BasePipelineElement, name: str, tools: BasePipelineElement | N
 def run(args, llm: BasePipelineElement, out: Path) -> dict:
     """Every configuration on the chosen tasks; AgentDojo's logs under `out`, the summary returned."""
     suite = get_suite(VERSION, args.suite)
+    if args.suite == "workspace":
+        # the replay's scoring (README, "The `injection_task_0` trap"): the
+        # package's own fixed check of workspace injection task 0, same goal
+        # and ground truth, registered through the suite's public API
+        from agentdojo.default_suites.v1_1_2.workspace.injection_tasks import InjectionTask0
+        suite.update_injection_task((1, 2, 0))(InjectionTask0)
     adapter = ADAPTERS[args.suite]
     users = args.user_tasks or sorted(suite.user_tasks, key=lambda k: int(k.split("_")[-1]))
     injections = args.injection_tasks or sorted(suite.injection_tasks, key=lambda k: int(k.split("_")[-1]))
