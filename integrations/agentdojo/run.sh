@@ -11,4 +11,7 @@ ipc="${IPC:-${CARGO_TARGET_DIR:-$root/target}/debug/ipc}"
 if [ ! -x "$ipc" ]; then
   (cd "$root" && cargo build --locked --bin ipc)
 fi
-"$here/.venv/bin/python" "$here/replay.py" --ipc "$ipc" "$@"
+# `--model NAME --base-url URL`: a real model through AgentDojo's pipeline (pipeline.py)
+script=replay.py
+for a in "$@"; do if [ "$a" = --model ]; then script=pipeline.py; fi; done
+"$here/.venv/bin/python" "$here/$script" --ipc "$ipc" "$@"
