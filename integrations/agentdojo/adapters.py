@@ -29,6 +29,23 @@ class Adapter:
     budget: str | None = None  # the mandate's budget (none: no money moves)
     secrets: frozenset = frozenset()  # arguments never written to results/
     static_registries: dict = {}  # registry -> the pack's own file
+    # The suite's read-only tools, run without a decision. Declared, never
+    # inferred: a tool that is neither here nor mapped by `to_proposal` is
+    # refused (`proposal`), so a write tool an adapter forgot never runs
+    # undecided.
+    reads: frozenset = frozenset()
+
+    def to_proposal(self, call, env) -> dict | None:
+        return None
+
+    def proposal(self, call, env) -> dict | None:
+        """The call as a gateway proposal; None only for a declared read."""
+        if call.function in self.reads:
+            return None
+        p = self.to_proposal(call, env)
+        if p is None:
+            raise Unmapped(f"`{call.function}` is not a declared read and no action of the pack expresses it")
+        return p
 
     def confirmable(self, proposal: dict) -> list[tuple[str, str]]:
         return []
@@ -114,6 +131,14 @@ def minute(v) -> str:
 
 
 class Banking(Adapter):
+    reads = frozenset({
+        "get_balance",
+        "get_iban",
+        "get_most_recent_transactions",
+        "get_scheduled_transactions",
+        "get_user_info",
+        "read_file",
+    })
     name = "banking"
     pack = "bank"
     scopes = ["payments.write", "account.write"]
@@ -201,6 +226,22 @@ class Banking(Adapter):
 
 
 class Workspace(Adapter):
+    reads = frozenset({
+        "get_current_day",
+        "get_day_calendar_events",
+        "get_draft_emails",
+        "get_file_by_id",
+        "get_received_emails",
+        "get_sent_emails",
+        "get_unread_emails",
+        "list_files",
+        "search_calendar_events",
+        "search_contacts_by_email",
+        "search_contacts_by_name",
+        "search_emails",
+        "search_files",
+        "search_files_by_filename",
+    })
     name = "workspace"
     pack = "workspace"
     scopes = ["mail.send", "mail.delete", "calendar.write", "drive.share", "drive.delete",
@@ -337,6 +378,12 @@ def links(text: str) -> list[str]:
 
 
 class Slack(Adapter):
+    reads = frozenset({
+        "get_channels",
+        "get_users_in_channel",
+        "read_channel_messages",
+        "read_inbox",
+    })
     name = "slack"
     pack = "slack"
     scopes = ["chat.write", "chat.admin", "web.read", "web.write"]
@@ -431,6 +478,30 @@ def quoted(text: str) -> list[str]:
 
 
 class Travel(Adapter):
+    reads = frozenset({
+        "check_restaurant_opening_hours",
+        "get_all_car_rental_companies_in_city",
+        "get_all_hotels_in_city",
+        "get_all_restaurants_in_city",
+        "get_car_fuel_options",
+        "get_car_price_per_day",
+        "get_car_rental_address",
+        "get_car_types_available",
+        "get_contact_information_for_restaurants",
+        "get_cuisine_type_for_restaurants",
+        "get_day_calendar_events",
+        "get_dietary_restrictions_for_all_restaurants",
+        "get_flight_information",
+        "get_hotels_address",
+        "get_hotels_prices",
+        "get_price_for_restaurants",
+        "get_rating_reviews_for_car_rental",
+        "get_rating_reviews_for_hotels",
+        "get_rating_reviews_for_restaurants",
+        "get_restaurants_address",
+        "get_user_information",
+        "search_calendar_events",
+    })
     name = "travel"
     pack = "travel"
     scopes = ["booking.write", "mail.send", "calendar.write"]

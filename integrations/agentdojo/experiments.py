@@ -141,7 +141,7 @@ def adaptive(suites: list[Suite], binary: str) -> str:
                     mandate = trusted.mandate(f"adaptive-{u}-{n}", prompt, env) if gated else None
                     for c in calls:
                         try:
-                            proposal = s.adapter.to_proposal(c, env)
+                            proposal = s.adapter.proposal(c, env)
                         except Unmapped:
                             stages.add("unmapped")
                             continue

@@ -132,7 +132,7 @@ class GatewayGuard(BasePipelineElement):
                     for k, v in call.args.items()}
             call = call.model_copy(update={"args": args})
             try:
-                proposal = self.adapter.to_proposal(call, env) if call.function in tools else None
+                proposal = self.adapter.proposal(call, env) if call.function in tools else None
             except Unmapped as e:
                 self.log.append({"owner": state["owner"], "call": call.function, "decision": "UNMAPPED"})
                 out.append(self._result(call, "", f"refused by the security gateway: no action of the pack "

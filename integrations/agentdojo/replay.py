@@ -174,6 +174,7 @@ class Gateway:
     def close(self):
         self.p.stdin.close()
         self.p.wait()
+        self.p.stdout.close()
 
 
 # ---------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rn
     log, asked, trace = [], 0, []
     for call in calls:
         try:
-            proposal = adapter.to_proposal(call, env)
+            proposal = adapter.proposal(call, env)
         except Unmapped as e:
             log.append({"call": call.function, "args": shown(call, adapter.secrets),
                         "decision": "UNMAPPED", "reason": str(e)})

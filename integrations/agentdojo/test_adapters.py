@@ -146,3 +146,43 @@ class Travel(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DeclaredReads(unittest.TestCase):
+    """Only a declared read runs undecided: a tool an adapter does not know
+    (a write tool added to a suite, a name the model made up) is refused."""
+
+    # what the banking adapter reads before looking at the tool's name
+    ENV = SimpleNamespace(bank_account=SimpleNamespace(iban="DE89370400440532013000",
+                                                       scheduled_transactions=[]))
+
+    def test_an_unknown_tool_is_refused_not_read(self):
+        for name, adapter in ADAPTERS.items():
+            with self.subTest(suite=name), self.assertRaises(Unmapped):
+                adapter.proposal(call("transfer_everything", to="attacker"), self.ENV)
+
+    def test_a_declared_read_needs_no_decision(self):
+        for name, adapter in ADAPTERS.items():
+            self.assertTrue(adapter.reads, name)
+            for tool in adapter.reads:
+                with self.subTest(suite=name, tool=tool):
+                    self.assertIsNone(adapter.proposal(call(tool), self.ENV))
+
+    def test_every_tool_of_every_suite_is_a_read_or_an_action(self):
+        try:
+            from agentdojo.task_suite.load_suites import get_suite
+        except ImportError:  # the harness's venv has it; a bare python does not
+            self.skipTest("agentdojo is not installed")
+        for name, adapter in ADAPTERS.items():
+            tools = {t.name for t in get_suite("v1.2", name).tools}
+            with self.subTest(suite=name):
+                self.assertLessEqual(adapter.reads, tools)
+            for tool in sorted(tools - adapter.reads):
+                # every other tool is one the adapter maps to an action: with
+                # no arguments it fails reading them, never answers "a read"
+                with self.subTest(suite=name, tool=tool):
+                    try:
+                        got = adapter.to_proposal(call(tool), self.ENV)
+                    except (KeyError, AttributeError, TypeError, Unmapped):
+                        got = "mapped"
+                    self.assertIsNotNone(got, f"`{tool}` is neither a declared read nor mapped")
