@@ -237,6 +237,7 @@ mod tests {
             },
             issued_at: 0,
             expires_at: 1,
+            sources: Default::default(),
         };
         let proposal = json!({"action": "payment.transfer", "args": {"z": 1, "a": [null, 2.5]}});
         for (o, s) in [
