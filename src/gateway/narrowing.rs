@@ -63,7 +63,10 @@ pub enum NarrowingError {
         declared: String,
     },
     #[error("`{target}` is narrowed twice")]
-    #[diagnostic(code(mandate::narrowing::twice))]
+    #[diagnostic(
+        code(mandate::narrowing::twice),
+        help("name each parameter once (`--strict` already narrows it to its mandate sources)")
+    )]
     Twice { target: String },
 }
 

@@ -101,9 +101,19 @@ pub fn body(
     match mandate {
         Some(m) => {
             let mut mw = ObjectWriter::new();
-            mw.str("id", &m.id)
-                .str("owner", &m.owner)
-                .str("user", &m.user);
+            mw.str("id", &m.id).str("owner", &m.owner);
+            // a narrowed mandate's allowed sources, so that the receipt
+            // alone says which sources could vouch for each value
+            if !m.sources.is_empty() {
+                let sources = Value::Object(
+                    m.sources
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+                        .collect(),
+                );
+                mw.value("sources", &sources)?;
+            }
+            mw.str("user", &m.user);
             w.jcs("mandate", &mw.finish())
         }
         None => w.value("mandate", &Value::Null)?,

@@ -3,7 +3,7 @@
 
 use crate::gateway::Outcome;
 use crate::gateway::testkit::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[test]
 fn provenance_refuses_untrusted_values_and_uses_the_trusted_spelling() {
@@ -65,4 +65,151 @@ fn provenance_refuses_untrusted_values_and_uses_the_trusted_spelling() {
     let d = decide(&gw, transfer(SUPPLIER, json!("98.70")), &named);
     assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
     assert_eq!(d.origins["payee_iban"], json!("mandate.payee"));
+}
+
+/// Narrowing, adversarially: for every non-empty subset of a critical
+/// parameter's declared sources and values drawn from each source (and from
+/// none), a decision under the narrowed mandate is an ALLOW only if the
+/// same proposal under the full mandate is one, with the same trusted
+/// value from a kept source; and a value that only a removed source vouches
+/// for is always refused at provenance.
+#[test]
+fn narrowing_never_allows_more_and_always_refuses_a_removed_source() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    // (action, param, declared sources, values with the sources holding them)
+    type Case = (
+        &'static str,
+        &'static str,
+        [&'static str; 2],
+        Vec<(Value, Vec<&'static str>)>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "payment.transfer",
+            "payee_iban",
+            ["mandate.payee", "registry.beneficiaries"],
+            vec![
+                (json!("NL91 ABNA 0417 1643 00"), vec!["mandate.payee"]),
+                (json!(LANDLORD), vec!["registry.beneficiaries"]),
+                (json!({"ref": "gym"}), vec!["registry.beneficiaries"]),
+                (json!(ATTACKER_IBAN), vec![]),
+                (json!(SANCTIONED), vec![]),
+            ],
+        ),
+        (
+            "payment.send",
+            "recipient",
+            ["mandate.recipient", "registry.counterparties"],
+            vec![
+                (json!("CA133012400231215421872"), vec!["mandate.recipient"]),
+                (json!("Spotify"), vec!["registry.counterparties"]),
+                (json!("landlord-42"), vec!["registry.counterparties"]),
+                (json!("noah-sister"), vec![]),
+                (json!("attacker-1"), vec![]),
+            ],
+        ),
+    ];
+    let proposal = |action: &str, param: &str, v: &Value, cents: i64| {
+        let mut args = json!({"from_account": "emma-checking", "currency": "EUR",
+            "amount": format!("{}.{:02}", cents / 100, cents % 100), "date": "2026-12-01"});
+        if action == "payment.transfer" {
+            args.as_object_mut().unwrap().remove("date");
+        }
+        args[param] = v.clone();
+        json!({"action": action, "args": args})
+    };
+    let spec = || {
+        MandateSpec::bank("emma")
+            .claim("payee", json!(["NL91ABNA0417164300"]))
+            .claim("recipient", json!(["CA133012400231215421872"]))
+    };
+    // (narrowed ALLOWs, refusals of a value from a removed source): neither
+    // side of the property may be vacuous
+    let seen = std::cell::Cell::new((0, 0));
+    let mut runner = TestRunner::new(Config {
+        cases: 128,
+        ..Config::default()
+    });
+    runner
+        .run(
+            &(0..cases.len(), 1u8..4, 0usize..5, 1i64..90_000),
+            |(c, mask, vi, cents)| {
+                let (action, param, declared, values) = &cases[c];
+                let kept: Vec<&str> = declared
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| mask & (1 << i) != 0)
+                    .map(|(_, s)| *s)
+                    .collect();
+                let (value, holders) = &values[vi];
+                let p = proposal(action, param, value, cents);
+                let full = decide(&gw, p.clone(), &w.mandate(spec()));
+                let target = format!("{action}.{param}");
+                let narrowed = decide(&gw, p, &w.mandate(spec().narrow(&target, &kept)));
+                if narrowed.decision == Outcome::Allow {
+                    seen.set((seen.get().0 + 1, seen.get().1));
+                    prop_assert_eq!(full.decision, Outcome::Allow);
+                    prop_assert_eq!(narrowed.resolved.get(*param), full.resolved.get(*param));
+                    let origin = narrowed.origins[*param].as_str().unwrap_or_default();
+                    prop_assert!(
+                        kept.iter().any(|k| origin.starts_with(k)),
+                        "origin {} not among {:?}",
+                        origin,
+                        kept
+                    );
+                }
+                if !holders.iter().any(|h| kept.contains(h)) {
+                    if full.decision == Outcome::Allow {
+                        seen.set((seen.get().0, seen.get().1 + 1));
+                    }
+                    prop_assert_eq!(narrowed.decision, Outcome::Deny);
+                    prop_assert_eq!(narrowed.stage.name(), "provenance");
+                } else {
+                    // a kept source still vouches: narrowing changes nothing
+                    prop_assert_eq!(narrowed.decision, full.decision);
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+    let (allowed, refused) = seen.get();
+    assert!(
+        allowed > 0 && refused > 0,
+        "{allowed} allowed, {refused} refused"
+    );
+}
+
+/// The receipt of a decision under a narrowed mandate records the
+/// narrowing next to the mandate id, so that the chain alone says which
+/// sources could vouch for each value; a mandate without one writes the
+/// receipt as before (no `sources` key).
+#[test]
+fn a_receipt_records_the_mandates_narrowing() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let strict = w.mandate(
+        MandateSpec::bank("emma").narrow("payment.transfer.payee_iban", &["mandate.payee"]),
+    );
+    let d = decide(&gw, transfer(LANDLORD, json!("10.00")), &strict);
+    assert_eq!(d.decision, Outcome::Deny);
+    let d = decide(&gw, transfer(LANDLORD, json!("10.00")), &w.emma());
+    assert_eq!(d.decision, Outcome::Allow);
+    let receipts = gw.store().receipts().unwrap();
+    let [.., narrowed, plain] = receipts.as_slice() else {
+        panic!("two receipts");
+    };
+    assert_eq!(
+        narrowed.body["mandate"]["sources"],
+        json!({"payment.transfer.payee_iban": ["mandate.payee"]})
+    );
+    assert!(
+        narrowed.body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not from a source this mandate allows")
+    );
+    assert!(plain.body["mandate"].get("sources").is_none());
 }
