@@ -111,8 +111,26 @@ fn narrowing_never_allows_more_and_always_refuses_a_removed_source() {
                 (json!("attacker-1"), vec![]),
             ],
         ),
+        (
+            "email.send",
+            "to",
+            ["mandate.recipients", "registry.contacts"],
+            vec![
+                (json!(["John.Doe@example.org"]), vec!["mandate.recipients"]),
+                (json!(["sarah.connor@gmail.com"]), vec!["registry.contacts"]),
+                (
+                    json!(["john.doe@example.org", "sarah.connor@gmail.com"]),
+                    vec!["both"],
+                ),
+                (json!(["olivia.chen@quantumleaf.io"]), vec![]),
+                (json!(["mark.black-2134@gmail.com"]), vec![]),
+            ],
+        ),
     ];
     let proposal = |action: &str, param: &str, v: &Value, cents: i64| {
+        if action == "email.send" {
+            return json!({"action": action, "args": {param: v, "body": "the code is 463820"}});
+        }
         let mut args = json!({"from_account": "emma-checking", "currency": "EUR",
             "amount": format!("{}.{:02}", cents / 100, cents % 100), "date": "2026-12-01"});
         if action == "payment.transfer" {
@@ -121,16 +139,29 @@ fn narrowing_never_allows_more_and_always_refuses_a_removed_source() {
         args[param] = v.clone();
         json!({"action": action, "args": args})
     };
-    let spec = || {
+    let spec = |action: &str| {
+        if action == "email.send" {
+            return MandateSpec::for_pack("workspace", "emma", "emma", &["mail.send"])
+                .claim("recipients", json!(["john.doe@example.org"]));
+        }
         MandateSpec::bank("emma")
             .claim("payee", json!(["NL91ABNA0417164300"]))
             .claim("recipient", json!(["CA133012400231215421872"]))
     };
-    // (narrowed ALLOWs, refusals of a value from a removed source): neither
-    // side of the property may be vacuous
-    let seen = std::cell::Cell::new((0, 0));
+    // per case, (narrowed ALLOWs, refusals of a value from a removed source
+    // the full mandate allows): neither side of the property may be vacuous
+    let seen = std::cell::Cell::new([(0u32, 0u32); 3]);
+    let count = |c: usize, allowed: bool| {
+        let mut all = seen.get();
+        if allowed {
+            all[c].0 += 1;
+        } else {
+            all[c].1 += 1;
+        }
+        seen.set(all);
+    };
     let mut runner = TestRunner::new(Config {
-        cases: 128,
+        cases: 192,
         ..Config::default()
     });
     runner
@@ -146,24 +177,37 @@ fn narrowing_never_allows_more_and_always_refuses_a_removed_source() {
                     .collect();
                 let (value, holders) = &values[vi];
                 let p = proposal(action, param, value, cents);
-                let full = decide(&gw, p.clone(), &w.mandate(spec()));
+                let full = decide(&gw, p.clone(), &w.mandate(spec(action)));
                 let target = format!("{action}.{param}");
-                let narrowed = decide(&gw, p, &w.mandate(spec().narrow(&target, &kept)));
+                let narrowed = decide(&gw, p, &w.mandate(spec(action).narrow(&target, &kept)));
                 if narrowed.decision == Outcome::Allow {
-                    seen.set((seen.get().0 + 1, seen.get().1));
+                    count(c, true);
                     prop_assert_eq!(full.decision, Outcome::Allow);
                     prop_assert_eq!(narrowed.resolved.get(*param), full.resolved.get(*param));
-                    let origin = narrowed.origins[*param].as_str().unwrap_or_default();
-                    prop_assert!(
-                        kept.iter().any(|k| origin.starts_with(k)),
-                        "origin {} not among {:?}",
-                        origin,
-                        kept
-                    );
+                    let origins = match &narrowed.origins[*param] {
+                        Value::Array(items) => items.clone(),
+                        one => vec![one.clone()],
+                    };
+                    for o in origins {
+                        let o = o.as_str().unwrap_or_default().to_string();
+                        prop_assert!(
+                            kept.iter().any(|k| o.starts_with(k)),
+                            "origin {} not among {:?}",
+                            o,
+                            kept
+                        );
+                    }
                 }
-                if !holders.iter().any(|h| kept.contains(h)) {
+                // a list needs each member vouched for: `both` takes a
+                // member from each source, so every source must be kept
+                let vouched = if holders == &vec!["both"] {
+                    kept.len() == declared.len()
+                } else {
+                    holders.iter().any(|h| kept.contains(h))
+                };
+                if !vouched {
                     if full.decision == Outcome::Allow {
-                        seen.set((seen.get().0, seen.get().1 + 1));
+                        count(c, false);
                     }
                     prop_assert_eq!(narrowed.decision, Outcome::Deny);
                     prop_assert_eq!(narrowed.stage.name(), "provenance");
@@ -175,11 +219,13 @@ fn narrowing_never_allows_more_and_always_refuses_a_removed_source() {
             },
         )
         .unwrap();
-    let (allowed, refused) = seen.get();
-    assert!(
-        allowed > 0 && refused > 0,
-        "{allowed} allowed, {refused} refused"
-    );
+    for (c, (allowed, refused)) in seen.get().iter().enumerate() {
+        assert!(
+            *allowed > 0 && *refused > 0,
+            "{}: {allowed} allowed, {refused} refused",
+            cases[c].0
+        );
+    }
 }
 
 /// The receipt of a decision under a narrowed mandate records the
