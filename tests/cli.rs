@@ -583,7 +583,7 @@ fn only_keeps_the_declared_order_and_drops_repeats() {
 #[test]
 fn token_issue_refuses_a_narrowing_the_pack_does_not_allow() {
     let dir = setup();
-    let cases: [(&str, &[&str]); 8] = [
+    let cases: [(&str, &[&str]); 9] = [
         (
             "unknown_action",
             &["--only", "payment.wire.payee_iban=mandate.payee"],
@@ -614,6 +614,7 @@ fn token_issue_refuses_a_narrowing_the_pack_does_not_allow() {
             ],
         ),
         ("not_a_pair", &["--only", "payment.transfer.payee_iban"]),
+        ("nothing_to_narrow", &["--strict", "user.update_password"]),
     ];
     for (name, extra) in cases {
         let out = issue(dir.path(), extra);

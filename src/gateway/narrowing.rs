@@ -62,6 +62,16 @@ pub enum NarrowingError {
         param: String,
         declared: String,
     },
+    #[error(
+        "`--strict {target}` changes nothing: no critical parameter there has a mandate source besides others"
+    )]
+    #[diagnostic(
+        code(mandate::narrowing::nothing_to_narrow),
+        help(
+            "its critical values already come only from the mandate, or only from the owner's records"
+        )
+    )]
+    NothingToNarrow { target: String },
     #[error("`{target}` is narrowed twice")]
     #[diagnostic(
         code(mandate::narrowing::twice),
@@ -159,7 +169,7 @@ pub fn check(sources: &Narrowing, pack: &str, actions: &[&Action]) -> Result<(),
 /// action or `*` narrows each of its critical parameters that declares a
 /// mandate source besides others, and leaves the rest as declared (a key
 /// into the user's own records, like a standing order's id, has no
-/// mandate source to keep).
+/// mandate source to keep); one that narrows nothing is an error.
 pub fn strict(
     targets: &[String],
     pack: &str,
@@ -196,13 +206,21 @@ pub fn strict(
                 }
             }
         };
+        let mut narrowed = false;
         for a in all {
             for p in a.params.iter().filter(|p| p.critical) {
                 let kept = claims(p).len();
                 if kept > 0 && kept < p.sources.len() {
                     add(a, p, &mut out);
+                    narrowed = true;
                 }
             }
+        }
+        // a strict mandate that is not stricter would mislead its issuer
+        if !narrowed {
+            return Err(NarrowingError::NothingToNarrow {
+                target: crate::gateway::json::echo(t),
+            });
         }
     }
     Ok(out)
