@@ -85,36 +85,33 @@ pub struct RevokeArgs {
 
 pub fn run(args: &TokenArgs, out: &mut dyn Write) -> u8 {
     let r = match &args.command {
-        TokenCommand::Issue(a) => issue(a).map_err(IssueError::into_string).and_then(|tok| {
+        TokenCommand::Issue(a) => issue(a).and_then(|tok| {
             let text = serde_json::to_string_pretty(&tok).map_err(|e| e.to_string())?;
             match &a.output {
                 Some(p) => std::fs::write(p, text + "\n").map_err(|e| {
-                    format!(
+                    IssueError::Other(format!(
                         "cannot write `{}`: {}",
                         p.display(),
                         e.to_string().to_lowercase()
-                    )
+                    ))
                 }),
-                None => writeln!(out, "{text}").map_err(|e| e.to_string()),
+                None => writeln!(out, "{text}").map_err(|e| IssueError::Other(e.to_string())),
             }
         }),
-        TokenCommand::Revoke(a) => revoke(a, out),
+        TokenCommand::Revoke(a) => revoke(a, out).map_err(IssueError::Other),
     };
     match r {
         Ok(()) => 0,
-        Err(e) if e.starts_with(DIAGNOSTIC) => {
-            eprint!("{}", &e[DIAGNOSTIC.len()..]);
+        Err(IssueError::Narrowing(d)) => {
+            eprint!("{}", super::bundle::render_error(&d, super::use_color()));
             1
         }
-        Err(e) => {
+        Err(IssueError::Other(e)) => {
             eprintln!("error: {e}");
             1
         }
     }
 }
-
-/// Marks an error text that is a whole rendered diagnostic, printed as is.
-const DIAGNOSTIC: &str = "\u{0}diagnostic\u{0}";
 
 pub fn now_or(t: &Option<String>) -> Result<i64, String> {
     match t {
@@ -126,7 +123,7 @@ pub fn now_or(t: &Option<String>) -> Result<i64, String> {
     }
 }
 
-/// Why `ipc token issue` refused: a narrowing the pack does not allow
+/// Why `ipc token` failed: a narrowing the pack does not allow
 /// (rendered as a diagnostic), or anything else.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum IssueError {
@@ -140,20 +137,6 @@ pub enum IssueError {
 impl From<String> for IssueError {
     fn from(e: String) -> Self {
         IssueError::Other(e)
-    }
-}
-
-impl IssueError {
-    /// The text `run` prints after `error: `, or a whole rendered
-    /// diagnostic (marked).
-    fn into_string(self) -> String {
-        match self {
-            IssueError::Other(e) => e,
-            IssueError::Narrowing(d) => format!(
-                "{DIAGNOSTIC}{}",
-                super::bundle::render_error(&d, super::use_color())
-            ),
-        }
     }
 }
 
