@@ -489,3 +489,145 @@ fn receipts_checkpoint_refuses_a_store_that_does_not_verify() {
     let empty = receipts_dir(0);
     cli_snapshot_in!("receipts_checkpoint_empty", empty.path(), CHECKPOINT);
 }
+
+// `ipc token issue --only` / `--strict`: the narrowing a mandate signs,
+// and each refusal up front (exit code and the rendered diagnostic).
+
+/// A folder with the bank bundle (`b.json`) and an issuer key (`k.key`).
+fn setup() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/bank");
+    for args in [
+        &["build", pack.to_str().expect("utf-8 path"), "-o", "b.json"][..],
+        &["keygen", "-o", "k"],
+    ] {
+        let out = ipc_in(dir.path(), args);
+        assert!(out.starts_with("exit: 0\n"), "{out}");
+    }
+    dir
+}
+
+/// `ipc token issue` for emma on the bank bundle, with `extra` options.
+fn issue(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
+        "token",
+        "issue",
+        "--bundle",
+        "b.json",
+        "--key",
+        "k.key",
+        "--pack",
+        "bank",
+        "--user",
+        "emma",
+        "--claim",
+        "account=emma-checking",
+        "--claim",
+        "payee=NL91ABNA0417164300",
+    ];
+    args.extend_from_slice(extra);
+    ipc_in(dir, &args)
+}
+
+/// The `sources` of the token an exit-0 `issue` printed.
+fn sources(out: &str) -> Value {
+    assert!(out.starts_with("exit: 0\n"), "{out}");
+    let stdout = &out
+        [out.find("--- stdout\n").expect("stdout") + 11..out.find("--- stderr").expect("stderr")];
+    let tok: Value = serde_json::from_str(stdout).expect("a token");
+    tok["mandate"]["sources"].clone()
+}
+
+#[test]
+fn strict_narrows_every_critical_parameter_that_has_a_mandate_source() {
+    let dir = setup();
+    let out = issue(dir.path(), &["--strict"]);
+    // standing_order.update.order_id (registry only) and the parameters
+    // that only a mandate gives are left as declared
+    assert_eq!(
+        sources(&out),
+        json!({
+            "payment.schedule.recipient": ["mandate.recipient"],
+            "payment.send.recipient": ["mandate.recipient"],
+            "payment.transfer.payee_iban": ["mandate.payee"],
+            "scheduled.update.recipient": ["mandate.recipient"],
+            "standing_order.update.payee_iban": ["mandate.payee"],
+        })
+    );
+    let out = issue(dir.path(), &["--strict", "payment.transfer.payee_iban"]);
+    assert_eq!(
+        sources(&out),
+        json!({"payment.transfer.payee_iban": ["mandate.payee"]})
+    );
+}
+
+#[test]
+fn only_keeps_the_declared_order_and_drops_repeats() {
+    let dir = setup();
+    let out = issue(
+        dir.path(),
+        &[
+            "--only",
+            "payment.transfer.payee_iban=registry.beneficiaries,mandate.payee,mandate.payee",
+        ],
+    );
+    assert_eq!(
+        sources(&out),
+        json!({"payment.transfer.payee_iban": ["mandate.payee", "registry.beneficiaries"]})
+    );
+    // no narrowing: no `sources` key, the token signs as it always did
+    let out = issue(dir.path(), &[]);
+    assert_eq!(sources(&out), Value::Null);
+}
+
+#[test]
+fn token_issue_refuses_a_narrowing_the_pack_does_not_allow() {
+    let dir = setup();
+    let cases: [(&str, &[&str]); 9] = [
+        (
+            "unknown_action",
+            &["--only", "payment.wire.payee_iban=mandate.payee"],
+        ),
+        (
+            "unknown_param",
+            &["--only", "payment.transfer.iban=mandate.payee"],
+        ),
+        (
+            "not_critical",
+            &["--only", "payment.transfer.amount=mandate.payee"],
+        ),
+        (
+            "undeclared_source",
+            &["--only", "payment.transfer.payee_iban=registry.sanctions"],
+        ),
+        ("empty", &["--only", "payment.transfer.payee_iban="]),
+        (
+            "no_mandate_source",
+            &["--strict", "standing_order.update.order_id"],
+        ),
+        (
+            "twice",
+            &[
+                "--strict",
+                "--only",
+                "payment.transfer.payee_iban=registry.beneficiaries",
+            ],
+        ),
+        ("not_a_pair", &["--only", "payment.transfer.payee_iban"]),
+        ("nothing_to_narrow", &["--strict", "user.update_password"]),
+    ];
+    for (name, extra) in cases {
+        let out = issue(dir.path(), extra);
+        assert!(
+            out.starts_with("exit: 1\n--- stdout\n--- stderr"),
+            "{name}: {out}"
+        );
+        insta::with_settings!({
+            snapshot_path => "../snapshots/cli",
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!(format!("token_issue_narrowing_{name}"), out);
+        });
+    }
+}

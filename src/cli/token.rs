@@ -6,6 +6,7 @@ use crate::bundle::Bundle;
 use crate::gateway::MandateToken;
 use crate::gateway::json::{parse_decimal_minor, parse_time_str};
 use crate::gateway::mandate::MandateSpec;
+use crate::gateway::narrowing::NarrowingError;
 use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;
@@ -58,6 +59,16 @@ pub struct IssueArgs {
     /// Issue time (`YYYY-MM-DDTHH:MM:SSZ`); default now.
     #[arg(long)]
     pub now: Option<String>,
+    /// Narrow a critical parameter to some of its declared sources:
+    /// `ACTION.PARAM=SOURCE[,SOURCE]`, e.g.
+    /// `payment.transfer.payee_iban=mandate.payee` (repeat).
+    #[arg(long = "only", value_name = "ACTION.PARAM=SOURCES")]
+    pub only: Vec<String>,
+    /// Take critical values only from the mandate's claims: for
+    /// `ACTION.PARAM`, `ACTION`, or every action when given no value
+    /// (repeat).
+    #[arg(long, value_name = "ACTION[.PARAM]", num_args = 0..=1, default_missing_value = "*")]
+    pub strict: Vec<String>,
     /// Token id; default random.
     #[arg(long)]
     pub id: Option<String>,
@@ -78,20 +89,24 @@ pub fn run(args: &TokenArgs, out: &mut dyn Write) -> u8 {
             let text = serde_json::to_string_pretty(&tok).map_err(|e| e.to_string())?;
             match &a.output {
                 Some(p) => std::fs::write(p, text + "\n").map_err(|e| {
-                    format!(
+                    IssueError::Other(format!(
                         "cannot write `{}`: {}",
                         p.display(),
                         e.to_string().to_lowercase()
-                    )
+                    ))
                 }),
-                None => writeln!(out, "{text}").map_err(|e| e.to_string()),
+                None => writeln!(out, "{text}").map_err(|e| IssueError::Other(e.to_string())),
             }
         }),
-        TokenCommand::Revoke(a) => revoke(a, out),
+        TokenCommand::Revoke(a) => revoke(a, out).map_err(IssueError::Other),
     };
     match r {
         Ok(()) => 0,
-        Err(e) => {
+        Err(IssueError::Narrowing(d)) => {
+            eprint!("{}", super::bundle::render_error(&d, super::use_color()));
+            1
+        }
+        Err(IssueError::Other(e)) => {
             eprintln!("error: {e}");
             1
         }
@@ -108,7 +123,38 @@ pub fn now_or(t: &Option<String>) -> Result<i64, String> {
     }
 }
 
-pub fn issue(a: &IssueArgs) -> Result<MandateToken, String> {
+/// Why `ipc token` failed: a narrowing the pack does not allow
+/// (rendered as a diagnostic), or anything else.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum IssueError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Narrowing(#[from] NarrowingError),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for IssueError {
+    fn from(e: String) -> Self {
+        IssueError::Other(e)
+    }
+}
+
+/// `ACTION.PARAM=SOURCE[,SOURCE]`.
+fn only_arg(text: &str) -> Result<(String, Vec<String>), String> {
+    let (target, list) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not ACTION.PARAM=SOURCE[,SOURCE]"))?;
+    let sources = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    Ok((target.trim().to_string(), sources))
+}
+
+pub fn issue(a: &IssueArgs) -> Result<MandateToken, IssueError> {
     let bundle = Bundle::load(&a.bundle, None).map_err(|e| e.to_string())?;
     let key = crate::keys::load_secret(&a.key).map_err(|e| e.to_string())?;
     let pack = bundle
@@ -132,8 +178,23 @@ pub fn issue(a: &IssueArgs) -> Result<MandateToken, String> {
         issued_at: now_or(&a.now)?,
         ttl: a.ttl,
         id: a.id.clone(),
+        only: a
+            .only
+            .iter()
+            .map(|o| only_arg(o))
+            .collect::<Result<_, _>>()?,
+        strict: a.strict.clone(),
     };
-    crate::gateway::mandate::issue(&spec, pack, &key)
+    let actions: Vec<&crate::ir::Action> = bundle
+        .table
+        .actions
+        .iter()
+        .filter(|t| t.pack == pack.name)
+        .map(|t| &t.action)
+        .collect();
+    // refused up front, as a diagnostic, before anything is signed
+    crate::gateway::narrowing::of_spec(&spec, &pack.name, &actions)?;
+    Ok(crate::gateway::mandate::issue(&spec, pack, &actions, &key)?)
 }
 
 fn revoke(a: &RevokeArgs, out: &mut dyn Write) -> Result<(), String> {

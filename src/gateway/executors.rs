@@ -410,6 +410,7 @@ mod tests {
                 },
                 issued_at: 0,
                 expires_at: 1,
+                sources: Default::default(),
             };
             let needed: Vec<String> = full
                 .keys()

@@ -4,10 +4,11 @@
 
 use crate::canonical::to_jcs;
 use crate::codegen::table::TablePack;
-use crate::ir::Type;
+use crate::ir::{Action, Type};
 use crate::keys::SecretKey;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,7 +30,18 @@ pub struct Mandate {
     /// Seconds since the epoch.
     pub issued_at: i64,
     pub expires_at: i64,
+    /// The narrowing: `action.param` to the only sources (a non-empty
+    /// subset of those the pack declares for that critical parameter) this
+    /// mandate lets vouch for its value. Absent: every declared source.
+    /// Left out of the signed text when empty, so a mandate without a
+    /// narrowing signs as it always did.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: Narrowing,
 }
+
+/// `action.param` to the sources a mandate allows for it, each written as
+/// the pack writes it (`mandate.payee`, `registry.beneficiaries`).
+pub type Narrowing = BTreeMap<String, Vec<String>>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,6 +98,12 @@ pub struct MandateSpec {
     pub ttl: i64,
     /// Default: random.
     pub id: Option<String>,
+    /// `(action.param, sources)`: narrow a critical parameter to a subset
+    /// of its declared sources (`--only`).
+    pub only: Vec<(String, Vec<String>)>,
+    /// `action.param`, `action` or `*`: narrow to the mandate's own claims
+    /// (`--strict`); see [`crate::gateway::narrowing::strict`].
+    pub strict: Vec<String>,
 }
 
 /// Types every claim against the pack's declaration (in its canonical
@@ -93,8 +111,11 @@ pub struct MandateSpec {
 pub fn issue(
     spec: &MandateSpec,
     pack: &TablePack,
+    actions: &[&Action],
     key: &SecretKey,
 ) -> Result<MandateToken, String> {
+    let sources =
+        crate::gateway::narrowing::of_spec(spec, &pack.name, actions).map_err(|e| e.to_string())?;
     let mut given: Map<String, Value> = Map::new();
     for (name, value) in &spec.claims {
         let decl = pack
@@ -138,6 +159,7 @@ pub fn issue(
         },
         issued_at: spec.issued_at,
         expires_at: spec.issued_at.saturating_add(spec.ttl),
+        sources,
     };
     MandateToken::sign(mandate, key).map_err(|e| e.to_string())
 }

@@ -14,6 +14,7 @@ pub mod executors;
 pub mod facts;
 pub mod json;
 pub mod mandate;
+pub mod narrowing;
 pub mod normalize;
 pub mod pending;
 pub mod registry;

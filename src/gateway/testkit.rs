@@ -195,6 +195,7 @@ impl TestWorld {
             },
             issued_at: now() - 60,
             expires_at: now() + s.ttl,
+            sources: s.sources,
         };
         let token = MandateToken::sign(m, &self.issuer).expect("mandate signed");
         serde_json::to_value(token).expect("mandate token as JSON")
@@ -269,6 +270,8 @@ pub struct MandateSpec {
     pub calls: u64,
     /// Seconds from [`NOW`] to expiry.
     pub ttl: i64,
+    /// The narrowing, signed as given (unchecked).
+    pub sources: crate::gateway::mandate::Narrowing,
 }
 
 impl MandateSpec {
@@ -289,6 +292,7 @@ impl MandateSpec {
             budget: 200_000,
             calls: 10,
             ttl: 3600,
+            sources: Default::default(),
         }
     }
 
@@ -304,11 +308,21 @@ impl MandateSpec {
             budget: 10_000_000,
             calls: 100,
             ttl: 3600,
+            sources: Default::default(),
         }
     }
 
     pub fn claim(mut self, k: &str, v: Value) -> Self {
         self.claims.insert(k.into(), v);
+        self
+    }
+
+    /// Narrows `action.param` to `sources`.
+    pub fn narrow(mut self, target: &str, sources: &[&str]) -> Self {
+        self.sources.insert(
+            target.into(),
+            sources.iter().map(|s| s.to_string()).collect(),
+        );
         self
     }
 }

@@ -126,6 +126,15 @@ pub struct MandateSpec {
     /// one mandate for budget, revocation and idempotency.
     #[serde(default)]
     pub id: Option<String>,
+    /// The mandate's narrowing as signed, unchecked (`{"payment.transfer.
+    /// payee_iban": ["mandate.payee"]}`): the gateway checks it at authn.
+    #[serde(default)]
+    pub sources: crate::gateway::mandate::Narrowing,
+    /// Every critical parameter that declares a mandate source takes its
+    /// value only from the mandate (`ipc token issue --strict`); an entry
+    /// of `sources` for the same parameter wins.
+    #[serde(default)]
+    pub strict: bool,
 }
 
 /// One named test: a single decision, or several steps sharing one store.

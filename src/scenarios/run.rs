@@ -6,6 +6,8 @@ use crate::bundle::Bundle;
 use crate::codegen::table::{Table, TablePack};
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::json::{parse_money, parse_time_str};
+use crate::gateway::mandate::Narrowing;
+use crate::gateway::narrowing;
 use crate::gateway::trusted::RegistryChange;
 use crate::gateway::world::{Approver, Records, World, typed_value};
 use crate::gateway::{
@@ -203,6 +205,8 @@ pub fn run_suite(suite: &Suite, table: &Table, make_gateway: &GatewayFactory<'_>
 struct Prepared<'a> {
     suite: &'a Suite,
     pack: &'a TablePack,
+    /// The pack's actions, for a strict mandate's narrowing.
+    actions: Vec<&'a crate::ir::Action>,
     registries: HashMap<String, HashMap<String, HashMap<String, Records>>>,
     issuer: SecretKey,
     people: BTreeMap<String, SecretKey>,
@@ -226,6 +230,12 @@ impl<'a> Prepared<'a> {
         Ok(Prepared {
             suite,
             pack,
+            actions: table
+                .actions
+                .iter()
+                .filter(|a| a.pack == suite.pack)
+                .map(|a| &a.action)
+                .collect(),
             registries: w.registries,
             issuer,
             people,
@@ -457,6 +467,7 @@ impl<'a> Prepared<'a> {
             },
             issued_at: now - 60,
             expires_at,
+            sources: self.narrowing(spec).map_err(bad)?,
         };
         let token = MandateToken::sign(m, &self.issuer).map_err(|e| bad(e.to_string()))?;
         let mut v = serde_json::to_value(token).map_err(|e| bad(e.to_string()))?;
@@ -464,6 +475,19 @@ impl<'a> Prepared<'a> {
             tamper(&mut v);
         }
         Ok(v)
+    }
+
+    /// The narrowing a mandate entry signs: `sources` as given, over the
+    /// strict narrowing when `strict`.
+    fn narrowing(&self, spec: &MandateSpec) -> Result<Narrowing, String> {
+        let mut out = if spec.strict {
+            narrowing::strict(&["*".to_string()], &self.suite.pack, &self.actions)
+                .map_err(|e| e.to_string())?
+        } else {
+            Narrowing::new()
+        };
+        out.extend(spec.sources.clone());
+        Ok(out)
     }
 
     /// A change on the trusted side, in its own store transaction, with

@@ -79,6 +79,16 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             mandate
                 .canonicalize_claims(pack)
                 .map_err(|e| deny(format!("invalid mandate: {e}")))?;
+            if !mandate.sources.is_empty() {
+                let actions: Vec<&crate::ir::Action> =
+                    r.gw.actions
+                        .values()
+                        .filter(|a| a.pack.name == mandate.pack)
+                        .map(|a| &a.table.action)
+                        .collect();
+                crate::gateway::narrowing::check(&mandate.sources, &mandate.pack, &actions)
+                    .map_err(|e| deny(format!("invalid mandate narrowing: {e}")))?;
+            }
             let mandate = Arc::new(mandate);
             if let Ok(mut m) = r.gw.verified.lock() {
                 if m.len() > 10_000 {

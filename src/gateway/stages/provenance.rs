@@ -136,12 +136,22 @@ fn resolve_one(
         owner: &m.owner,
     };
     let store = |e: crate::store::StoreError| Deny::new(Stage::Provenance, e.to_string());
+    // the sources this mandate lets vouch for the value, in the pack's order
+    let allowed = crate::gateway::narrowing::allowed(m, &a.table.action.name, &p.name);
+    let sources: Vec<&Source> = match allowed {
+        None => p.sources.iter().collect(),
+        Some(keep) => p
+            .sources
+            .iter()
+            .filter(|s| keep.iter().any(|k| *k == s.to_string()))
+            .collect(),
+    };
     // a reference names a record of one of the registry sources
     let value = match arg {
         Arg::Val(v) => v.clone(),
         Arg::Ref(id) => {
             let mut found = None;
-            for s in &p.sources {
+            for s in &sources {
                 if let Source::Registry { registry } = s
                     && let Some(reg) = a.pack.registries.iter().find(|x| &x.name == registry)
                     && let Some(v) = regs.by_ref(r.tx, reg, id).map_err(store)?
@@ -172,7 +182,7 @@ fn resolve_one(
         }
         Arg::List(_) => return Err(Deny::new(Stage::Provenance, "nested list")),
     };
-    for s in &p.sources {
+    for s in &sources {
         let hit = match s {
             Source::Claim { claim } => m.claims.get(claim).and_then(|c| matches(c, &value, norm)),
             Source::Registry { registry } => {
@@ -201,7 +211,10 @@ fn resolve_one(
             return Ok((trusted, s.to_string()));
         }
     }
-    let tried: Vec<String> = p.sources.iter().map(|s| s.to_string()).collect();
+    let tried: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
+    if allowed.is_some() {
+        return Err(narrowed_deny(p, &value, &tried));
+    }
     Err(Deny::new(
         Stage::Provenance,
         format!(
@@ -212,6 +225,31 @@ fn resolve_one(
         ),
     )
     .hint(p.hint.clone()))
+}
+
+/// The refusal of a value under a mandate that narrows the parameter's
+/// sources: the value may well be in a source the pack declares, but not
+/// in one this mandate allows; the user can name it in the request.
+fn narrowed_deny(p: &Param, value: &Value, tried: &[String]) -> Deny {
+    let hint = if tried.iter().any(|s| s.starts_with("mandate.")) {
+        Some(format!(
+            "this mandate takes `{}` only from {}: the user can name the value in the request",
+            p.name,
+            tried.join(", ")
+        ))
+    } else {
+        p.hint.clone()
+    };
+    Deny::new(
+        Stage::Provenance,
+        format!(
+            "`{}` `{}` is not from a source this mandate allows: not in {}",
+            p.name,
+            show(value),
+            tried.join(", nor in ")
+        ),
+    )
+    .hint(hint)
 }
 
 /// The trusted value `v` equals (or, for a collection, the member of it

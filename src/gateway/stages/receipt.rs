@@ -101,9 +101,19 @@ pub fn body(
     match mandate {
         Some(m) => {
             let mut mw = ObjectWriter::new();
-            mw.str("id", &m.id)
-                .str("owner", &m.owner)
-                .str("user", &m.user);
+            mw.str("id", &m.id).str("owner", &m.owner);
+            // a narrowed mandate's allowed sources, so that the receipt
+            // alone says which sources could vouch for each value
+            if !m.sources.is_empty() {
+                let sources = Value::Object(
+                    m.sources
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+                        .collect(),
+                );
+                mw.value("sources", &sources)?;
+            }
+            mw.str("user", &m.user);
             w.jcs("mandate", &mw.finish())
         }
         None => w.value("mandate", &Value::Null)?,
@@ -237,6 +247,7 @@ mod tests {
             },
             issued_at: 0,
             expires_at: 1,
+            sources: Default::default(),
         };
         let proposal = json!({"action": "payment.transfer", "args": {"z": 1, "a": [null, 2.5]}});
         for (o, s) in [

@@ -885,8 +885,10 @@ impl Loader {
                     issued_at: now,
                     ttl,
                     id: None,
+                    only: vec![],
+                    strict: vec![],
                 };
-                match crate::gateway::mandate::issue(&spec, tp, &key) {
+                match crate::gateway::mandate::issue(&spec, tp, &[], &key) {
                     Ok(tok) => match serde_json::to_value(&tok) {
                         Ok(v) => mandates.push((pack.clone(), v)),
                         Err(e) => {

@@ -145,3 +145,99 @@ mod same_json {
         }
     }
 }
+
+/// A narrowing is checked against the bundle's table when the token is
+/// verified: each way it can name something the pack does not declare is
+/// a DENY at authn with its own reason, before any value is looked at.
+#[test]
+fn authn_refuses_a_narrowing_the_pack_does_not_allow() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let p = transfer(LANDLORD, json!("10.00"));
+    let cases: [(&str, &[&str], &str); 6] = [
+        (
+            "payment.wire.payee_iban",
+            &["mandate.payee"],
+            "`payment.wire.payee_iban` names no action of pack `bank`",
+        ),
+        (
+            "payment.transfer",
+            &["mandate.payee"],
+            "`payment.transfer` names no action of pack `bank`",
+        ),
+        (
+            "payment.transfer.payee",
+            &["mandate.payee"],
+            "action `payment.transfer` has no parameter `payee`",
+        ),
+        (
+            "payment.transfer.amount",
+            &["mandate.payee"],
+            "`payment.transfer.amount` is not critical",
+        ),
+        (
+            "payment.transfer.payee_iban",
+            &["mandate.payee", "registry.sanctions"],
+            "`registry.sanctions` is not a source of `payment.transfer.payee_iban`",
+        ),
+        (
+            "payment.transfer.payee_iban",
+            &[],
+            "`payment.transfer.payee_iban` is narrowed to no source",
+        ),
+    ];
+    for (target, sources, reason) in cases {
+        let m = w.mandate(MandateSpec::bank("emma").narrow(target, sources));
+        let d = decide(&gw, p.clone(), &m);
+        assert_deny(&d, "authn", "invalid mandate narrowing: ");
+        assert_deny(&d, "authn", reason);
+    }
+    // another pack's action is not this mandate's to narrow
+    let m = w.mandate(MandateSpec::bank("emma").narrow("email.send.to", &["mandate.recipients"]));
+    assert_deny(&decide(&gw, p.clone(), &m), "authn", "names no action");
+    // a well-formed narrowing passes authn (and its value is then refused)
+    let m = w.mandate(
+        MandateSpec::bank("emma").narrow("payment.transfer.payee_iban", &["mandate.payee"]),
+    );
+    assert_deny(
+        &decide(&gw, p, &m),
+        "provenance",
+        "is not from a source this mandate allows: not in mandate.payee",
+    );
+}
+
+/// The narrowing is signed with the rest: the agent cannot widen a strict
+/// mandate back by editing or dropping its `sources`.
+#[test]
+fn authn_refuses_a_strict_mandate_whose_narrowing_was_edited() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let p = transfer(LANDLORD, json!("10.00"));
+    let strict = w.mandate(
+        MandateSpec::bank("emma").narrow("payment.transfer.payee_iban", &["mandate.payee"]),
+    );
+    let mut dropped = strict.clone();
+    dropped["mandate"]
+        .as_object_mut()
+        .unwrap()
+        .remove("sources");
+    assert_deny(
+        &decide(&gw, p.clone(), &dropped),
+        "authn",
+        "invalid mandate signature",
+    );
+    let mut widened = strict.clone();
+    widened["mandate"]["sources"]["payment.transfer.payee_iban"] =
+        json!(["mandate.payee", "registry.beneficiaries"]);
+    assert_deny(
+        &decide(&gw, p.clone(), &widened),
+        "authn",
+        "invalid mandate signature",
+    );
+    // the same token unedited: past authn, refused by provenance
+    assert_deny(
+        &decide(&gw, p, &strict),
+        "provenance",
+        "this mandate allows",
+    );
+}
