@@ -113,7 +113,10 @@ impl ToolConfig {
     /// (400 → 4.00 with scale 100); constants are not sent back unless the
     /// tool has an argument for them; arguments the tool takes that map to
     /// no parameter are dropped (the agent cannot smuggle them).
-    pub fn to_downstream(&self, resolved: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    pub fn to_downstream(
+        &self,
+        resolved: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, String> {
         let _ = resolved;
         Err("not implemented".into())
     }

@@ -8,3 +8,4 @@
 //! upstream server on stdio, the downstream clients, elicitation.
 
 pub mod config;
+pub mod proxy;
