@@ -236,6 +236,11 @@ impl Proxy {
         &self.inner.gateway
     }
 
+    /// The session's mandate token (what every decision is taken under).
+    pub fn session_token(&self) -> Value {
+        self.inner.session.token.clone()
+    }
+
     fn routed(&self, name: &str) -> Option<&Routed> {
         self.inner.tools.iter().find(|r| r.config.tool == name)
     }
@@ -397,7 +402,7 @@ impl Proxy {
         .await;
         match asked {
             elicit::Answer::Accepted => {}
-            elicit::Answer::Respond(resp) => return Err(resp),
+            elicit::Answer::Respond(resp) => return Err(*resp),
         }
         let minted = self
             .mint(&op)

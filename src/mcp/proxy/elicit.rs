@@ -79,7 +79,7 @@ pub enum Answer {
     /// The user accepted exactly this operation.
     Accepted,
     /// Give the client this now (a refusal, or an input request).
-    Respond(CallToolResponse),
+    Respond(Box<CallToolResponse>),
 }
 
 /// What the user is shown: the action, each resolved value with its
@@ -124,7 +124,7 @@ fn params(gw: &Gateway, d: &Decision) -> Result<ElicitRequestParams, String> {
 }
 
 fn respond(d: &Decision, why: &str) -> Answer {
-    Answer::Respond(super::refusal_with(d, why).into())
+    Answer::Respond(Box::new(super::refusal_with(d, why).into()))
 }
 
 fn on_result(d: &Decision, r: &ElicitResult) -> Answer {
@@ -190,9 +190,8 @@ pub async fn ask(
             CONFIRM.into(),
             InputRequest::Elicitation(ElicitRequest::new(p)),
         );
-        return Answer::Respond(CallToolResponse::InputRequired(InputRequiredResult::new(
-            Some(requests),
-            Some(state),
+        return Answer::Respond(Box::new(CallToolResponse::InputRequired(
+            InputRequiredResult::new(Some(requests), Some(state)),
         )));
     }
     if !can_elicit {
