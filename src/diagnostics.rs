@@ -610,7 +610,10 @@ pub fn render_human(diag: &PackDiagnostic, file: &str, source: &str) -> String {
 }
 
 /// Renders with or without ANSI colour.
-pub fn render_human_report(diag: &PackDiagnostic, file: &str, source: &str, color: bool) -> String {
+pub fn render_human_report<D>(diag: &D, file: &str, source: &str, color: bool) -> String
+where
+    D: Diagnostic + Clone + Send + Sync + 'static,
+{
     let report = miette::Report::new(diag.clone())
         .with_source_code(miette::NamedSource::new(file, source.to_string()));
     let theme = if color {
@@ -664,7 +667,8 @@ pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-pub fn to_json(diag: &PackDiagnostic, file: &str, source: &str) -> JsonDiagnostic {
+pub fn to_json<D: Diagnostic + ?Sized>(diag: &D, file: &str, source: &str) -> JsonDiagnostic {
+    let is_error = !matches!(diag.severity(), Some(miette::Severity::Warning));
     let labels = diag
         .labels()
         .map(|it| {
@@ -683,8 +687,8 @@ pub fn to_json(diag: &PackDiagnostic, file: &str, source: &str) -> JsonDiagnosti
         .unwrap_or_default();
     JsonDiagnostic {
         file: file.to_string(),
-        code: diag.code_str(),
-        severity: if diag.is_error() { "error" } else { "warning" },
+        code: diag.code().map(|c| c.to_string()).unwrap_or_default(),
+        severity: if is_error { "error" } else { "warning" },
         message: diag.to_string(),
         help: diag.help().map(|h| h.to_string()),
         labels,

@@ -13,7 +13,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ProtocolVersion,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RoleClient, RunningService};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, RequestContext, RoleClient, RunningService,
+};
 use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
@@ -168,8 +170,8 @@ impl Harness {
 
     /// The calls the demo server executed (or attempted) of `tool`.
     fn executed(&self, tool: &str) -> Vec<Value> {
-        let st: Value = serde_json::from_str(&std::fs::read_to_string(&self.state).unwrap())
-            .unwrap();
+        let st: Value =
+            serde_json::from_str(&std::fs::read_to_string(&self.state).unwrap()).unwrap();
         st["calls"]
             .as_array()
             .unwrap()
@@ -215,7 +217,11 @@ async fn only_configured_tools_are_listed_and_callable() {
     for hidden in ["delete_file", "send_email", "no_such_tool"] {
         let r = h.call(hidden, args(json!({"path": "/etc/passwd"}))).await;
         assert!(is_error(&r), "{hidden}: {r:?}");
-        assert!(text(&r).contains("not available through intentplane"), "{}", text(&r));
+        assert!(
+            text(&r).contains("not available through intentplane"),
+            "{}",
+            text(&r)
+        );
         assert!(h.executed(hidden).is_empty());
     }
 }
@@ -237,7 +243,11 @@ async fn the_email_iban_is_refused_with_a_readable_reason() {
     let r = h
         .call(
             "send_money",
-            send(intentplane::mcp::demo_server::ATTACKER_IBAN, json!(1200.00), "Rent December"),
+            send(
+                intentplane::mcp::demo_server::ATTACKER_IBAN,
+                json!(1200.00),
+                "Rent December",
+            ),
         )
         .await;
     assert!(is_error(&r));
@@ -253,16 +263,26 @@ async fn the_email_iban_is_refused_with_a_readable_reason() {
 async fn an_allowed_call_executes_with_the_trusted_values_and_leaves_an_outcome_receipt() {
     let h = harness(Opts::default()).await;
     let r = h
-        .call("send_money", send("de44 5001 0517 5407 3249 31", json!(50.5), "Gym"))
+        .call(
+            "send_money",
+            send("de44 5001 0517 5407 3249 31", json!(50.5), "Gym"),
+        )
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     let done = h.executed("send_money");
     assert_eq!(done.len(), 1);
     let a = &done[0]["args"];
     let sent = a["recipient"].as_str().unwrap();
-    assert_ne!(sent, "de44 5001 0517 5407 3249 31", "never the agent's spelling");
+    assert_ne!(
+        sent, "de44 5001 0517 5407 3249 31",
+        "never the agent's spelling"
+    );
     assert_eq!(sent.replace(' ', ""), "DE44500105175407324931");
-    assert_eq!(a["amount"], json!(50.5), "major units, as the tool takes them");
+    assert_eq!(
+        a["amount"],
+        json!(50.5),
+        "major units, as the tool takes them"
+    );
     assert_eq!(a["currency"], "EUR");
     // the decision, then its outcome, linked by the operation hash
     let recs = h.receipts();
@@ -291,14 +311,21 @@ async fn a_retried_call_is_answered_from_the_store_not_run_twice() {
 async fn step_up_is_confirmed_by_elicitation_in_the_2025_era() {
     let h = harness(Opts::default()).await;
     let r = h
-        .call("send_money", send(testkit_landlord(), json!(1200), "Rent December"))
+        .call(
+            "send_money",
+            send(testkit_landlord(), json!(1200), "Rent December"),
+        )
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     let shown = h.user.shown();
     assert_eq!(shown.len(), 1);
     assert!(shown[0].contains("payment.transfer"), "{}", shown[0]);
     assert!(shown[0].contains("amount: 1,200.00"), "{}", shown[0]);
-    assert!(shown[0].contains("(from registry.beneficiaries"), "{}", shown[0]);
+    assert!(
+        shown[0].contains("(from registry.beneficiaries"),
+        "{}",
+        shown[0]
+    );
     assert_eq!(h.executed("send_money").len(), 1);
     assert_eq!(h.executed("send_money")[0]["args"]["amount"], json!(1200.0));
 }
@@ -376,18 +403,44 @@ async fn a_forged_or_misbound_request_state_grants_nothing() {
     // tampered
     let mut forged = state.clone();
     forged.push('x');
-    let r = h.client.call_tool_once(retry(a.clone(), forged)).await.unwrap();
-    let CallToolResponse::Complete(r) = r else { panic!() };
-    assert!(is_error(&r) && text(&r).contains("request state was refused"), "{}", text(&r));
+    let r = h
+        .client
+        .call_tool_once(retry(a.clone(), forged))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!()
+    };
+    assert!(
+        is_error(&r) && text(&r).contains("request state was refused"),
+        "{}",
+        text(&r)
+    );
     // the state of 1,200.00 replayed for 9,000.00
     let other = send(testkit_landlord(), json!(9000), "Rent");
-    let r = h.client.call_tool_once(retry(other, state.clone())).await.unwrap();
-    let CallToolResponse::Complete(r) = r else { panic!() };
-    assert!(is_error(&r) && text(&r).contains("request state was refused"), "{}", text(&r));
+    let r = h
+        .client
+        .call_tool_once(retry(other, state.clone()))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!()
+    };
+    assert!(
+        is_error(&r) && text(&r).contains("request state was refused"),
+        "{}",
+        text(&r)
+    );
     assert!(h.executed("send_money").is_empty());
     // the genuine answer executes once
-    let r = h.client.call_tool_once(retry(a.clone(), state.clone())).await.unwrap();
-    let CallToolResponse::Complete(r) = r else { panic!() };
+    let r = h
+        .client
+        .call_tool_once(retry(a.clone(), state.clone()))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!()
+    };
     assert!(!is_error(&r), "{}", text(&r));
     // and replaying it does not execute again
     let _ = h.client.call_tool_once(retry(a, state)).await.unwrap();
@@ -418,7 +471,10 @@ async fn a_client_without_elicitation_is_told_why() {
 async fn above_the_hard_cap_or_the_budget_nothing_executes() {
     let h = harness(Opts::default()).await;
     let r = h
-        .call("send_money", send(testkit_landlord(), json!(10000.01), "Rent"))
+        .call(
+            "send_money",
+            send(testkit_landlord(), json!(10000.01), "Rent"),
+        )
         .await;
     assert!(is_error(&r));
     assert!(text(&r).contains("hard cap"), "{}", text(&r));
@@ -465,7 +521,11 @@ async fn malformed_and_oversized_arguments_are_denied_with_a_receipt() {
         let before = h.receipts().len();
         let r = h.call("send_money", a).await;
         assert!(is_error(&r));
-        assert!(text(&r).contains("DENY at stage `contract`"), "{}", text(&r));
+        assert!(
+            text(&r).contains("DENY at stage `contract`"),
+            "{}",
+            text(&r)
+        );
         assert_eq!(h.receipts().len(), before + 1, "a receipt for each");
     }
     assert!(h.executed("send_money").is_empty());
@@ -526,7 +586,7 @@ async fn a_decision_without_a_recorded_outcome_is_outcome_unknown() {
         .gateway()
         .decide(&intentplane::gateway::Input {
             proposal,
-            mandate: Some(h.proxy.session_token()),
+            mandate: h.proxy.mandate_of("send_money"),
             approvals: vec![],
             malformed: None,
         })
@@ -534,7 +594,11 @@ async fn a_decision_without_a_recorded_outcome_is_outcome_unknown() {
     assert_eq!(d.decision, intentplane::gateway::Outcome::Allow);
     let r = h.call("send_money", a).await;
     assert!(is_error(&r));
-    assert!(text(&r).contains("outcome unknown, ask the user"), "{}", text(&r));
+    assert!(
+        text(&r).contains("outcome unknown, ask the user"),
+        "{}",
+        text(&r)
+    );
     assert!(h.executed("send_money").is_empty());
 }
 
@@ -547,14 +611,19 @@ async fn four_eyes_is_refused_until_the_second_approver_signs_out_of_band() {
         ..Opts::default()
     })
     .await;
-    let a = args(json!({"vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "iban": "es91 2100 0418 4502 0005 1332"}));
+    let a = args(
+        json!({"vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "iban": "es91 2100 0418 4502 0005 1332"}),
+    );
     let r = h.call("update_vendor", a.clone()).await;
     assert!(is_error(&r));
     let t = text(&r);
     assert!(t.contains("four eyes"), "{t}");
     assert!(t.contains("must be approved by"), "{t}");
     assert!(t.contains("cfo") || t.contains("treasury"), "{t}");
-    assert!(h.user.shown().is_empty(), "the client cannot grant four eyes");
+    assert!(
+        h.user.shown().is_empty(),
+        "the client cannot grant four eyes"
+    );
     assert!(h.executed("update_vendor").is_empty());
     // the CFO signs out of band; the clerk confirms through the client
     let op = r.structured_content.as_ref().unwrap()["operation_hash"]
@@ -589,6 +658,10 @@ async fn without_the_users_key_step_up_is_refused_with_the_reason() {
         .call("send_money", send(testkit_landlord(), json!(1200), "Rent"))
         .await;
     assert!(is_error(&r));
-    assert!(text(&r).contains("no approval key for the user"), "{}", text(&r));
+    assert!(
+        text(&r).contains("no approval key for the user"),
+        "{}",
+        text(&r)
+    );
     assert!(h.user.shown().is_empty());
 }

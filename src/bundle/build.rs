@@ -70,7 +70,16 @@ impl BuildReport {
 
 /// Builds a bundle from pack folders or files.
 pub fn build(paths: &[PathBuf]) -> BuildReport {
-    let checked: Vec<Checked> = paths.iter().map(|p| check_path(p)).collect();
+    build_with(paths, vec![])
+}
+
+/// Builds a bundle from pack folders or files and packs checked elsewhere
+/// (the MCP proxy's inline tools, checked from its TOML), which have no
+/// hand-written policies.
+pub fn build_with(paths: &[PathBuf], extra: Vec<Checked>) -> BuildReport {
+    let from_files = paths.len();
+    let mut checked: Vec<Checked> = paths.iter().map(|p| check_path(p)).collect();
+    checked.extend(extra);
     let mut report = BuildReport {
         checked,
         problems: vec![],
@@ -81,14 +90,17 @@ pub fn build(paths: &[PathBuf]) -> BuildReport {
         return report;
     }
     let mut inputs = vec![];
-    for c in &report.checked {
+    for (i, c) in report.checked.iter().enumerate() {
         let Some(pack) = &c.pack else { continue };
-        let custom = match read_custom(&c.file) {
-            Ok(x) => x,
-            Err(p) => {
-                report.problems.push(*p);
-                continue;
-            }
+        let custom = match i < from_files {
+            false => None,
+            true => match read_custom(&c.file) {
+                Ok(x) => x,
+                Err(p) => {
+                    report.problems.push(*p);
+                    continue;
+                }
+            },
         };
         inputs.push(PackInput {
             pack: pack.clone(),

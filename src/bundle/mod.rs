@@ -22,7 +22,7 @@ mod build;
 pub mod invariants;
 
 pub use crate::codegen::{PackInfo, PolicyEntry, Table, TableAction, TablePack};
-pub use build::{BuildReport, build};
+pub use build::{BuildReport, build, build_with};
 
 use crate::canonical::{self, CanonicalError};
 use crate::codegen::Generated;

@@ -109,20 +109,32 @@ pub fn check_text(file: &str, source: &str) -> Checked {
         pack: None,
         diagnostics: vec![],
     };
-    let ast = match crate::syntax::parse(source) {
-        Ok(a) => a,
+    match crate::syntax::parse(source) {
+        Ok(ast) => check_ast(file, source, &ast),
         Err(d) => {
             out.diagnostics = d;
-            return out;
+            out
         }
+    }
+}
+
+/// Checks a syntax tree whose spans point into `source`: the pack
+/// language's parser makes one, and so does the MCP proxy's TOML front-end
+/// (src/mcp/config), which gets the same checks, diagnostics and lints.
+pub fn check_ast(file: &str, source: &str, ast: &ast::File) -> Checked {
+    let mut out = Checked {
+        file: file.to_string(),
+        source: source.to_string(),
+        pack: None,
+        diagnostics: vec![],
     };
     let mut cx = Cx::new(source);
-    let pack = cx.pack(file, &ast);
+    let pack = cx.pack(file, ast);
     out.diagnostics = cx.errors;
     // lints only on a pack that checks: an unresolved source would make
     // every claim it names look unused
     if !out.has_errors() {
-        out.diagnostics.extend(crate::lint::run(&ast, &pack));
+        out.diagnostics.extend(crate::lint::run(ast, &pack));
     }
     if !out.has_errors() {
         out.pack = Some(pack);

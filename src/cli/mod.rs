@@ -6,6 +6,7 @@ mod build;
 mod bundle;
 mod check;
 mod keygen;
+mod mcp;
 // the gateway and the trusted side
 mod approvals;
 mod approve;
@@ -15,7 +16,7 @@ mod receipts;
 mod registry;
 mod run;
 mod serve;
-mod token;
+pub(crate) mod token;
 // scenarios
 mod mutate;
 mod test;
@@ -64,6 +65,9 @@ pub enum Command {
     Test(test::TestArgs),
     /// Mutation testing: weaken each policy, require the scenarios to fail.
     Mutate(mutate::MutateArgs),
+    /// The MCP proxy: an MCP server on stdio deciding every tool call
+    /// (`--check`: report the config's diagnostics, start nothing).
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Default)]
@@ -90,7 +94,17 @@ pub struct CheckArgs {
 
 /// Runs a parsed command line; the return value is the process exit code.
 pub fn run(cli: Cli) -> u8 {
-    let mut out = std::io::stdout().lock();
+    // `ipc mcp` and `ipc demo mcp-server` speak MCP on stdout through
+    // rmcp, which locks stdout itself: holding the lock here would block it
+    let (mut locked, mut unlocked);
+    let mut out: &mut dyn std::io::Write =
+        if matches!(&cli.command, Command::Mcp(_) | Command::Demo(_)) {
+            unlocked = std::io::stdout();
+            &mut unlocked
+        } else {
+            locked = std::io::stdout().lock();
+            &mut locked
+        };
     match cli.command {
         Command::Check(args) => check::run(&args, &mut out),
         Command::Receipts(args) => receipts::run(&args, &mut out),
@@ -106,6 +120,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Demo(args) => demo::run(&args, &mut out),
         Command::Test(args) => test::run(&args, &mut out),
         Command::Mutate(args) => mutate::run(&args, &mut out),
+        Command::Mcp(args) => mcp::run(&args, &mut out),
     }
 }
 

@@ -3,11 +3,10 @@
 //! records a revocation in the store.
 
 use crate::bundle::Bundle;
+use crate::gateway::MandateToken;
 use crate::gateway::json::{parse_decimal_minor, parse_time_str};
-use crate::gateway::world::typed_value;
-use crate::gateway::{Budget, Mandate, MandateToken};
-use crate::ir::Type;
-use serde_json::{Map, Value};
+use crate::gateway::mandate::MandateSpec;
+use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -116,71 +115,25 @@ pub fn issue(a: &IssueArgs) -> Result<MandateToken, String> {
         .table
         .pack(&a.pack)
         .ok_or_else(|| format!("the bundle has no pack `{}`", a.pack))?;
-    let mut given: Map<String, Value> = Map::new();
+    let mut claims = vec![];
     for c in &a.claims {
         let (name, value) = c
             .split_once('=')
             .ok_or_else(|| format!("`{c}` is not NAME=VALUE"))?;
-        let decl = pack
-            .claims
-            .iter()
-            .find(|d| d.name == name)
-            .ok_or_else(|| format!("pack `{}` declares no claim `{name}`", a.pack))?;
-        let one =
-            claim_value(value, decl.ty.element()).map_err(|e| format!("claim `{name}`: {e}"))?;
-        if decl.ty.is_collection() {
-            let entry = given
-                .entry(name.to_string())
-                .or_insert(Value::Array(vec![]));
-            if let Value::Array(items) = entry
-                && !items.contains(&one)
-            {
-                items.push(one);
-            }
-        } else if given.insert(name.to_string(), one).is_some() {
-            return Err(format!(
-                "claim `{name}` given twice, but it is a single value"
-            ));
-        }
+        claims.push((name.to_string(), Value::String(value.to_string())));
     }
-    for d in &pack.claims {
-        if d.ty.is_collection() && !given.contains_key(&d.name) {
-            given.insert(d.name.clone(), Value::Array(vec![]));
-        }
-    }
-    let now = now_or(&a.now)?;
-    let mandate = Mandate {
-        id: a
-            .id
-            .clone()
-            .unwrap_or_else(|| format!("m-{}", crate::gateway::approval::random_id())),
-        pack: a.pack.clone(),
+    let spec = MandateSpec {
         user: a.user.clone(),
-        owner: a.owner.clone().unwrap_or_else(|| a.user.clone()),
+        owner: a.owner.clone(),
         scopes: a.scopes.clone(),
-        claims: given,
-        budget: Budget {
-            amount: parse_decimal_minor(a.budget.trim())?,
-            calls: a.calls,
-        },
-        issued_at: now,
-        expires_at: now.saturating_add(a.ttl),
+        claims,
+        budget: parse_decimal_minor(a.budget.trim())?,
+        calls: a.calls,
+        issued_at: now_or(&a.now)?,
+        ttl: a.ttl,
+        id: a.id.clone(),
     };
-    MandateToken::sign(mandate, &key).map_err(|e| e.to_string())
-}
-
-fn claim_value(text: &str, ty: &Type) -> Result<Value, String> {
-    let v = match ty {
-        Type::Int | Type::Duration | Type::Money | Type::Date | Type::Timestamp | Type::Bool => {
-            match serde_json::from_str::<Value>(text) {
-                Ok(v @ (Value::Number(_) | Value::Bool(_))) => v,
-                _ => Value::String(text.to_string()),
-            }
-        }
-        _ => Value::String(text.to_string()),
-    };
-    // typed, and in its type's canonical form (IBAN, e-mail, phone)
-    typed_value(&v, ty)
+    crate::gateway::mandate::issue(&spec, pack, &key)
 }
 
 fn revoke(a: &RevokeArgs, out: &mut dyn Write) -> Result<(), String> {

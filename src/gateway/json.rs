@@ -238,6 +238,14 @@ pub fn parse_decimal_minor(text: &str) -> Result<i64, String> {
     Ok(if neg { -minor } else { minor })
 }
 
+/// Minor units as the exact decimal a proposal carries (`"1000.01"`): the
+/// inverse of [`parse_decimal_minor`].
+pub fn format_minor(minor: i64) -> String {
+    let sign = if minor < 0 { "-" } else { "" };
+    let m = minor.unsigned_abs();
+    format!("{sign}{}.{:02}", m / 100, m % 100)
+}
+
 /// A value as a message shows it (a DENY reason, a hint, an error): every
 /// character that could hide or disguise text — controls, newlines, NUL,
 /// bidi and zero-width marks, non-ASCII spaces, combining marks — written

@@ -65,6 +65,99 @@ impl MandateToken {
     }
 }
 
+/// What a mandate says before it is signed: `ipc token issue`'s options
+/// and the MCP proxy's `[session]` both come to this, and [`issue`] types
+/// and signs it.
+#[derive(Clone, Debug)]
+pub struct MandateSpec {
+    pub user: String,
+    /// The tenant whose records are in scope (default: the user).
+    pub owner: Option<String>,
+    pub scopes: Vec<String>,
+    /// `(claim, value)`; a set claim's name repeated for each member. A
+    /// string given for a number or boolean claim is read as JSON when it
+    /// parses (`--claim limit=3`).
+    pub claims: Vec<(String, Value)>,
+    /// Cumulative cap in minor units.
+    pub budget: i64,
+    pub calls: u64,
+    pub issued_at: i64,
+    /// Validity in seconds.
+    pub ttl: i64,
+    /// Default: random.
+    pub id: Option<String>,
+}
+
+/// Types every claim against the pack's declaration (in its canonical
+/// form; a set claim without members is an empty set), and signs.
+pub fn issue(
+    spec: &MandateSpec,
+    pack: &TablePack,
+    key: &SecretKey,
+) -> Result<MandateToken, String> {
+    let mut given: Map<String, Value> = Map::new();
+    for (name, value) in &spec.claims {
+        let decl = pack
+            .claims
+            .iter()
+            .find(|d| &d.name == name)
+            .ok_or_else(|| format!("pack `{}` declares no claim `{name}`", pack.name))?;
+        let one =
+            claim_value(value, decl.ty.element()).map_err(|e| format!("claim `{name}`: {e}"))?;
+        if decl.ty.is_collection() {
+            let entry = given.entry(name.clone()).or_insert(Value::Array(vec![]));
+            if let Value::Array(items) = entry
+                && !items.contains(&one)
+            {
+                items.push(one);
+            }
+        } else if given.insert(name.clone(), one).is_some() {
+            return Err(format!(
+                "claim `{name}` given twice, but it is a single value"
+            ));
+        }
+    }
+    for d in &pack.claims {
+        if d.ty.is_collection() && !given.contains_key(&d.name) {
+            given.insert(d.name.clone(), Value::Array(vec![]));
+        }
+    }
+    let mandate = Mandate {
+        id: spec
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("m-{}", crate::gateway::approval::random_id())),
+        pack: pack.name.clone(),
+        user: spec.user.clone(),
+        owner: spec.owner.clone().unwrap_or_else(|| spec.user.clone()),
+        scopes: spec.scopes.clone(),
+        claims: given,
+        budget: Budget {
+            amount: spec.budget,
+            calls: spec.calls,
+        },
+        issued_at: spec.issued_at,
+        expires_at: spec.issued_at.saturating_add(spec.ttl),
+    };
+    MandateToken::sign(mandate, key).map_err(|e| e.to_string())
+}
+
+/// One claim value, typed and in its type's canonical form (IBAN, e-mail,
+/// phone).
+fn claim_value(v: &Value, ty: &Type) -> Result<Value, String> {
+    let v = match (ty, v) {
+        (
+            Type::Int | Type::Duration | Type::Money | Type::Date | Type::Timestamp | Type::Bool,
+            Value::String(text),
+        ) => match serde_json::from_str::<Value>(text) {
+            Ok(n @ (Value::Number(_) | Value::Bool(_))) => n,
+            _ => v.clone(),
+        },
+        _ => v.clone(),
+    };
+    crate::gateway::world::typed_value(&v, ty)
+}
+
 impl Mandate {
     /// Checks every claim against its declaration in the pack and puts it
     /// in its canonical runtime form (an IBAN without spaces, an e-mail in

@@ -318,12 +318,24 @@ impl World {
                     registry: reg.name.clone(),
                 });
             }
-            let recs = load_registry(&file, reg)?;
-            self.registries
-                .entry(pack.to_string())
-                .or_default()
-                .insert(reg.name.clone(), recs);
+            self.load_registry_file(pack, reg, &file)?;
         }
+        Ok(())
+    }
+
+    /// Loads one registry of a pack from one file, checked against its
+    /// declaration (the MCP proxy's TOML names a file per registry).
+    pub fn load_registry_file(
+        &mut self,
+        pack: &str,
+        reg: &ir::Registry,
+        file: &Path,
+    ) -> Result<(), WorldError> {
+        let recs = load_registry(file, reg)?;
+        self.registries
+            .entry(pack.to_string())
+            .or_default()
+            .insert(reg.name.clone(), recs);
         Ok(())
     }
 

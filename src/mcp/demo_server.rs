@@ -55,7 +55,11 @@ fn schema(props: Value, required: &[&str]) -> Arc<Map<String, Value>> {
 /// The tools the server offers.
 pub fn tools() -> Vec<Tool> {
     vec![
-        Tool::new("read_inbox", "Read the user's e-mail inbox", schema(json!({}), &[])),
+        Tool::new(
+            "read_inbox",
+            "Read the user's e-mail inbox",
+            schema(json!({}), &[]),
+        ),
         Tool::new(
             "list_vendors",
             "List the payees and vendors on file (ERP)",
@@ -145,7 +149,10 @@ impl DemoServer {
         let Some(p) = &self.opts.state else {
             return Ok(());
         };
-        let st = self.state.lock().map_err(|_| "state poisoned".to_string())?;
+        let st = self
+            .state
+            .lock()
+            .map_err(|_| "state poisoned".to_string())?;
         let text = serde_json::to_string_pretty(&*st).map_err(|e| e.to_string())?;
         let tmp = p.with_extension("tmp");
         std::fs::write(&tmp, text).map_err(|e| e.to_string())?;
@@ -155,7 +162,10 @@ impl DemoServer {
     /// Executes one call on the state and records it (with whether it
     /// succeeded); `Err` is a tool error.
     fn execute(&self, tool: &str, args: &Map<String, Value>) -> Result<Value, String> {
-        let mut st = self.state.lock().map_err(|_| "state poisoned".to_string())?;
+        let mut st = self
+            .state
+            .lock()
+            .map_err(|_| "state poisoned".to_string())?;
         let result = apply(&mut st, tool, args);
         if let Some(calls) = st["calls"].as_array_mut() {
             calls.push(json!({"tool": tool, "args": args, "ok": result.is_ok()}));

@@ -82,6 +82,8 @@ pub enum ProxyError {
 struct Routed {
     config: ToolConfig,
     tool: Tool,
+    /// The mandate its calls are decided under (its action's pack's).
+    mandate: Value,
 }
 
 struct Inner {
@@ -164,6 +166,11 @@ impl Proxy {
     /// Builds the gateway (executing externally), starts every downstream
     /// server and checks that each configured tool exists there.
     pub async fn start(setup: Setup) -> Result<Proxy, ProxyError> {
+        let mandates: Vec<Value> = setup
+            .tools
+            .iter()
+            .map(|t| setup.mandate_for(t).unwrap_or(&setup.session.token).clone())
+            .collect();
         let gateway = Gateway::new(&setup.bundle, setup.world, setup.store)?.execute_externally();
         let mut clients = HashMap::new();
         let mut offered: HashMap<String, Vec<Tool>> = HashMap::new();
@@ -180,7 +187,7 @@ impl Proxy {
             clients.insert(s.name.clone(), client);
         }
         let mut tools = vec![];
-        for t in setup.tools {
+        for (t, mandate) in setup.tools.into_iter().zip(mandates) {
             let list = offered
                 .get(&t.server)
                 .ok_or_else(|| ProxyError::UnknownServer {
@@ -200,7 +207,11 @@ impl Proxy {
                         .collect::<Vec<_>>()
                         .join(", "),
                 })?;
-            tools.push(Routed { config: t, tool });
+            tools.push(Routed {
+                config: t,
+                tool,
+                mandate,
+            });
         }
         Ok(Proxy {
             inner: Arc::new(Inner {
@@ -236,9 +247,9 @@ impl Proxy {
         &self.inner.gateway
     }
 
-    /// The session's mandate token (what every decision is taken under).
-    pub fn session_token(&self) -> Value {
-        self.inner.session.token.clone()
+    /// The mandate token a tool's calls are decided under.
+    pub fn mandate_of(&self, tool: &str) -> Option<Value> {
+        self.routed(tool).map(|r| r.mandate.clone())
     }
 
     fn routed(&self, name: &str) -> Option<&Routed> {
@@ -255,10 +266,15 @@ impl Proxy {
             .map_err(|e| format!("the gateway failed: {e}"))
     }
 
-    fn input(&self, proposal: Value, malformed: Option<String>, approvals: Vec<Value>) -> Input {
+    fn input(
+        routed: &Routed,
+        proposal: Value,
+        malformed: Option<String>,
+        approvals: Vec<Value>,
+    ) -> Input {
         Input {
             proposal,
-            mandate: Some(self.inner.session.token.clone()),
+            mandate: Some(routed.mandate.clone()),
             approvals,
             malformed,
         }
@@ -332,14 +348,14 @@ impl Proxy {
             }
         };
         let first = match self
-            .decide(self.input(proposal.clone(), malformed, vec![]))
+            .decide(Self::input(routed, proposal.clone(), malformed, vec![]))
             .await
         {
             Ok(d) => d,
             Err(e) => return error_result(e).into(),
         };
         let d = if first.decision == Outcome::Pending {
-            match self.step_up(first, &proposal, request, ctx).await {
+            match self.step_up(routed, first, &proposal, request, ctx).await {
                 Ok(d) => d,
                 Err(resp) => return resp,
             }
@@ -357,6 +373,7 @@ impl Proxy {
     /// response to give now (a refusal, or the 2026-07-28 input request).
     async fn step_up(
         &self,
+        routed: &Routed,
         pending: Decision,
         proposal: &Value,
         request: &CallToolRequestParams,
@@ -369,7 +386,12 @@ impl Proxy {
         let mut d = pending;
         if !approvals.is_empty() {
             d = self
-                .decide(self.input(proposal.clone(), None, approvals.clone()))
+                .decide(Self::input(
+                    routed,
+                    proposal.clone(),
+                    None,
+                    approvals.clone(),
+                ))
                 .await
                 .map_err(|e| CallToolResponse::from(error_result(e)))?;
             if d.decision != Outcome::Pending {
@@ -408,7 +430,7 @@ impl Proxy {
             .mint(&op)
             .map_err(|e| CallToolResponse::from(error_result(e)))?;
         approvals.push(minted);
-        self.decide(self.input(proposal.clone(), None, approvals))
+        self.decide(Self::input(routed, proposal.clone(), None, approvals))
             .await
             .map_err(|e| CallToolResponse::from(error_result(e)))
     }

@@ -4,7 +4,10 @@
 //! integration tests and the benchmark; test code, it panics.
 
 use crate::gateway::testkit::{MandateSpec, TestWorld};
-use crate::mcp::config::{ArgMap, ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
+use crate::ir::Type;
+use crate::mcp::config::{
+    ArgMap, ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport,
+};
 use crate::store::Store;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -15,9 +18,12 @@ use std::sync::Arc;
 /// `payment.transfer` (amount in major units), `send_email` and
 /// `delete_file` not listed (hidden).
 pub fn demo_tools() -> Vec<ToolConfig> {
-    let arg = |a: &str, scale: Option<u32>| ArgMap::Arg {
+    let arg = |a: &str, scale: Option<u32>, ty: Type, optional: bool| ArgMap::Arg {
         arg: a.into(),
         scale,
+        ty,
+        as_text: false,
+        optional,
     };
     vec![
         ToolConfig {
@@ -37,10 +43,19 @@ pub fn demo_tools() -> Vec<ToolConfig> {
                 action: "payment.transfer".into(),
                 params: vec![
                     ("from_account".into(), ArgMap::Const(json!("emma-checking"))),
-                    ("payee_iban".into(), arg("recipient", None)),
-                    ("amount".into(), arg("amount", Some(100))),
-                    ("currency".into(), arg("currency", None)),
-                    ("subject".into(), arg("subject", None)),
+                    (
+                        "payee_iban".into(),
+                        arg("recipient", None, Type::Iban, false),
+                    ),
+                    (
+                        "amount".into(),
+                        arg("amount", Some(100), Type::Money, false),
+                    ),
+                    (
+                        "currency".into(),
+                        arg("currency", None, Type::Currency, false),
+                    ),
+                    ("subject".into(), arg("subject", None, Type::Text, true)),
                 ],
             },
         },
@@ -50,9 +65,12 @@ pub fn demo_tools() -> Vec<ToolConfig> {
 /// `update_vendor` mapped onto the AP pack's `vendor.change_iban` (four
 /// eyes, always).
 pub fn ap_tools() -> Vec<ToolConfig> {
-    let arg = |a: &str| ArgMap::Arg {
+    let arg = |a: &str, ty: Type| ArgMap::Arg {
         arg: a.into(),
         scale: None,
+        ty,
+        as_text: false,
+        optional: false,
     };
     vec![ToolConfig {
         server: "demo".into(),
@@ -60,9 +78,9 @@ pub fn ap_tools() -> Vec<ToolConfig> {
         mode: ToolMode::Action {
             action: "vendor.change_iban".into(),
             params: vec![
-                ("vendor_id".into(), arg("vendor_id")),
-                ("callback_id".into(), arg("callback_id")),
-                ("new_iban".into(), arg("iban")),
+                ("vendor_id".into(), arg("vendor_id", Type::Id)),
+                ("callback_id".into(), arg("callback_id", Type::Id)),
+                ("new_iban".into(), arg("iban", Type::Iban)),
             ],
         },
     }]
@@ -100,6 +118,8 @@ pub fn setup(
     user_key: bool,
 ) -> Setup {
     let user = spec.user.clone();
+    let pack = spec.pack.clone();
+    let token = tw.mandate(spec);
     let approvals: PathBuf = tw.dir.path().join("approvals");
     let _ = std::fs::create_dir_all(&approvals);
     Setup {
@@ -110,7 +130,8 @@ pub fn setup(
         world: tw.world(),
         store,
         session: SessionConfig {
-            token: tw.mandate(spec),
+            mandates: vec![(pack, token.clone())],
+            token,
             user_key: user_key.then(|| tw.key(&user).clone()),
             user,
             approvals_dir: Some(approvals),

@@ -682,9 +682,7 @@ fn source_name(s: &crate::ir::Source) -> String {
 
 /// Minor units as the exact decimal a proposal carries (`"1000.01"`).
 fn money_json(cents: i64) -> Value {
-    let sign = if cents < 0 { "-" } else { "" };
-    let c = cents.unsigned_abs();
-    Value::String(format!("{sign}{}.{:02}", c / 100, c % 100))
+    Value::String(crate::gateway::json::format_minor(cents))
 }
 
 #[cfg(test)]

@@ -57,6 +57,66 @@ pub fn parse(source: &str) -> Result<File, Vec<PackDiagnostic>> {
     }
 }
 
+/// One expression written at byte `offset` of a larger file (a string
+/// value in the MCP proxy's TOML): its spans point into that file.
+pub fn parse_expr_at(text: &str, offset: usize) -> Result<Expr, Vec<PackDiagnostic>> {
+    fragment(text, offset, Rule::expr_fragment, |b, p| b.top_expr(p))
+}
+
+/// One type (`Iban`, `set<Email>`) written at byte `offset` of a larger file.
+pub fn parse_type_at(text: &str, offset: usize) -> Result<TypeExpr, Vec<PackDiagnostic>> {
+    fragment(text, offset, Rule::type_fragment, |b, p| b.type_expr(p))
+}
+
+/// One path (`mandate.payee`, `registry.vendors[vendor].iban`) written at
+/// byte `offset` of a larger file.
+pub fn parse_path_at(text: &str, offset: usize) -> Result<Path, Vec<PackDiagnostic>> {
+    fragment(text, offset, Rule::path_fragment, |b, p| b.path(p))
+}
+
+/// Parses `text` with a fragment rule as if it stood at `offset`: the text
+/// is preceded by that many spaces (which the grammar skips), so every span
+/// the builder records is already a span of the larger file.
+fn fragment<T>(
+    text: &str,
+    offset: usize,
+    rule: Rule,
+    build: impl FnOnce(&mut Builder, Pair<'_, Rule>) -> T,
+) -> Result<T, Vec<PackDiagnostic>> {
+    if text.len() > MAX_SOURCE_LEN || offset > MAX_SOURCE_LEN {
+        return Err(vec![PackDiagnostic::Syntax {
+            expected: "a shorter text".into(),
+            span: (offset, 0).into(),
+            found: "too long".into(),
+            help: None,
+        }]);
+    }
+    let padded = format!("{}{text}", " ".repeat(offset));
+    if let Some(d) = check_depth(&padded) {
+        return Err(vec![d]);
+    }
+    pest::set_call_limit(std::num::NonZeroUsize::new(CALL_LIMIT));
+    let mut pairs = PackParser::parse(rule, &padded).map_err(|e| vec![syntax_error(e)])?;
+    let inner = pairs
+        .next()
+        .and_then(|top| top.into_inner().next())
+        .ok_or_else(|| {
+            vec![PackDiagnostic::Syntax {
+                expected: "a value".into(),
+                span: (offset, text.len()).into(),
+                found: "nothing".into(),
+                help: None,
+            }]
+        })?;
+    let mut b = Builder { errors: vec![] };
+    let out = build(&mut b, inner);
+    if b.errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(b.errors)
+    }
+}
+
 /// Refuses inputs nested deeper than [`MAX_DEPTH`] before pest sees them.
 fn check_depth(source: &str) -> Option<PackDiagnostic> {
     let mut depth = 0usize;

@@ -1,8 +1,26 @@
 //! `intentplane.toml`: the MCP proxy's configuration, a second front-end to
 //! the checked IR.
 //!
-//! INTERFACE (shared by the config and the proxy work; the config work
-//! implements the bodies, the proxy work only calls them).
+//! [`load`] reads the file and builds everything `ipc mcp` needs (a
+//! [`Setup`]); [`check`] does the same without opening the store, for
+//! `ipc mcp --check`. Every problem is a diagnostic pointing into the TOML
+//! (or into a pack file): [`ConfigReport`].
+//!
+//! Submodules: `file` (the TOML's shape, with spans), `lower` (inline tools
+//! to the pack language's syntax tree, checked by `crate::check`), `load`
+//! (servers, packs or bundle, world, session, tool mappings), `mapping`
+//! (tool arguments to proposals and trusted values back), `diag`.
+
+mod diag;
+mod file;
+mod load;
+mod lower;
+mod mapping;
+
+pub use diag::{ConfigError, ConfigReport, Diag, Reported};
+pub use load::{Checked, DEFAULT_STORE, check, load, load_with_report};
+pub use lower::{DEFAULT_PACK, INLINE_EXECUTOR};
+pub use mapping::{SCALES, minor_from_tool, minor_to_tool};
 
 use crate::bundle::Bundle;
 use crate::gateway::world::World;
@@ -40,9 +58,23 @@ pub enum Transport {
 pub enum ArgMap {
     /// The tool argument `arg` (the parameter's own name unless renamed).
     /// `scale`: the tool speaks major units (4.00) and the parameter is
-    /// Money in minor units (400) — `scale = 100`.
-    Arg { arg: String, scale: Option<u32> },
-    /// A constant the config fixes; the agent cannot set it.
+    /// Money in minor units (400) — `scale = 100` (one of [`SCALES`];
+    /// always set for a Money parameter, never for another).
+    Arg {
+        arg: String,
+        scale: Option<u32>,
+        /// The parameter's type: a Date goes back to the tool as
+        /// `YYYY-MM-DD`, a Timestamp as `YYYY-MM-DDTHH:MM:SSZ`.
+        ty: crate::ir::Type,
+        /// `format = "string"`: the tool writes the amount as a string
+        /// (`"4.00"`), not a number.
+        as_text: bool,
+        /// The parameter has a default: the argument may be left out.
+        optional: bool,
+    },
+    /// A constant the config fixes (`value = ...`, or `claim = "account"`:
+    /// the session mandate's claim, read at start-up); the agent cannot set
+    /// it and it is not sent to the tool.
     Const(Value),
 }
 
@@ -72,8 +104,13 @@ pub struct ToolConfig {
 /// the config with the issuer key, or read from a file).
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
-    /// The signed mandate token (the JSON the gateway takes as `mandate`).
+    /// The signed mandate token (the JSON the gateway takes as `mandate`)
+    /// of the first pack the tools use; see [`SessionConfig::mandates`].
     pub token: Value,
+    /// One mandate per pack the tools use (a mandate covers one pack), in
+    /// the order of first use: `(pack, token)`. Same user, owner, scopes
+    /// and expiry. [`Setup::mandate_for`] picks a tool's.
+    pub mandates: Vec<(String, Value)>,
     /// The mandate's user (who step-up approvals are minted for).
     pub user: String,
     /// The user's approval key, with which the proxy signs a step-up the
@@ -96,6 +133,27 @@ pub struct Setup {
     pub session: SessionConfig,
 }
 
+impl Setup {
+    /// The mandate token for a tool's calls: the one of the pack its action
+    /// belongs to (`None` for a passthrough tool).
+    pub fn mandate_for(&self, tool: &ToolConfig) -> Option<&Value> {
+        let ToolMode::Action { action, .. } = &tool.mode else {
+            return None;
+        };
+        let pack = &self.bundle.table.action(action)?.pack;
+        self.session
+            .mandates
+            .iter()
+            .find(|(p, _)| p == pack)
+            .map(|(_, t)| t)
+    }
+
+    /// The tool the client calls by this name.
+    pub fn tool(&self, name: &str) -> Option<&ToolConfig> {
+        self.tools.iter().find(|t| t.tool == name)
+    }
+}
+
 impl ToolConfig {
     /// The agent's tool arguments as a gateway proposal
     /// `{"action", "args"}` in the gateway's units (minor units for scaled
@@ -104,8 +162,7 @@ impl ToolConfig {
     /// read: the caller turns it into a DENY with a receipt
     /// (`Input::malformed`), never a silent pass.
     pub fn to_proposal(&self, args: &Map<String, Value>) -> Result<Value, String> {
-        let _ = args;
-        Err("not implemented".into())
+        mapping::to_proposal(self, args)
     }
 
     /// The downstream call's arguments from the decision's **trusted**
@@ -117,7 +174,6 @@ impl ToolConfig {
         &self,
         resolved: &Map<String, Value>,
     ) -> Result<Map<String, Value>, String> {
-        let _ = resolved;
-        Err("not implemented".into())
+        mapping::to_downstream(self, resolved)
     }
 }

@@ -1,0 +1,110 @@
+//! `ipc mcp --config F [--check] [--format json]`: the MCP proxy. With
+//! `--check`, every diagnostic of the config (its own, the packs', the
+//! inline tools') and nothing started: no child process, no store. Exit 0
+//! when clean (warnings printed), 1 on any error.
+
+use super::Format;
+use crate::mcp::config::{ConfigReport, check, load_with_report};
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct McpArgs {
+    /// The proxy's configuration (`intentplane.toml`).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Check the configuration and report; start nothing.
+    #[arg(long)]
+    pub check: bool,
+    /// Output format of `--check`.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
+    if args.check {
+        let (report, checked) = check(&args.config);
+        let summary = checked.as_ref().map(|c| {
+            (
+                c.servers.len(),
+                c.tools.len(),
+                c.bundle.table.actions.len(),
+                c.store_path.display().to_string(),
+            )
+        });
+        let written = match args.format {
+            Format::Human => human(&report, &args.config, summary, out),
+            Format::Json => {
+                let doc = json!({
+                    "ok": !report.has_errors(),
+                    "config": args.config.display().to_string(),
+                    "errors": report.errors(),
+                    "warnings": report.warnings(),
+                    "servers": checked.as_ref().map(|c| c.servers.iter().map(|s| s.name.clone()).collect::<Vec<_>>()),
+                    "tools": checked.as_ref().map(|c| c.tools.iter().map(|t| json!({
+                        "server": t.server,
+                        "tool": t.tool,
+                        "action": match &t.mode {
+                            crate::mcp::config::ToolMode::Action { action, .. } => Some(action.clone()),
+                            crate::mcp::config::ToolMode::Passthrough => None,
+                        },
+                    })).collect::<Vec<_>>()),
+                    "diagnostics": report.items.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
+                });
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&doc).unwrap_or_default()
+                )
+            }
+        };
+        return u8::from(written.is_err() || report.has_errors());
+    }
+    let (report, setup) = load_with_report(&args.config);
+    // diagnostics go to stderr: stdout is the MCP channel
+    eprint!("{}", report.render_human(false));
+    let Some(setup) = setup else {
+        return 1;
+    };
+    match crate::mcp::proxy::run(setup) {
+        Ok(code) => {
+            if code == std::process::ExitCode::SUCCESS {
+                0
+            } else {
+                1
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+fn human(
+    report: &ConfigReport,
+    config: &std::path::Path,
+    summary: Option<(usize, usize, usize, String)>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    write!(out, "{}", report.render_human(super::use_color()))?;
+    match summary {
+        Some((servers, tools, actions, store)) => writeln!(
+            out,
+            "ok    {} ({servers} server{}, {tools} tool{}, {actions} action{} in the bundle, store `{store}`)",
+            config.display(),
+            if servers == 1 { "" } else { "s" },
+            if tools == 1 { "" } else { "s" },
+            if actions == 1 { "" } else { "s" },
+        )?,
+        None => writeln!(out, "fail  {}", config.display())?,
+    }
+    let (e, w) = (report.errors(), report.warnings());
+    writeln!(
+        out,
+        "{e} error{}, {w} warning{}",
+        if e == 1 { "" } else { "s" },
+        if w == 1 { "" } else { "s" }
+    )
+}

@@ -1,0 +1,302 @@
+//! What `intentplane.toml` can be told: [`ConfigError`] for the config's
+//! own mistakes (each with the TOML span and a help), and [`ConfigReport`],
+//! which holds them together with the checker's diagnostics of the packs
+//! and of the inline tools (those point into the pack files and into the
+//! TOML respectively), rendered as `ipc check` renders its own.
+
+use crate::diagnostics::{JsonDiagnostic, PackDiagnostic, render_human_report, to_json};
+use miette::{Diagnostic, SourceSpan};
+use thiserror::Error;
+
+/// A mistake of the configuration itself; one variant per kind, each
+/// pointing into the TOML.
+#[derive(Debug, Error, Diagnostic, Clone, PartialEq)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read `{path}`: {reason}")]
+    #[diagnostic(code(ipc::mcp::read))]
+    Read { path: String, reason: String },
+
+    /// Not TOML, a key the config does not have (`deny_unknown_fields`:
+    /// a misspelt key is never silently ignored), or a value of the wrong
+    /// kind.
+    #[error("{message}")]
+    #[diagnostic(code(ipc::mcp::toml))]
+    Toml {
+        message: String,
+        #[label("here")]
+        span: Option<SourceSpan>,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// Something the config names is not there: a pack folder, a key, the
+    /// world, a registry file, a token, a working directory.
+    #[error("{what} `{path}` does not exist")]
+    #[diagnostic(code(ipc::mcp::missing_file))]
+    MissingFile {
+        what: &'static str,
+        path: String,
+        #[label("named here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A name declared twice (a server, a tool, a tool argument).
+    #[error("{kind} `{name}` is declared twice")]
+    #[diagnostic(code(ipc::mcp::duplicate))]
+    Duplicate {
+        kind: &'static str,
+        name: String,
+        #[label("again here")]
+        span: SourceSpan,
+        #[label("first here")]
+        first: SourceSpan,
+    },
+
+    /// Where the actions come from is not exactly one of `packs` (built at
+    /// start-up) and `bundle` (from `ipc build`).
+    #[error("{message}")]
+    #[diagnostic(
+        code(ipc::mcp::packs),
+        help(
+            "build the packs at start-up (`packs = [\"../../packs/bank\"]`) or run a bundle from `ipc build` (`bundle = \"app.bundle\"`), not both"
+        )
+    )]
+    Packs {
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+    },
+
+    /// A tool names a server no `[[servers]]` declares.
+    #[error("unknown server `{name}`")]
+    #[diagnostic(code(ipc::mcp::unknown_server))]
+    UnknownServer {
+        name: String,
+        #[label("no `[[servers]]` has this name")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A server that is not exactly one of a command (stdio) or a URL.
+    #[error("server `{name}`: {message}")]
+    #[diagnostic(
+        code(ipc::mcp::server),
+        help(
+            "give `command` (and `args`, `env`, `cwd`) for a child process on stdio, or `url` for streamable HTTP"
+        )
+    )]
+    Server {
+        name: String,
+        message: String,
+        #[label("this server")]
+        span: SourceSpan,
+    },
+
+    /// A tool mapped onto an action the bundle does not have.
+    #[error("unknown action `{action}`")]
+    #[diagnostic(code(ipc::mcp::unknown_action))]
+    UnknownAction {
+        action: String,
+        #[label("not an action of the packs")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A tool that is neither passed through nor decided, or is both; an
+    /// inline tool where no pack is built.
+    #[error("tool `{tool}`: {message}")]
+    #[diagnostic(code(ipc::mcp::tool))]
+    Tool {
+        tool: String,
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// `[tools.params.P]` for a parameter the action does not have.
+    #[error("action `{action}` has no parameter `{param}`")]
+    #[diagnostic(code(ipc::mcp::unknown_param))]
+    UnknownParam {
+        param: String,
+        action: String,
+        #[label("not a parameter of `{action}`")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A parameter without a default that no tool argument or constant
+    /// fills: every call would be refused.
+    #[error("parameter `{param}` of `{action}` is not mapped")]
+    #[diagnostic(code(ipc::mcp::unmapped_param))]
+    UnmappedParam {
+        param: String,
+        action: String,
+        #[label("this tool")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// Two parameters read the same tool argument.
+    #[error("tool argument `{arg}` is mapped twice")]
+    #[diagnostic(
+        code(ipc::mcp::arg_twice),
+        help(
+            "one tool argument gives one parameter; map the other parameter to its own argument or a constant"
+        )
+    )]
+    ArgTwice {
+        arg: String,
+        #[label("again here")]
+        span: SourceSpan,
+        #[label("first here")]
+        first: SourceSpan,
+    },
+
+    /// A scale that is not 1, 10 or 100, on a parameter that is not
+    /// Money, or Money without a scale.
+    #[error("parameter `{param}`: {message}")]
+    #[diagnostic(code(ipc::mcp::scale))]
+    Scale {
+        param: String,
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A mapping that contradicts itself or the action: a constant of the
+    /// wrong type, a claim the mandate does not have, `value` with `arg`.
+    #[error("parameter `{param}`: {message}")]
+    #[diagnostic(code(ipc::mcp::mapping))]
+    Mapping {
+        param: String,
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// The inline declaration lacks what the pack language requires and
+    /// the TOML must say (a parameter's type, a rule's kind).
+    #[error("{message}")]
+    #[diagnostic(code(ipc::mcp::inline))]
+    Inline {
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// The session's mandate cannot be issued or read.
+    #[error("session: {message}")]
+    #[diagnostic(code(ipc::mcp::session))]
+    Session {
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// The world, the bundle or the store cannot be loaded.
+    #[error("{what}: {message}")]
+    #[diagnostic(code(ipc::mcp::load))]
+    Load {
+        what: &'static str,
+        message: String,
+        #[label("loaded from here")]
+        span: Option<SourceSpan>,
+        #[help]
+        help: Option<String>,
+    },
+}
+
+/// A diagnostic of either front-end.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Diag {
+    Config(ConfigError),
+    Pack(PackDiagnostic),
+}
+
+/// One diagnostic with the file it points into.
+#[derive(Debug, Clone)]
+pub struct Reported {
+    pub file: String,
+    pub source: String,
+    pub diag: Diag,
+}
+
+impl Reported {
+    pub fn is_error(&self) -> bool {
+        match &self.diag {
+            Diag::Config(_) => true,
+            Diag::Pack(d) => d.is_error(),
+        }
+    }
+    pub fn code(&self) -> String {
+        match &self.diag {
+            Diag::Config(d) => d.code().map(|c| c.to_string()).unwrap_or_default(),
+            Diag::Pack(d) => d.code_str(),
+        }
+    }
+    pub fn render(&self, color: bool) -> String {
+        match &self.diag {
+            Diag::Config(d) => render_human_report(d, &self.file, &self.source, color),
+            Diag::Pack(d) => render_human_report(d, &self.file, &self.source, color),
+        }
+    }
+    pub fn to_json(&self) -> JsonDiagnostic {
+        match &self.diag {
+            Diag::Config(d) => to_json(d, &self.file, &self.source),
+            Diag::Pack(d) => to_json(d, &self.file, &self.source),
+        }
+    }
+}
+
+/// Everything loading a config found, in the order found.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigReport {
+    pub items: Vec<Reported>,
+}
+
+impl ConfigReport {
+    pub fn errors(&self) -> usize {
+        self.items.iter().filter(|r| r.is_error()).count()
+    }
+    pub fn warnings(&self) -> usize {
+        self.items.len() - self.errors()
+    }
+    pub fn has_errors(&self) -> bool {
+        self.errors() > 0
+    }
+    /// Every diagnostic rendered for a person, one block each.
+    pub fn render_human(&self, color: bool) -> String {
+        let mut out = String::new();
+        for r in &self.items {
+            out.push_str(&r.render(color));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for ConfigReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render_human(false))
+    }
+}
+
+impl std::error::Error for ConfigReport {}
+impl Diagnostic for ConfigReport {}

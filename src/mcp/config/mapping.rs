@@ -1,0 +1,200 @@
+//! A tool's arguments to a gateway proposal, and a decision's trusted
+//! values back to the tool's arguments. Exact both ways: an amount is
+//! converted with the gateway's own decimal handling
+//! (`gateway::json::parse_money`), never through arithmetic on floats, and
+//! a value that cannot be converted exactly is refused, never rounded.
+//!
+//! Amounts leave the proxy as the tool takes them. A JSON number is the
+//! shortest decimal of the amount (`400` minor units with `scale = 100` is
+//! the number `4.0` on the wire, `410` is `4.1`): serde_json without
+//! arbitrary precision cannot write `4.00`, and the value is the same
+//! number. A tool that wants the text `"4.00"` says `format = "string"`.
+
+use super::{ArgMap, ToolConfig, ToolMode};
+use crate::gateway::json::{echo, format_minor, format_time, kind, parse_money};
+use crate::ir::Type;
+use serde_json::{Map, Number, Value, json};
+
+/// The scales an amount may be written with: minor units per unit the
+/// tool speaks (100: the tool says 4.00 for 400 cents; 1: it says 400).
+pub const SCALES: &[u32] = &[1, 10, 100];
+
+pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<Value, String> {
+    let ToolMode::Action { action, params } = &t.mode else {
+        return Err(format!(
+            "tool `{}` is passed through: it makes no proposal",
+            t.tool
+        ));
+    };
+    // an argument no parameter reads is refused, never dropped: the agent
+    // sent something it expected to matter
+    if let Some(k) = args.keys().find(|k| {
+        !params
+            .iter()
+            .any(|(_, m)| matches!(m, ArgMap::Arg { arg, .. } if arg == *k))
+    }) {
+        return Err(format!("tool `{}` has no argument `{}`", t.tool, echo(k)));
+    }
+    let mut out = Map::new();
+    for (param, m) in params {
+        match m {
+            ArgMap::Const(v) => {
+                out.insert(param.clone(), v.clone());
+            }
+            ArgMap::Arg {
+                arg,
+                scale,
+                as_text,
+                optional,
+                ..
+            } => {
+                let Some(v) = args.get(arg) else {
+                    if *optional {
+                        continue;
+                    }
+                    return Err(format!("argument `{arg}` is missing"));
+                };
+                let v = match scale {
+                    Some(s) => Value::String(format_minor(
+                        minor_from_tool(v, *s, *as_text).map_err(|e| format!("`{arg}`: {e}"))?,
+                    )),
+                    None => v.clone(),
+                };
+                out.insert(param.clone(), v);
+            }
+        }
+    }
+    Ok(json!({"action": action, "args": out}))
+}
+
+pub(super) fn to_downstream(
+    t: &ToolConfig,
+    resolved: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    let ToolMode::Action { params, .. } = &t.mode else {
+        return Err(format!(
+            "tool `{}` is passed through: it has no decision",
+            t.tool
+        ));
+    };
+    let mut out = Map::new();
+    for (param, m) in params {
+        let ArgMap::Arg {
+            arg,
+            scale,
+            ty,
+            as_text,
+            optional,
+        } = m
+        else {
+            continue;
+        };
+        let Some(v) = resolved.get(param) else {
+            if *optional {
+                continue;
+            }
+            return Err(format!("the decision has no value for `{param}`"));
+        };
+        let v = match (scale, ty) {
+            (Some(s), _) => {
+                let minor = v
+                    .as_i64()
+                    .ok_or_else(|| format!("`{param}` is {}, not an amount", kind(v)))?;
+                minor_to_tool(minor, *s, *as_text).map_err(|e| format!("`{param}`: {e}"))?
+            }
+            (None, Type::Date | Type::Timestamp) => {
+                let secs = v
+                    .as_i64()
+                    .ok_or_else(|| format!("`{param}` is {}, not a time", kind(v)))?;
+                let text = format_time(secs);
+                match ty {
+                    Type::Date => Value::String(text.chars().take(10).collect()),
+                    _ => Value::String(text),
+                }
+            }
+            _ => v.clone(),
+        };
+        out.insert(arg.clone(), v);
+    }
+    Ok(out)
+}
+
+/// A tool's amount in minor units: `scale` minor units per unit written.
+/// A number (or, with `format = "string"`, a decimal string), not
+/// negative, with no more decimals than the scale allows.
+pub fn minor_from_tool(v: &Value, scale: u32, as_text: bool) -> Result<i64, String> {
+    match (v, as_text) {
+        (Value::Number(_), false) | (Value::String(_), true) => {}
+        (other, false) => return Err(format!("expected a number, found {}", kind(other))),
+        (other, true) => {
+            return Err(format!(
+                "expected an amount as a string, found {}",
+                kind(other)
+            ));
+        }
+    }
+    // the gateway's exact reading: hundredths of the written value
+    let hundredths = parse_money(v)?;
+    if hundredths < 0 {
+        return Err("an amount cannot be negative".into());
+    }
+    let scaled = hundredths
+        .checked_mul(i64::from(scale))
+        .ok_or_else(|| "the amount is too large".to_string())?;
+    if scaled % 100 != 0 {
+        return Err(format!(
+            "`{}` has more decimals than {} allows",
+            echo(&v.to_string()),
+            decimals_name(scale)
+        ));
+    }
+    Ok(scaled / 100)
+}
+
+/// Minor units as the tool writes them: a number (shortest decimal), or
+/// the text with exactly the scale's decimals. Refused when the number
+/// would not read back as exactly this amount.
+pub fn minor_to_tool(minor: i64, scale: u32, as_text: bool) -> Result<Value, String> {
+    if minor < 0 {
+        return Err("an amount cannot be negative".into());
+    }
+    let text = decimal_text(minor, scale)?;
+    if as_text {
+        return Ok(Value::String(text));
+    }
+    if scale == 1 {
+        return Ok(Value::from(minor));
+    }
+    let n = text
+        .parse::<f64>()
+        .ok()
+        .and_then(Number::from_f64)
+        .ok_or_else(|| format!("`{text}` is not a number"))?;
+    let v = Value::Number(n);
+    // the float's shortest decimal must be the amount itself
+    if minor_from_tool(&v, scale, false) != Ok(minor) {
+        return Err(format!(
+            "`{text}` cannot be sent exactly as a JSON number; use `format = \"string\"`"
+        ));
+    }
+    Ok(v)
+}
+
+/// `minor` with the scale's decimals: 400 is `4.00` at scale 100, `40.0`
+/// at scale 10, `400` at scale 1.
+fn decimal_text(minor: i64, scale: u32) -> Result<String, String> {
+    match scale {
+        100 => Ok(format_minor(minor)),
+        1 => Ok(minor.to_string()),
+        10 => Ok(format!("{}.{}", minor / 10, minor % 10)),
+        other => Err(format!("scale {other} is not one of 1, 10, 100")),
+    }
+}
+
+fn decimals_name(scale: u32) -> &'static str {
+    match scale {
+        1 => "a whole number",
+        10 => "one decimal",
+        _ => "two decimals",
+    }
+}
