@@ -416,8 +416,8 @@ async fn a_forged_or_misbound_request_state_grants_nothing() {
         "{}",
         text(&r)
     );
-    // the state of 1,200.00 replayed for 9,000.00
-    let other = send(testkit_landlord(), json!(9000), "Rent");
+    // the state of 1,200.00 replayed for 1,900.00
+    let other = send(testkit_landlord(), json!(1900), "Rent");
     let r = h
         .client
         .call_tool_once(retry(other, state.clone()))
@@ -469,7 +469,13 @@ async fn a_client_without_elicitation_is_told_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn above_the_hard_cap_or_the_budget_nothing_executes() {
-    let h = harness(Opts::default()).await;
+    let mut rich = MandateSpec::bank("emma");
+    rich.budget = 5_000_000;
+    let h = harness(Opts {
+        spec: Some(rich),
+        ..Opts::default()
+    })
+    .await;
     let r = h
         .call(
             "send_money",
@@ -477,7 +483,14 @@ async fn above_the_hard_cap_or_the_budget_nothing_executes() {
         )
         .await;
     assert!(is_error(&r));
+    assert!(text(&r).contains("DENY at stage `policy`"), "{}", text(&r));
     assert!(text(&r).contains("hard cap"), "{}", text(&r));
+    assert!(
+        h.user.shown().is_empty(),
+        "a forbidden payment is not even asked"
+    );
+    assert!(h.executed("send_money").is_empty());
+    let h = harness(Opts::default()).await;
     // Emma's session budget is 2,000.00: 1,200 then 900 more
     let ok = h
         .call("send_money", send(testkit_landlord(), json!(1200), "one"))
@@ -664,4 +677,42 @@ async fn without_the_users_key_step_up_is_refused_with_the_reason() {
         text(&r)
     );
     assert!(h.user.shown().is_empty());
+}
+
+/// The gateway the proxy runs executes externally: an ALLOW records the
+/// operation as dispatched with its trusted values and runs none of the
+/// packs' in-process executors (here the password executor, which would
+/// store a credential verifier); the same gateway without the option does.
+#[test]
+fn an_externally_executing_gateway_runs_no_in_process_executor() {
+    use intentplane::gateway::executors::CREDENTIALS_NS;
+    use intentplane::gateway::testkit::input;
+    use intentplane::gateway::{Gateway, Outcome};
+    let tw = TestWorld::new();
+    let proposal = json!({"action": "user.update_password", "args": {
+        "new_password": "correct horse battery"}});
+    let run = |gw: &Gateway| {
+        let m = tw.emma();
+        let pending = gw.decide(&input(proposal.clone(), &m, vec![])).unwrap();
+        assert_eq!(pending.decision, Outcome::Pending, "{pending:#?}");
+        let op = pending.operation_hash.unwrap();
+        let d = gw
+            .decide(&input(proposal.clone(), &m, vec![tw.approve("emma", &op)]))
+            .unwrap();
+        assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+        let mut stored = None;
+        gw.store()
+            .transaction(&mut |tx| {
+                stored = tx.state_get(CREDENTIALS_NS, "emma")?;
+                Ok(Value::Null)
+            })
+            .unwrap();
+        (d, stored)
+    };
+    let (d, stored) = run(&tw.gateway().execute_externally());
+    assert!(d.result.unwrap().get("execute_with").is_some());
+    assert!(stored.is_none(), "no in-process executor ran");
+    let (d, stored) = run(&tw.gateway());
+    assert!(d.result.unwrap().get("execute_with").is_none());
+    assert!(stored.is_some(), "the in-process executor ran");
 }
