@@ -716,3 +716,43 @@ fn an_externally_executing_gateway_runs_no_in_process_executor() {
     assert!(d.result.unwrap().get("execute_with").is_none());
     assert!(stored.is_some(), "the in-process executor ran");
 }
+
+/// `ipc demo mcp` end to end (the binary, the example config, `ipc mcp`,
+/// the demo server): the e-mail's IBAN refused, the landlord paid once in
+/// the registry's spelling after the user confirmed, the declined, capped
+/// and over-budget payments not executed.
+#[test]
+fn the_mcp_demo_plays_the_story() {
+    let out = std::process::Command::new(IPC)
+        .args(["demo", "mcp", "--format", "json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps = doc["steps"].as_array().unwrap();
+    let step = |tool: &str, n: usize| steps.iter().filter(|s| s["tool"] == tool).nth(n).unwrap();
+    assert!(
+        step("send_money", 0)["text"]
+            .as_str()
+            .unwrap()
+            .contains("DENY at stage `provenance`")
+    );
+    assert_eq!(step("send_money", 1)["asked"]["answer"], "accept");
+    assert!(
+        step("send_money", 1)["asked"]["shown"]
+            .as_str()
+            .unwrap()
+            .contains("1,200.00")
+    );
+    assert_eq!(step("send_money", 1)["is_error"], false);
+    assert_eq!(step("send_money", 2)["asked"]["answer"], "decline");
+    assert_eq!(step("send_money", 2)["is_error"], true);
+    assert_eq!(step("send_money", 3)["is_error"], true);
+    assert_eq!(step("send_money", 4)["is_error"], true);
+    let executed = doc["executed_by_the_bank"].as_array().unwrap();
+    assert_eq!(executed.len(), 1);
+    assert_eq!(executed[0]["args"]["recipient"], "DE44500105175407324931");
+    assert_eq!(executed[0]["args"]["amount"], json!(1200.0));
+}

@@ -554,6 +554,19 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
                 }
             };
         }
+        "mcp" => {
+            let config = args
+                .config
+                .clone()
+                .unwrap_or_else(|| std::path::PathBuf::from("examples/mcp/intentplane.toml"));
+            return match crate::mcp::demo_client::run(&config, args.format == Format::Json, out) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    1
+                }
+            };
+        }
         "bank" => bank(),
         "ap" => ap(),
         "three" => three(),

@@ -8,6 +8,7 @@
 //! upstream server on stdio, the downstream clients, elicitation.
 
 pub mod config;
+pub mod demo_client;
 pub mod demo_server;
 pub mod proxy;
 /// The proxy's test setup (tests and benchmarks only, like
