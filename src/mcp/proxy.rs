@@ -628,23 +628,42 @@ impl ServerHandler for Proxy {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let mut response = self.route(request, context).await;
+        // a result forwarded from a downstream on an older protocol has no
+        // `resultType`, which a 2026-07-28 client requires (rmcp removes it
+        // again for older clients)
+        if let CallToolResponse::Complete(r) = &mut response
+            && r.result_type.is_none()
+        {
+            r.result_type = Some(rmcp::model::ResultType::COMPLETE);
+        }
+        Ok(response)
+    }
+}
+
+impl Proxy {
+    async fn route(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResponse {
         let Some(routed) = self.routed(&request.name) else {
-            return Ok(error_result(format!(
+            return error_result(format!(
                 "tool `{}` is not available through intentplane",
                 crate::gateway::json::echo(&request.name)
             ))
-            .into());
+            .into();
         };
         match &routed.config.mode {
             ToolMode::Passthrough => {
                 let args = request.arguments.clone().unwrap_or_default();
-                Ok(match self.forward(&routed.config, args).await {
+                match self.forward(&routed.config, args).await {
                     Ok(r) => r,
                     Err(e) => error_result(e),
                 }
-                .into())
+                .into()
             }
-            ToolMode::Action { .. } => Ok(self.call_mapped(routed, &request, &context).await),
+            ToolMode::Action { .. } => self.call_mapped(routed, &request, &context).await,
         }
     }
 }

@@ -3,9 +3,10 @@
 
 What the demo server executed is read from its state file, so every
 assertion about an ALLOW is about what the downstream actually received.
-The SDK's `ClientSession.initialize` speaks 2025-11-25: elicitation is the
-server-to-client request of that era (the 2026-07-28 era is covered by the
-Rust tests through rmcp's client).
+The SDK speaks both elicitation eras: `ClientSession.initialize` offers
+2025-11-25 (a server-to-client `elicitation/create`), `mcp.Client(...,
+mode="2026-07-28")` the multi round-trip era (an input-required result the
+client answers itself); the Rust tests drive both through rmcp's client.
 """
 
 import asyncio
@@ -116,6 +117,17 @@ class Run:
         state = json.loads((self.tmp / "state.json").read_text())
         return [c for c in state["calls"] if c["tool"] == tool]
 
+    async def play_2026(self, body):
+        import mcp
+
+        params = StdioServerParameters(
+            command=str(IPC), args=["mcp", "--config", str(self.cfg)]
+        )
+        cb = self.elicit if self.answer is not None else None
+        async with mcp.Client(params, mode="2026-07-28", elicitation_callback=cb) as c:
+            assert str(c.protocol_version) == "2026-07-28"
+            return await body(c)
+
     async def play(self, body):
         params = StdioServerParameters(
             command=str(IPC), args=["mcp", "--config", str(self.cfg)]
@@ -194,6 +206,22 @@ def test_step_up_by_elicitation(tmp_path, answer):
         assert not r.is_error, text(r)
         [call] = run.executed("send_money")
         assert call["args"]["amount"] == 1200
+    else:
+        assert r.is_error and "the user declined" in text(r)
+        assert run.executed("send_money") == []
+
+
+@pytest.mark.parametrize("answer", ["accept", "decline"])
+def test_step_up_in_the_2026_era(tmp_path, answer):
+    run = Run(tmp_path, answer=answer)
+    r = asyncio.run(
+        run.play_2026(lambda c: c.call_tool("send_money", send(LANDLORD, 1300)))
+    )
+    assert len(run.shown) == 1
+    assert "amount: 1,300.00" in run.shown[0]
+    if answer == "accept":
+        assert not r.is_error, text(r)
+        assert len(run.executed("send_money")) == 1
     else:
         assert r.is_error and "the user declined" in text(r)
         assert run.executed("send_money") == []
