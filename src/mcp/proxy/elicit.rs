@@ -206,3 +206,37 @@ pub async fn ask(
 fn cannot_elicit() -> &'static str {
     "this client does not support elicitation, so the user cannot be asked to confirm; use a client that does, or approve the operation with `ipc approve` and call again"
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Sealer;
+    use proptest::prelude::*;
+
+    /// A state opens only in the process that sealed it, for the operation
+    /// and the user it was sealed for.
+    #[test]
+    fn a_state_is_bound_to_its_process_operation_and_user() {
+        let s = Sealer::new().unwrap();
+        let state = s.seal("sha256:aa", "emma").unwrap();
+        assert!(s.open(&state, "sha256:aa", "emma").is_ok());
+        assert!(s.open(&state, "sha256:ab", "emma").is_err());
+        assert!(s.open(&state, "sha256:aa", "noah").is_err());
+        let other = Sealer::new().unwrap();
+        assert!(other.open(&state, "sha256:aa", "emma").is_err());
+    }
+
+    proptest! {
+        /// Any edit of a sealed state is refused.
+        #[test]
+        fn an_edited_state_is_refused(pos in 0usize..400, c in proptest::char::range('!', '~')) {
+            let s = Sealer::new().unwrap();
+            let state = s.seal("sha256:aa", "emma").unwrap();
+            let mut chars: Vec<char> = state.chars().collect();
+            let i = pos % chars.len();
+            prop_assume!(chars[i] != c);
+            chars[i] = c;
+            let edited: String = chars.into_iter().collect();
+            prop_assert!(s.open(&edited, "sha256:aa", "emma").is_err());
+        }
+    }
+}
