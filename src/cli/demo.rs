@@ -26,6 +26,15 @@ pub struct DemoArgs {
     pub story: String,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+    /// `mcp-server`: keep the demo server's state in this JSON file.
+    #[arg(long, hide = true)]
+    pub state: Option<std::path::PathBuf>,
+    /// `mcp-server`: exit when this tool is called (a downstream crash).
+    #[arg(long, hide = true)]
+    pub crash_on: Option<String>,
+    /// `mcp`: the proxy's config (default `examples/mcp/intentplane.toml`).
+    #[arg(long, hide = true)]
+    pub config: Option<std::path::PathBuf>,
 }
 
 const NOW: &str = "2026-11-27T18:40:00Z";
@@ -533,6 +542,32 @@ fn verdict(d: &Decision) -> String {
 
 pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
     let played = match args.story.as_str() {
+        "mcp-server" => {
+            let opts = crate::mcp::demo_server::DemoOptions {
+                state: args.state.clone(),
+                crash_on: args.crash_on.clone(),
+            };
+            return match crate::mcp::demo_server::run(opts) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    1
+                }
+            };
+        }
+        "mcp" => {
+            let config = args
+                .config
+                .clone()
+                .unwrap_or_else(|| std::path::PathBuf::from("examples/mcp/intentplane.toml"));
+            return match crate::mcp::demo_client::run(&config, args.format == Format::Json, out) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    1
+                }
+            };
+        }
         "bank" => bank(),
         "ap" => ap(),
         "three" => three(),

@@ -94,7 +94,17 @@ pub struct CheckArgs {
 
 /// Runs a parsed command line; the return value is the process exit code.
 pub fn run(cli: Cli) -> u8 {
-    let mut out = std::io::stdout().lock();
+    // `ipc mcp` and `ipc demo mcp-server` speak MCP on stdout through
+    // rmcp, which locks stdout itself: holding the lock here would block it
+    let (mut locked, mut unlocked);
+    let mut out: &mut dyn std::io::Write =
+        if matches!(&cli.command, Command::Mcp(_) | Command::Demo(_)) {
+            unlocked = std::io::stdout();
+            &mut unlocked
+        } else {
+            locked = std::io::stdout().lock();
+            &mut locked
+        };
     match cli.command {
         Command::Check(args) => check::run(&args, &mut out),
         Command::Receipts(args) => receipts::run(&args, &mut out),

@@ -16,6 +16,7 @@ pub mod json;
 pub mod mandate;
 pub mod narrowing;
 pub mod normalize;
+pub mod outcome;
 pub mod pending;
 pub mod registry;
 pub mod secret;
@@ -233,6 +234,8 @@ pub struct Gateway {
     pub(crate) verified: Mutex<HashMap<String, (Value, Arc<Mandate>)>>,
     /// Compiled `pattern` validators, anchored.
     pub(crate) regexes: HashMap<String, regex::Regex>,
+    /// Every action executes elsewhere (see [`Gateway::execute_externally`]).
+    pub(crate) external: bool,
 }
 
 impl Gateway {
@@ -301,6 +304,7 @@ impl Gateway {
             store,
             verified: Mutex::new(HashMap::new()),
             regexes,
+            external: false,
         })
     }
 
@@ -317,7 +321,19 @@ impl Gateway {
             store,
             verified: Mutex::new(HashMap::new()),
             regexes: self.regexes.clone(),
+            external: self.external,
         }
+    }
+
+    /// Every action's executor replaced by `external`: an ALLOW commits the
+    /// decision (budget, nonces, receipt) and records the operation as
+    /// dispatched with its resolved values, and the caller executes (the MCP
+    /// proxy, whose downstream tool acts). The in-process executors of the
+    /// packs' simulated systems never run for such a gateway, so nothing is
+    /// done twice.
+    pub fn execute_externally(mut self) -> Self {
+        self.external = true;
+        self
     }
 
     /// Replaces the Cedar policies evaluated for one action (mutation

@@ -8,4 +8,10 @@
 //! upstream server on stdio, the downstream clients, elicitation.
 
 pub mod config;
+pub mod demo_client;
+pub mod demo_server;
 pub mod proxy;
+/// The proxy's test setup (tests and benchmarks only, like
+/// `gateway::testkit`).
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;

@@ -1,10 +1,669 @@
-//! The rmcp shell (built on the `mcp-proxy` branch; this placeholder only
-//! lets `ipc mcp` link until that branch is merged).
+//! The rmcp shell of `ipc mcp`: an MCP server on stdio in front of the
+//! configured downstream MCP servers (child processes), with the gateway
+//! deciding every call to a mapped tool.
+//!
+//! - `tools/list` shows only the configured tools, each with its
+//!   downstream's schema; any other tool is hidden and a call to it refused.
+//! - A `passthrough` tool is forwarded as is.
+//! - A mapped tool: the arguments become a proposal (`ToolConfig::to_proposal`),
+//!   the gateway decides (nine stages, the session's mandate); on ALLOW the
+//!   downstream tool is called with the decision's *trusted* values in the
+//!   tool's units (`ToolConfig::to_downstream`), on DENY or PENDING the
+//!   agent reads a tool error with the stage, the reason and the hint.
+//! - Step-up (level 1) is asked of the user through MCP elicitation, in the
+//!   era the client speaks (see [`elicit`]); four eyes (level 2) only with
+//!   an approval signed out of band and dropped in the approvals folder.
+//! - The gateway executes externally: the decision commits first, the
+//!   downstream's outcome is a second receipt (see `gateway::outcome`), and a
+//!   retried operation is answered from the store, never run twice.
 
-use super::config::Setup;
+pub mod elicit;
 
-/// Runs the proxy on stdio until the client goes away.
-pub fn run(setup: Setup) -> Result<std::process::ExitCode, miette::Report> {
-    let _ = setup;
-    Err(miette::miette!("the proxy is not built in this branch"))
+use crate::gateway::approval::SignedApproval;
+use crate::gateway::outcome::ExternalOutcome;
+use crate::gateway::{Decision, Gateway, Input, Outcome};
+use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
+};
+use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
+use std::collections::{HashMap, HashSet};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The largest tool arguments accepted (their JSON text): anything larger
+/// is a DENY with a receipt, never parsed further.
+pub const MAX_ARGS_BYTES: usize = 64 * 1024;
+
+/// How long a downstream call may take before it counts as failed.
+const DOWNSTREAM_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum ProxyError {
+    #[error("cannot start the downstream server `{server}`: {reason}")]
+    #[diagnostic(
+        code(ipc::mcp::spawn),
+        help("check `command`, `args` and `cwd` of `[servers.{server}]` in the config")
+    )]
+    Spawn { server: String, reason: String },
+    #[error("the downstream server `{server}` does not answer as an MCP server: {reason}")]
+    #[diagnostic(code(ipc::mcp::handshake))]
+    Handshake { server: String, reason: String },
+    #[error("the downstream server `{server}` has no tool `{tool}`")]
+    #[diagnostic(code(ipc::mcp::missing_tool), help("the server offers: {offered}"))]
+    MissingTool {
+        server: String,
+        tool: String,
+        offered: String,
+    },
+    #[error("tool `{tool}` names no configured server `{server}`")]
+    #[diagnostic(code(ipc::mcp::unknown_server))]
+    UnknownServer { tool: String, server: String },
+    #[error("the downstream server `{server}` uses a transport this proxy does not start")]
+    #[diagnostic(
+        code(ipc::mcp::transport),
+        help("give the server as a command (stdio)")
+    )]
+    Transport { server: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Gateway(#[from] crate::gateway::GatewayError),
+    #[error("the MCP session failed: {reason}")]
+    #[diagnostic(code(ipc::mcp::session))]
+    Session { reason: String },
+}
+
+/// One tool the client sees.
+struct Routed {
+    config: ToolConfig,
+    tool: Tool,
+    /// The mandate its calls are decided under (its action's pack's).
+    mandate: Value,
+}
+
+struct Inner {
+    gateway: Arc<Gateway>,
+    session: SessionConfig,
+    /// In the config's order.
+    tools: Vec<Routed>,
+    clients: HashMap<String, RunningService<RoleClient, ()>>,
+    /// Seals the 2026-07-28 era's request state (a per-process random key).
+    sealer: elicit::Sealer,
+    /// Operations whose downstream call is running in this process.
+    in_flight: Mutex<HashSet<String>>,
+}
+
+/// The proxy: an rmcp [`ServerHandler`].
+#[derive(Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+/// Runs `ipc mcp`: the proxy on stdio until the client closes it.
+pub fn run(setup: Setup) -> Result<ExitCode, miette::Report> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ProxyError::Session {
+            reason: e.to_string(),
+        })?;
+    rt.block_on(async move {
+        let proxy = Proxy::start(setup).await?;
+        proxy.serve_on(rmcp::transport::stdio()).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The command a server config names: `ipc` is this very binary.
+fn command_of(command: &str) -> std::path::PathBuf {
+    if command == "ipc"
+        && let Ok(me) = std::env::current_exe()
+    {
+        return me;
+    }
+    std::path::PathBuf::from(command)
+}
+
+async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>, ProxyError> {
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &s.transport
+    else {
+        return Err(ProxyError::Transport {
+            server: s.name.clone(),
+        });
+    };
+    let mut cmd = tokio::process::Command::new(command_of(command));
+    cmd.args(args).current_dir(cwd);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .map_err(|e| ProxyError::Spawn {
+            server: s.name.clone(),
+            reason: e.to_string(),
+        })?;
+    ().serve(transport)
+        .await
+        .map_err(|e| ProxyError::Handshake {
+            server: s.name.clone(),
+            reason: e.to_string(),
+        })
+}
+
+impl Proxy {
+    /// Builds the gateway (executing externally), starts every downstream
+    /// server and checks that each configured tool exists there.
+    pub async fn start(setup: Setup) -> Result<Proxy, ProxyError> {
+        let mandates: Vec<Value> = setup
+            .tools
+            .iter()
+            .map(|t| setup.mandate_for(t).unwrap_or(&setup.session.token).clone())
+            .collect();
+        let gateway = Gateway::new(&setup.bundle, setup.world, setup.store)?.execute_externally();
+        let mut clients = HashMap::new();
+        let mut offered: HashMap<String, Vec<Tool>> = HashMap::new();
+        for s in &setup.servers {
+            let client = start_server(s).await?;
+            let tools = client
+                .list_all_tools()
+                .await
+                .map_err(|e| ProxyError::Handshake {
+                    server: s.name.clone(),
+                    reason: e.to_string(),
+                })?;
+            offered.insert(s.name.clone(), tools);
+            clients.insert(s.name.clone(), client);
+        }
+        let mut tools = vec![];
+        for (t, mandate) in setup.tools.into_iter().zip(mandates) {
+            let list = offered
+                .get(&t.server)
+                .ok_or_else(|| ProxyError::UnknownServer {
+                    tool: t.tool.clone(),
+                    server: t.server.clone(),
+                })?;
+            let tool = list
+                .iter()
+                .find(|d| d.name == t.tool)
+                .cloned()
+                .ok_or_else(|| ProxyError::MissingTool {
+                    server: t.server.clone(),
+                    tool: t.tool.clone(),
+                    offered: list
+                        .iter()
+                        .map(|d| format!("`{}`", d.name))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+            tools.push(Routed {
+                config: t,
+                tool,
+                mandate,
+            });
+        }
+        Ok(Proxy {
+            inner: Arc::new(Inner {
+                gateway: Arc::new(gateway),
+                session: setup.session,
+                tools,
+                clients,
+                sealer: elicit::Sealer::new().map_err(|reason| ProxyError::Session { reason })?,
+                in_flight: Mutex::new(HashSet::new()),
+            }),
+        })
+    }
+
+    /// Serves one MCP client on `transport` until it closes.
+    pub async fn serve_on<T, E, A>(self, transport: T) -> Result<(), ProxyError>
+    where
+        T: rmcp::transport::IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let running = self
+            .serve(transport)
+            .await
+            .map_err(|e| ProxyError::Session {
+                reason: e.to_string(),
+            })?;
+        running.waiting().await.map_err(|e| ProxyError::Session {
+            reason: e.to_string(),
+        })?;
+        Ok(())
+    }
+
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.inner.gateway
+    }
+
+    /// The mandate token a tool's calls are decided under.
+    pub fn mandate_of(&self, tool: &str) -> Option<Value> {
+        self.routed(tool).map(|r| r.mandate.clone())
+    }
+
+    fn routed(&self, name: &str) -> Option<&Routed> {
+        self.inner.tools.iter().find(|r| r.config.tool == name)
+    }
+
+    /// The gateway's decision, off the async workers (it is synchronous and
+    /// writes the store).
+    async fn decide(&self, input: Input) -> Result<Decision, String> {
+        let gw = self.inner.gateway.clone();
+        tokio::task::spawn_blocking(move || gw.decide(&input))
+            .await
+            .map_err(|e| format!("the decision did not finish: {e}"))?
+            .map_err(|e| format!("the gateway failed: {e}"))
+    }
+
+    fn input(
+        routed: &Routed,
+        proposal: Value,
+        malformed: Option<String>,
+        approvals: Vec<Value>,
+    ) -> Input {
+        Input {
+            proposal,
+            mandate: Some(routed.mandate.clone()),
+            approvals,
+            malformed,
+        }
+    }
+
+    /// Approvals dropped out of band for this operation (`ipc approve`
+    /// output, one JSON file each); unreadable files and approvals of other
+    /// operations are skipped.
+    fn dropped_approvals(&self, op: &str) -> Vec<Value> {
+        let Some(dir) = &self.inner.session.approvals_dir else {
+            return vec![];
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return vec![];
+        };
+        let mut out = vec![];
+        for e in entries.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if !meta.is_file() || meta.len() > MAX_ARGS_BYTES as u64 {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(e.path()) else {
+                continue;
+            };
+            let Ok(sa) = serde_json::from_str::<SignedApproval>(&text) else {
+                continue;
+            };
+            if sa.approval.operation_hash == op
+                && let Ok(v) = serde_json::to_value(&sa)
+            {
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    /// A step-up approval by the mandate's user for `op`, signed by the
+    /// proxy with the user's key after the user accepted.
+    fn mint(&self, op: &str) -> Result<Value, String> {
+        let key = self
+            .inner
+            .session
+            .user_key
+            .as_ref()
+            .ok_or("no approval key for the user in this session")?;
+        let expires = self.inner.gateway.now() + 300;
+        let sa = SignedApproval::issue(&self.inner.session.user, op, expires, key)
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(sa).map_err(|e| e.to_string())
+    }
+
+    async fn call_mapped(
+        &self,
+        routed: &Routed,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let args = request.arguments.clone().unwrap_or_default();
+        let size = serde_json::to_string(&args).map_or(usize::MAX, |s| s.len());
+        let (proposal, malformed) = if size > MAX_ARGS_BYTES {
+            (
+                Value::Null,
+                Some(format!(
+                    "the arguments are {size} bytes, more than the {MAX_ARGS_BYTES} accepted"
+                )),
+            )
+        } else {
+            match routed.config.to_proposal(&args) {
+                Ok(p) => (p, None),
+                Err(reason) => (Value::Null, Some(reason)),
+            }
+        };
+        let first = match self
+            .decide(Self::input(routed, proposal.clone(), malformed, vec![]))
+            .await
+        {
+            Ok(d) => d,
+            Err(e) => return error_result(e).into(),
+        };
+        let d = if first.decision == Outcome::Pending {
+            match self.step_up(routed, first, &proposal, request, ctx).await {
+                Ok(d) => d,
+                Err(resp) => return resp,
+            }
+        } else {
+            first
+        };
+        match d.decision {
+            Outcome::Allow => self.execute(routed, &d).await.into(),
+            _ => refusal(&d).into(),
+        }
+    }
+
+    /// A PENDING decision: approvals dropped out of band, then the user
+    /// through elicitation (level 1). Returns the next decision, or the
+    /// response to give now (a refusal, or the 2026-07-28 input request).
+    async fn step_up(
+        &self,
+        routed: &Routed,
+        pending: Decision,
+        proposal: &Value,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Decision, CallToolResponse> {
+        let Some(op) = pending.operation_hash.clone() else {
+            return Err(refusal(&pending).into());
+        };
+        let mut approvals = self.dropped_approvals(&op);
+        let mut d = pending;
+        if !approvals.is_empty() {
+            d = self
+                .decide(Self::input(
+                    routed,
+                    proposal.clone(),
+                    None,
+                    approvals.clone(),
+                ))
+                .await
+                .map_err(|e| CallToolResponse::from(error_result(e)))?;
+            if d.decision != Outcome::Pending {
+                return Ok(d);
+            }
+        }
+        let user = &self.inner.session.user;
+        let others = approvals
+            .iter()
+            .filter(|a| a["approval"]["approver"].as_str() != Some(user.as_str()))
+            .count();
+        if d.level.unwrap_or(0) >= 2 && others == 0 {
+            return Err(four_eyes(&d).into());
+        }
+        if self.inner.session.user_key.is_none() {
+            return Err(refusal_with(
+                &d,
+                "this session holds no approval key for the user, so the step-up cannot be confirmed through this client; approve the operation with `ipc approve`, then call again",
+            )
+            .into());
+        }
+        let asked = elicit::ask(
+            &self.inner.sealer,
+            &self.inner.gateway,
+            &d,
+            request,
+            ctx,
+            &self.inner.session,
+        )
+        .await;
+        match asked {
+            elicit::Answer::Accepted => {}
+            elicit::Answer::Respond(resp) => return Err(*resp),
+        }
+        let minted = self
+            .mint(&op)
+            .map_err(|e| CallToolResponse::from(error_result(e)))?;
+        approvals.push(minted);
+        self.decide(Self::input(routed, proposal.clone(), None, approvals))
+            .await
+            .map_err(|e| CallToolResponse::from(error_result(e)))
+    }
+
+    /// An ALLOW: the downstream executes with the trusted values, once.
+    async fn execute(&self, routed: &Routed, d: &Decision) -> CallToolResult {
+        let Some(op) = d.operation_hash.clone() else {
+            return error_result("an allowed operation without an operation hash".into());
+        };
+        let gw = &self.inner.gateway;
+        if d.replayed {
+            return match gw.outcome(&op) {
+                Ok(Some(o)) => stored_result(&o),
+                Ok(None) if self.running(&op) => error_result(format!(
+                    "the same operation ({op}) is running now; wait for its result instead of calling again"
+                )),
+                Ok(None) => error_result(format!(
+                    "outcome unknown, ask the user: the operation {op} was allowed and dispatched before, but no outcome was recorded (the downstream or the proxy stopped during the call); it is not sent again"
+                )),
+                Err(e) => error_result(format!("the store failed: {e}")),
+            };
+        }
+        match self.inner.in_flight.lock() {
+            Ok(mut running) => {
+                running.insert(op.clone());
+            }
+            Err(_) => return error_result("the proxy's state is poisoned".into()),
+        }
+        let executor = format!("mcp:{}/{}", routed.config.server, routed.config.tool);
+        let outcome = match routed.config.to_downstream(&d.resolved) {
+            Err(reason) => ExternalOutcome {
+                executor,
+                is_error: true,
+                result: json!({"error": format!("the trusted values do not map back onto the tool: {reason}")}),
+            },
+            Ok(args) => match self.forward(&routed.config, args).await {
+                Ok(r) => ExternalOutcome {
+                    executor,
+                    is_error: r.is_error.unwrap_or(false),
+                    result: serde_json::to_value(&r).unwrap_or(Value::Null),
+                },
+                Err(reason) => ExternalOutcome {
+                    executor,
+                    is_error: true,
+                    result: json!({ "error": reason }),
+                },
+            },
+        };
+        let gw2 = gw.clone();
+        let op2 = op.clone();
+        let o2 = outcome.clone();
+        let recorded = tokio::task::spawn_blocking(move || gw2.record_outcome(&op2, &o2)).await;
+        if let Ok(mut running) = self.inner.in_flight.lock() {
+            running.remove(&op);
+        }
+        match recorded {
+            Ok(Ok(_)) => stored_result(&outcome),
+            Ok(Err(e)) => error_result(format!(
+                "the downstream answered but its outcome could not be recorded: {e}"
+            )),
+            Err(e) => error_result(format!("recording the outcome did not finish: {e}")),
+        }
+    }
+
+    fn running(&self, op: &str) -> bool {
+        self.inner
+            .in_flight
+            .lock()
+            .map(|s| s.contains(op))
+            .unwrap_or(true)
+    }
+
+    /// Calls a downstream tool; an MCP error or a dead server is `Err`.
+    async fn forward(
+        &self,
+        config: &ToolConfig,
+        args: Map<String, Value>,
+    ) -> Result<CallToolResult, String> {
+        let client = self
+            .inner
+            .clients
+            .get(&config.server)
+            .ok_or_else(|| format!("no downstream server `{}`", config.server))?;
+        let params = CallToolRequestParams::new(config.tool.clone()).with_arguments(args);
+        match tokio::time::timeout(DOWNSTREAM_TIMEOUT, client.call_tool(params)).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(format!(
+                "the downstream server `{}` failed on `{}`: {e}",
+                config.server, config.tool
+            )),
+            Err(_) => Err(format!(
+                "the downstream server `{}` did not answer `{}` within {} s",
+                config.server,
+                config.tool,
+                DOWNSTREAM_TIMEOUT.as_secs()
+            )),
+        }
+    }
+}
+
+/// The agent's view of a stored outcome.
+fn stored_result(o: &ExternalOutcome) -> CallToolResult {
+    if let Ok(r) = serde_json::from_value::<CallToolResult>(o.result.clone()) {
+        return r;
+    }
+    let text = o
+        .result
+        .get("error")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| o.result.to_string());
+    if o.is_error {
+        error_result(text)
+    } else {
+        CallToolResult::success(vec![Content::text(text)])
+    }
+}
+
+fn error_result(text: String) -> CallToolResult {
+    CallToolResult::error(vec![Content::text(text)])
+}
+
+/// A DENY or a PENDING as the agent reads it: the stage, the reason, the
+/// hint, who must approve, the receipt; the decision itself as structured
+/// content.
+fn refusal(d: &Decision) -> CallToolResult {
+    refusal_with(d, "")
+}
+
+fn refusal_with(d: &Decision, extra: &str) -> CallToolResult {
+    let mut text = match d.decision {
+        Outcome::Pending => format!(
+            "PENDING at stage `{}`: {}",
+            d.stage.name(),
+            d.reason.as_deref().unwrap_or("approval required")
+        ),
+        _ => format!(
+            "DENY at stage `{}`: {}",
+            d.stage.name(),
+            d.reason.as_deref().unwrap_or("refused")
+        ),
+    };
+    if let Some(h) = &d.hint {
+        text.push_str(&format!("\nhint: {h}"));
+    }
+    if let Some(who) = &d.approve_by {
+        text.push_str(&format!("\nmust be approved by: {who}"));
+    }
+    if !extra.is_empty() {
+        text.push_str(&format!("\n{extra}"));
+    }
+    if let Some(r) = &d.receipt {
+        text.push_str(&format!("\nreceipt #{} {}", r.seq, r.hash));
+    }
+    let mut r = error_result(text);
+    r.structured_content = serde_json::to_value(d).ok();
+    r
+}
+
+fn four_eyes(d: &Decision) -> CallToolResult {
+    let who = d.approve_by.as_deref().unwrap_or("a second approver");
+    let op = d.operation_hash.as_deref().unwrap_or("");
+    refusal_with(
+        d,
+        &format!(
+            "four eyes: this client cannot grant it. {who} must approve the operation {op} out of band (`ipc approve`) and drop the signed approval in the session's approvals folder; then call again with the same arguments"
+        ),
+    )
+}
+
+impl ServerHandler for Proxy {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(rmcp::model::Implementation::new(
+                "intentplane",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "intentplane: every tool call is decided by a gateway; a refusal says why",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(
+            self.inner.tools.iter().map(|r| r.tool.clone()).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let mut response = self.route(request, context).await;
+        // a result forwarded from a downstream on an older protocol has no
+        // `resultType`, which a 2026-07-28 client requires (rmcp removes it
+        // again for older clients)
+        if let CallToolResponse::Complete(r) = &mut response
+            && r.result_type.is_none()
+        {
+            r.result_type = Some(rmcp::model::ResultType::COMPLETE);
+        }
+        Ok(response)
+    }
+}
+
+impl Proxy {
+    async fn route(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let Some(routed) = self.routed(&request.name) else {
+            return error_result(format!(
+                "tool `{}` is not available through intentplane",
+                crate::gateway::json::echo(&request.name)
+            ))
+            .into();
+        };
+        match &routed.config.mode {
+            ToolMode::Passthrough => {
+                let args = request.arguments.clone().unwrap_or_default();
+                match self.forward(&routed.config, args).await {
+                    Ok(r) => r,
+                    Err(e) => error_result(e),
+                }
+                .into()
+            }
+            ToolMode::Action { .. } => self.call_mapped(routed, &request, &context).await,
+        }
+    }
 }

@@ -47,8 +47,14 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         with_secrets = all;
         &with_secrets
     };
+    // a gateway whose caller executes (the MCP proxy) only records
+    let executor = if r.gw.external {
+        "external"
+    } else {
+        a.table.action.executor.as_str()
+    };
     let result = executors::execute(
-        &a.table.action.executor,
+        executor,
         &mut ExecCtx {
             tx: r.tx,
             registries: &regs,

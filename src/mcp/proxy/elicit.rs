@@ -1,0 +1,242 @@
+//! Step-up through MCP elicitation, in the era the client speaks.
+//!
+//! - Up to protocol 2025-11-25: a server-to-client `elicitation/create`
+//!   request during the tool call (`Peer::create_elicitation`).
+//! - 2026-07-28: server-to-client requests are gone; the tool call returns
+//!   an *input required* result holding the elicitation and a sealed request
+//!   state, and the client calls again with its answer and the state.
+//!
+//! The state is untrusted input: sealed with HMAC-SHA256 under a random key
+//! of this process (so it never crosses sessions), bound to the operation
+//! hash and the mandate's user as associated data, expiring after
+//! [`STATE_TTL`]. It holds nothing secret, and it grants nothing by itself:
+//! the approval is minted only after the gateway decided again on the same
+//! arguments and found the same operation hash.
+
+use crate::gateway::{Decision, Gateway};
+use crate::mcp::config::SessionConfig;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, InputRequest, InputRequests, InputRequiredResult,
+    ProtocolVersion, RequestStateCodec, SealOptions,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::Value;
+use std::time::Duration;
+
+/// How long a sealed request state stays valid.
+pub const STATE_TTL: Duration = Duration::from_secs(300);
+
+/// The key of the confirmation in the input requests and responses.
+pub const CONFIRM: &str = "confirm";
+
+/// Seals and opens the 2026-07-28 request state.
+pub struct Sealer {
+    codec: RequestStateCodec,
+}
+
+impl Sealer {
+    /// A sealer with a fresh random key.
+    pub fn new() -> Result<Self, String> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| format!("no randomness for the state key: {e}"))?;
+        Ok(Sealer {
+            codec: RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())?,
+        })
+    }
+
+    fn context(op: &str, user: &str) -> Vec<u8> {
+        format!("intentplane-step-up\n{user}\n{op}").into_bytes()
+    }
+
+    /// The state for a confirmation of `op` by `user`.
+    pub fn seal(&self, op: &str, user: &str) -> Result<String, String> {
+        let ad = Self::context(op, user);
+        self.codec
+            .seal_json_with(
+                &serde_json::json!({"operation_hash": op}),
+                &SealOptions::new().associated_data(&ad).ttl(STATE_TTL),
+            )
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether `state` is one this process sealed for `op` and `user`, and
+    /// has not expired.
+    pub fn open(&self, state: &str, op: &str, user: &str) -> Result<(), String> {
+        let ad = Self::context(op, user);
+        let v: Value = self
+            .codec
+            .open_json_with(state, &ad)
+            .map_err(|e| e.to_string().to_lowercase())?;
+        if v.get("operation_hash").and_then(Value::as_str) != Some(op) {
+            return Err("the state is for another operation".into());
+        }
+        Ok(())
+    }
+}
+
+pub enum Answer {
+    /// The user accepted exactly this operation.
+    Accepted,
+    /// Give the client this now (a refusal, or an input request).
+    Respond(Box<CallToolResponse>),
+}
+
+/// What the user is shown: the action, each resolved value with its
+/// origin, amounts in major units.
+pub fn describe(gw: &Gateway, d: &Decision) -> String {
+    let action = d.action.as_deref().unwrap_or("?");
+    let mut text = format!("Confirm this operation: {action}\n");
+    for (k, v) in &d.resolved {
+        let shown = match (gw.param_type(action, k), v.as_i64()) {
+            (Some(crate::ir::Type::Money), Some(minor)) => crate::gateway::money(minor),
+            _ => match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            },
+        };
+        let origin = match d.origins.get(k) {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => "proposal".into(),
+        };
+        text.push_str(&format!("  {k}: {shown}   (from {origin})\n"));
+    }
+    if let Some(reason) = &d.reason {
+        text.push_str(&format!("Why: {reason}\n"));
+    }
+    if let Some(op) = &d.operation_hash {
+        text.push_str(&format!("Operation: {op}\n"));
+    }
+    text.push_str("Accept to approve exactly this operation once; decline to refuse it.");
+    text
+}
+
+fn params(gw: &Gateway, d: &Decision) -> Result<ElicitRequestParams, String> {
+    let schema = ElicitationSchema::builder()
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: describe(gw, d),
+        requested_schema: schema,
+    })
+}
+
+fn respond(d: &Decision, why: &str) -> Answer {
+    Answer::Respond(Box::new(super::refusal_with(d, why).into()))
+}
+
+fn on_result(d: &Decision, r: &ElicitResult) -> Answer {
+    match r.action {
+        ElicitationAction::Accept => Answer::Accepted,
+        ElicitationAction::Decline => respond(d, "the user declined this operation"),
+        _ => respond(d, "the user cancelled the confirmation"),
+    }
+}
+
+/// Asks the user to confirm `d` (a PENDING decision of level 1) in the era
+/// the client speaks.
+pub async fn ask(
+    sealer: &Sealer,
+    gw: &Gateway,
+    d: &Decision,
+    request: &CallToolRequestParams,
+    ctx: &RequestContext<RoleServer>,
+    session: &SessionConfig,
+) -> Answer {
+    let Some(op) = d.operation_hash.as_deref() else {
+        return respond(d, "no operation to confirm");
+    };
+    let new_era = ctx
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+    let can_elicit = ctx
+        .client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some());
+    let p = match params(gw, d) {
+        Ok(p) => p,
+        Err(e) => return respond(d, &format!("cannot build the confirmation: {e}")),
+    };
+    if new_era {
+        if let Some(state) = &request.request_state {
+            if let Err(e) = sealer.open(state, op, &session.user) {
+                return respond(
+                    d,
+                    &format!(
+                        "the request state was refused ({e}); call the tool again without it to be asked anew"
+                    ),
+                );
+            }
+            let answer = request
+                .input_responses
+                .as_ref()
+                .and_then(|r| r.get(CONFIRM))
+                .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+            return match answer {
+                Some(r) => on_result(d, &r),
+                None => respond(d, "the answer to the confirmation is missing"),
+            };
+        }
+        if !can_elicit {
+            return respond(d, cannot_elicit());
+        }
+        let state = match sealer.seal(op, &session.user) {
+            Ok(s) => s,
+            Err(e) => return respond(d, &format!("cannot seal the request state: {e}")),
+        };
+        let mut requests = InputRequests::new();
+        requests.insert(
+            CONFIRM.into(),
+            InputRequest::Elicitation(ElicitRequest::new(p)),
+        );
+        return Answer::Respond(Box::new(CallToolResponse::InputRequired(
+            InputRequiredResult::new(Some(requests), Some(state)),
+        )));
+    }
+    if !can_elicit {
+        return respond(d, cannot_elicit());
+    }
+    match ctx.peer.create_elicitation(p).await {
+        Ok(r) => on_result(d, &r),
+        Err(e) => respond(d, &format!("the confirmation failed: {e}")),
+    }
+}
+
+fn cannot_elicit() -> &'static str {
+    "this client does not support elicitation, so the user cannot be asked to confirm; use a client that does, or approve the operation with `ipc approve` and call again"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sealer;
+    use proptest::prelude::*;
+
+    /// A state opens only in the process that sealed it, for the operation
+    /// and the user it was sealed for.
+    #[test]
+    fn a_state_is_bound_to_its_process_operation_and_user() {
+        let s = Sealer::new().unwrap();
+        let state = s.seal("sha256:aa", "emma").unwrap();
+        assert!(s.open(&state, "sha256:aa", "emma").is_ok());
+        assert!(s.open(&state, "sha256:ab", "emma").is_err());
+        assert!(s.open(&state, "sha256:aa", "noah").is_err());
+        let other = Sealer::new().unwrap();
+        assert!(other.open(&state, "sha256:aa", "emma").is_err());
+    }
+
+    proptest! {
+        /// Any edit of a sealed state is refused.
+        #[test]
+        fn an_edited_state_is_refused(pos in 0usize..400, c in proptest::char::range('!', '~')) {
+            let s = Sealer::new().unwrap();
+            let state = s.seal("sha256:aa", "emma").unwrap();
+            let mut chars: Vec<char> = state.chars().collect();
+            let i = pos % chars.len();
+            prop_assume!(chars[i] != c);
+            chars[i] = c;
+            let edited: String = chars.into_iter().collect();
+            prop_assert!(s.open(&edited, "sha256:aa", "emma").is_err());
+        }
+    }
+}

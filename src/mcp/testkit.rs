@@ -1,0 +1,140 @@
+//! The proxy's test setup, built by hand (not from a TOML file): the test
+//! world's bundle and keys, Emma's bank mandate, the demo server as the
+//! one downstream, `send_money` mapped onto `payment.transfer`. For the
+//! integration tests and the benchmark; test code, it panics.
+
+use crate::gateway::testkit::{MandateSpec, TestWorld};
+use crate::ir::Type;
+use crate::mcp::config::{
+    ArgMap, ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport,
+};
+use crate::store::Store;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The demo server's tools as the proxy's tests configure them:
+/// `read_inbox` and `list_vendors` passthrough, `send_money` mapped onto
+/// `payment.transfer` (amount in major units), `send_email` and
+/// `delete_file` not listed (hidden).
+pub fn demo_tools() -> Vec<ToolConfig> {
+    let arg = |a: &str, scale: Option<u32>, ty: Type, optional: bool| ArgMap::Arg {
+        arg: a.into(),
+        scale,
+        ty,
+        as_text: false,
+        optional,
+    };
+    vec![
+        ToolConfig {
+            server: "demo".into(),
+            tool: "read_inbox".into(),
+            mode: ToolMode::Passthrough,
+        },
+        ToolConfig {
+            server: "demo".into(),
+            tool: "list_vendors".into(),
+            mode: ToolMode::Passthrough,
+        },
+        ToolConfig {
+            server: "demo".into(),
+            tool: "send_money".into(),
+            mode: ToolMode::Action {
+                action: "payment.transfer".into(),
+                params: vec![
+                    ("from_account".into(), ArgMap::Const(json!("emma-checking"))),
+                    (
+                        "payee_iban".into(),
+                        arg("recipient", None, Type::Iban, false),
+                    ),
+                    (
+                        "amount".into(),
+                        arg("amount", Some(100), Type::Money, false),
+                    ),
+                    (
+                        "currency".into(),
+                        arg("currency", None, Type::Currency, false),
+                    ),
+                    ("subject".into(), arg("subject", None, Type::Text, true)),
+                ],
+            },
+        },
+    ]
+}
+
+/// `update_vendor` mapped onto the AP pack's `vendor.change_iban` (four
+/// eyes, always).
+pub fn ap_tools() -> Vec<ToolConfig> {
+    let arg = |a: &str, ty: Type| ArgMap::Arg {
+        arg: a.into(),
+        scale: None,
+        ty,
+        as_text: false,
+        optional: false,
+    };
+    vec![ToolConfig {
+        server: "demo".into(),
+        tool: "update_vendor".into(),
+        mode: ToolMode::Action {
+            action: "vendor.change_iban".into(),
+            params: vec![
+                ("vendor_id".into(), arg("vendor_id", Type::Id)),
+                ("callback_id".into(), arg("callback_id", Type::Id)),
+                ("new_iban".into(), arg("iban", Type::Iban)),
+            ],
+        },
+    }]
+}
+
+/// The demo server started as `ipc demo mcp-server --state <state>` (with
+/// extra arguments, e.g. `--crash-on send_money`).
+pub fn demo_server(ipc: &Path, state: &Path, extra: &[&str], cwd: &Path) -> ServerConfig {
+    let mut args: Vec<String> = vec![
+        "demo".into(),
+        "mcp-server".into(),
+        "--state".into(),
+        state.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    ServerConfig {
+        name: "demo".into(),
+        transport: Transport::Stdio {
+            command: ipc.display().to_string(),
+            args,
+            env: vec![],
+            cwd: cwd.to_path_buf(),
+        },
+    }
+}
+
+/// A proxy setup over `tw`: Emma's mandate (`spec`), her key for step-up
+/// (`user_key`), approvals read from `<dir>/approvals`.
+pub fn setup(
+    tw: &TestWorld,
+    spec: MandateSpec,
+    server: ServerConfig,
+    tools: Vec<ToolConfig>,
+    store: Arc<dyn Store>,
+    user_key: bool,
+) -> Setup {
+    let user = spec.user.clone();
+    let pack = spec.pack.clone();
+    let token = tw.mandate(spec);
+    let approvals: PathBuf = tw.dir.path().join("approvals");
+    let _ = std::fs::create_dir_all(&approvals);
+    Setup {
+        config_path: tw.dir.path().join("intentplane.toml"),
+        servers: vec![server],
+        tools,
+        bundle: tw.bundle.clone(),
+        world: tw.world(),
+        store,
+        session: SessionConfig {
+            mandates: vec![(pack, token.clone())],
+            token,
+            user_key: user_key.then(|| tw.key(&user).clone()),
+            user,
+            approvals_dir: Some(approvals),
+        },
+    }
+}

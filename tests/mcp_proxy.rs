@@ -1,0 +1,758 @@
+//! The MCP proxy end to end in process: an rmcp client (ours) talks to the
+//! proxy over an in-memory pipe; the proxy starts the demo server
+//! (`ipc demo mcp-server --state F`) as its downstream; the assertions read
+//! what the demo server actually executed from its state file.
+
+use intentplane::gateway::testkit::{MandateSpec, TestWorld};
+use intentplane::mcp::config::ToolConfig;
+use intentplane::mcp::proxy::Proxy;
+use intentplane::mcp::testkit;
+use intentplane::store::Store;
+use intentplane::store::sqlite::SqliteStore;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ProtocolVersion,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, RequestContext, RoleClient, RunningService,
+};
+use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+const IPC: &str = env!("CARGO_BIN_EXE_ipc");
+
+/// A client whose user answers every confirmation with `answer` (None: the
+/// client declares no elicitation), and remembers what it was shown.
+#[derive(Clone)]
+struct User {
+    answer: Option<ElicitationAction>,
+    shown: Arc<Mutex<Vec<String>>>,
+}
+
+impl User {
+    fn new(answer: Option<ElicitationAction>) -> Self {
+        User {
+            answer,
+            shown: Arc::new(Mutex::new(vec![])),
+        }
+    }
+    fn shown(&self) -> Vec<String> {
+        self.shown.lock().unwrap().clone()
+    }
+}
+
+impl ClientHandler for User {
+    fn get_info(&self) -> ClientConfig {
+        let caps = if self.answer.is_some() {
+            ClientCapabilities::builder().enable_elicitation().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(caps, Implementation::new("test-client", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+            self.shown.lock().unwrap().push(message.clone());
+        }
+        let action = self.answer.clone().unwrap_or(ElicitationAction::Decline);
+        let accept = matches!(action, ElicitationAction::Accept);
+        let mut r = ElicitResult::new(action);
+        if accept {
+            r = r.with_content(json!({}));
+        }
+        Ok(r)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Era {
+    /// `initialize`, 2025-11-25: server-to-client elicitation.
+    Legacy,
+    /// `server/discover`, 2026-07-28: input-required results.
+    Mrtr,
+}
+
+struct Harness {
+    tw: TestWorld,
+    state: PathBuf,
+    store: Arc<dyn Store>,
+    proxy: Proxy,
+    client: RunningService<RoleClient, User>,
+    user: User,
+}
+
+struct Opts {
+    spec: Option<MandateSpec>,
+    tools: Vec<ToolConfig>,
+    answer: Option<ElicitationAction>,
+    era: Era,
+    user_key: bool,
+    extra: Vec<&'static str>,
+    balance: Option<&'static str>,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            spec: None,
+            tools: testkit::demo_tools(),
+            answer: Some(ElicitationAction::Accept),
+            era: Era::Legacy,
+            user_key: true,
+            extra: vec![],
+            balance: None,
+        }
+    }
+}
+
+async fn harness(o: Opts) -> Harness {
+    let tw = TestWorld::new();
+    let state = tw.dir.path().join("demo-state.json");
+    if let Some(b) = o.balance {
+        let mut st = intentplane::mcp::demo_server::initial_state();
+        st["balance"] = json!(b);
+        std::fs::write(&state, st.to_string()).unwrap();
+    }
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(tw.dir.path().join("store.db")).unwrap());
+    let server = testkit::demo_server(Path::new(IPC), &state, &o.extra, tw.dir.path());
+    let spec = o.spec.unwrap_or_else(|| MandateSpec::bank("emma"));
+    let setup = testkit::setup(&tw, spec, server, o.tools, store.clone(), o.user_key);
+    let proxy = Proxy::start(setup).await.expect("the proxy starts");
+    let (a, b) = tokio::io::duplex(1 << 20);
+    tokio::spawn(proxy.clone().serve_on(a));
+    let user = User::new(o.answer);
+    let client = match o.era {
+        Era::Legacy => user.clone().serve(b).await.expect("client connects"),
+        Era::Mrtr => user
+            .clone()
+            .serve_with_lifecycle(
+                b,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .expect("client discovers"),
+    };
+    Harness {
+        tw,
+        state,
+        store,
+        proxy,
+        client,
+        user,
+    }
+}
+
+fn args(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn send(recipient: &str, amount: Value, subject: &str) -> Map<String, Value> {
+    args(json!({"recipient": recipient, "amount": amount, "currency": "EUR", "subject": subject}))
+}
+
+impl Harness {
+    async fn call(&self, tool: &str, a: Map<String, Value>) -> CallToolResult {
+        self.client
+            .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(a))
+            .await
+            .expect("the call gets a result")
+    }
+
+    /// The calls the demo server executed (or attempted) of `tool`.
+    fn executed(&self, tool: &str) -> Vec<Value> {
+        let st: Value =
+            serde_json::from_str(&std::fs::read_to_string(&self.state).unwrap()).unwrap();
+        st["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["tool"] == tool)
+            .cloned()
+            .collect()
+    }
+
+    fn receipts(&self) -> Vec<Value> {
+        self.store
+            .receipts()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.body)
+            .collect()
+    }
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_error(r: &CallToolResult) -> bool {
+    r.is_error == Some(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_configured_tools_are_listed_and_callable() {
+    let h = harness(Opts::default()).await;
+    let tools = h.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
+    assert_eq!(names, ["read_inbox", "list_vendors", "send_money"]);
+    // the downstream's own schema
+    let demo = intentplane::mcp::demo_server::tools();
+    let theirs = demo.iter().find(|t| t.name == "send_money").unwrap();
+    let ours = tools.iter().find(|t| t.name == "send_money").unwrap();
+    assert_eq!(ours.input_schema, theirs.input_schema);
+    for hidden in ["delete_file", "send_email", "no_such_tool"] {
+        let r = h.call(hidden, args(json!({"path": "/etc/passwd"}))).await;
+        assert!(is_error(&r), "{hidden}: {r:?}");
+        assert!(
+            text(&r).contains("not available through intentplane"),
+            "{}",
+            text(&r)
+        );
+        assert!(h.executed(hidden).is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_is_forwarded_without_a_decision() {
+    let h = harness(Opts::default()).await;
+    let before = h.receipts().len();
+    let r = h.call("read_inbox", Map::new()).await;
+    assert!(!is_error(&r));
+    assert!(text(&r).contains("we changed banks"), "{}", text(&r));
+    assert_eq!(h.executed("read_inbox").len(), 1);
+    assert_eq!(h.receipts().len(), before, "a passthrough decides nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_email_iban_is_refused_with_a_readable_reason() {
+    let h = harness(Opts::default()).await;
+    let r = h
+        .call(
+            "send_money",
+            send(
+                intentplane::mcp::demo_server::ATTACKER_IBAN,
+                json!(1200.00),
+                "Rent December",
+            ),
+        )
+        .await;
+    assert!(is_error(&r));
+    let t = text(&r);
+    assert!(t.contains("DENY at stage `provenance`"), "{t}");
+    assert!(t.contains("hint: add this payee as a beneficiary"), "{t}");
+    assert!(t.contains("receipt #"), "{t}");
+    assert!(h.executed("send_money").is_empty());
+    assert!(h.user.shown().is_empty(), "a DENY asks nobody");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_call_executes_with_the_trusted_values_and_leaves_an_outcome_receipt() {
+    let h = harness(Opts::default()).await;
+    let r = h
+        .call(
+            "send_money",
+            send("de44 5001 0517 5407 3249 31", json!(50.5), "Gym"),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let done = h.executed("send_money");
+    assert_eq!(done.len(), 1);
+    let a = &done[0]["args"];
+    let sent = a["recipient"].as_str().unwrap();
+    assert_ne!(
+        sent, "de44 5001 0517 5407 3249 31",
+        "never the agent's spelling"
+    );
+    assert_eq!(sent.replace(' ', ""), "DE44500105175407324931");
+    assert_eq!(
+        a["amount"],
+        json!(50.5),
+        "major units, as the tool takes them"
+    );
+    assert_eq!(a["currency"], "EUR");
+    // the decision, then its outcome, linked by the operation hash
+    let recs = h.receipts();
+    let outcome = recs.last().unwrap();
+    assert_eq!(outcome["kind"], "outcome");
+    assert_eq!(outcome["is_error"], "false");
+    let decision = &recs[recs.len() - 2];
+    assert_eq!(decision["decision"], "ALLOW");
+    assert_eq!(outcome["operation_hash"], decision["operation_hash"]);
+    // the gateway's own executor did not run: nothing but the dispatch
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_call_is_answered_from_the_store_not_run_twice() {
+    let h = harness(Opts::default()).await;
+    let a = send("DE44500105175407324931", json!(20), "twice");
+    let first = h.call("send_money", a.clone()).await;
+    let second = h.call("send_money", a).await;
+    assert!(!is_error(&first) && !is_error(&second));
+    assert_eq!(text(&first), text(&second));
+    assert_eq!(h.executed("send_money").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_up_is_confirmed_by_elicitation_in_the_2025_era() {
+    let h = harness(Opts::default()).await;
+    let r = h
+        .call(
+            "send_money",
+            send(testkit_landlord(), json!(1200), "Rent December"),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let shown = h.user.shown();
+    assert_eq!(shown.len(), 1);
+    assert!(shown[0].contains("payment.transfer"), "{}", shown[0]);
+    assert!(shown[0].contains("amount: 1,200.00"), "{}", shown[0]);
+    assert!(
+        shown[0].contains("(from registry.beneficiaries"),
+        "{}",
+        shown[0]
+    );
+    assert_eq!(h.executed("send_money").len(), 1);
+    assert_eq!(h.executed("send_money")[0]["args"]["amount"], json!(1200.0));
+}
+
+fn testkit_landlord() -> &'static str {
+    "DE44 5001 0517 5407 3249 31"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_step_up_executes_nothing() {
+    for era in [Era::Legacy, Era::Mrtr] {
+        let h = harness(Opts {
+            answer: Some(ElicitationAction::Decline),
+            era,
+            ..Opts::default()
+        })
+        .await;
+        let r = h
+            .call("send_money", send(testkit_landlord(), json!(1500), "Rent"))
+            .await;
+        assert!(is_error(&r));
+        assert!(text(&r).contains("the user declined"), "{}", text(&r));
+        assert_eq!(h.user.shown().len(), 1);
+        assert!(h.executed("send_money").is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_up_is_confirmed_through_input_required_in_the_2026_era() {
+    let h = harness(Opts {
+        era: Era::Mrtr,
+        ..Opts::default()
+    })
+    .await;
+    let r = h
+        .call("send_money", send(testkit_landlord(), json!(1200), "Rent"))
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(h.user.shown().len(), 1);
+    assert!(h.user.shown()[0].contains("1,200.00"));
+    assert_eq!(h.executed("send_money").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_or_misbound_request_state_grants_nothing() {
+    let h = harness(Opts {
+        era: Era::Mrtr,
+        ..Opts::default()
+    })
+    .await;
+    let a = send(testkit_landlord(), json!(1200), "Rent");
+    let first = h
+        .client
+        .call_tool_once(CallToolRequestParams::new("send_money").with_arguments(a.clone()))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(ir) = first else {
+        panic!("expected input required, got {first:?}");
+    };
+    let state = ir.request_state.clone().unwrap();
+    let accept = || {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert(
+            "confirm".to_string(),
+            json!({"action": "accept", "content": {}}),
+        );
+        m
+    };
+    let retry = |a: Map<String, Value>, s: String| {
+        CallToolRequestParams::new("send_money")
+            .with_arguments(a)
+            .with_input_responses(accept())
+            .with_request_state(s)
+    };
+    // tampered
+    let mut forged = state.clone();
+    forged.push('x');
+    let r = h
+        .client
+        .call_tool_once(retry(a.clone(), forged))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!()
+    };
+    assert!(
+        is_error(&r) && text(&r).contains("request state was refused"),
+        "{}",
+        text(&r)
+    );
+    // the state of 1,200.00 replayed for 1,900.00
+    let other = send(testkit_landlord(), json!(1900), "Rent");
+    let r = h
+        .client
+        .call_tool_once(retry(other, state.clone()))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!()
+    };
+    assert!(
+        is_error(&r) && text(&r).contains("request state was refused"),
+        "{}",
+        text(&r)
+    );
+    assert!(h.executed("send_money").is_empty());
+    // the genuine answer executes once
+    let r = h
+        .client
+        .call_tool_once(retry(a.clone(), state.clone()))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!()
+    };
+    assert!(!is_error(&r), "{}", text(&r));
+    // and replaying it does not execute again
+    let _ = h.client.call_tool_once(retry(a, state)).await.unwrap();
+    assert_eq!(h.executed("send_money").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_elicitation_is_told_why() {
+    for era in [Era::Legacy, Era::Mrtr] {
+        let h = harness(Opts {
+            answer: None,
+            era,
+            ..Opts::default()
+        })
+        .await;
+        let r = h
+            .call("send_money", send(testkit_landlord(), json!(1200), "Rent"))
+            .await;
+        assert!(is_error(&r));
+        let t = text(&r);
+        assert!(t.contains("PENDING at stage `approval`"), "{t}");
+        assert!(t.contains("does not support elicitation"), "{t}");
+        assert!(h.executed("send_money").is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn above_the_hard_cap_or_the_budget_nothing_executes() {
+    let mut rich = MandateSpec::bank("emma");
+    rich.budget = 5_000_000;
+    let h = harness(Opts {
+        spec: Some(rich),
+        ..Opts::default()
+    })
+    .await;
+    let r = h
+        .call(
+            "send_money",
+            send(testkit_landlord(), json!(10000.01), "Rent"),
+        )
+        .await;
+    assert!(is_error(&r));
+    assert!(text(&r).contains("DENY at stage `policy`"), "{}", text(&r));
+    assert!(text(&r).contains("hard cap"), "{}", text(&r));
+    assert!(
+        h.user.shown().is_empty(),
+        "a forbidden payment is not even asked"
+    );
+    assert!(h.executed("send_money").is_empty());
+    let h = harness(Opts::default()).await;
+    // Emma's session budget is 2,000.00: 1,200 then 900 more
+    let ok = h
+        .call("send_money", send(testkit_landlord(), json!(1200), "one"))
+        .await;
+    assert!(!is_error(&ok), "{}", text(&ok));
+    let r = h
+        .call("send_money", send(testkit_landlord(), json!(900), "two"))
+        .await;
+    assert!(is_error(&r));
+    assert!(text(&r).contains("DENY at stage `budget`"), "{}", text(&r));
+    assert_eq!(h.executed("send_money").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_calls_spend_one_budget() {
+    let h = harness(Opts::default()).await;
+    let a = h.call("send_money", send(testkit_landlord(), json!(900), "a"));
+    let b = h.call("send_money", send(testkit_landlord(), json!(900), "b"));
+    let c = h.call("send_money", send(testkit_landlord(), json!(900), "c"));
+    let (a, b, c) = tokio::join!(a, b, c);
+    let ok = [&a, &b, &c].iter().filter(|r| !is_error(r)).count();
+    assert_eq!(ok, 2, "2,000.00 pays two of 900.00, never three");
+    let denied: Vec<String> = [&a, &b, &c]
+        .iter()
+        .filter(|r| is_error(r))
+        .map(|r| text(r))
+        .collect();
+    assert!(denied[0].contains("budget"), "{denied:?}");
+    assert_eq!(h.executed("send_money").len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_oversized_arguments_are_denied_with_a_receipt() {
+    let h = harness(Opts::default()).await;
+    let cases = [
+        send(testkit_landlord(), json!("a lot"), "x"),
+        send(testkit_landlord(), json!(4.001), "x"),
+        send(testkit_landlord(), json!(10), &"x".repeat(100_000)),
+    ];
+    for a in cases {
+        let before = h.receipts().len();
+        let r = h.call("send_money", a).await;
+        assert!(is_error(&r));
+        assert!(
+            text(&r).contains("DENY at stage `contract`"),
+            "{}",
+            text(&r)
+        );
+        assert_eq!(h.receipts().len(), before + 1, "a receipt for each");
+    }
+    assert!(h.executed("send_money").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downstream_error_is_an_error_result_and_a_receipt_never_retried() {
+    let h = harness(Opts {
+        balance: Some("100.00"),
+        ..Opts::default()
+    })
+    .await;
+    let a = send(testkit_landlord(), json!(150), "too much");
+    let r = h.call("send_money", a.clone()).await;
+    assert!(is_error(&r));
+    assert!(text(&r).contains("insufficient funds"), "{}", text(&r));
+    let outcome = h.receipts().last().cloned().unwrap();
+    assert_eq!(outcome["kind"], "outcome");
+    assert_eq!(outcome["is_error"], "true");
+    // the same operation again: the stored outcome, the bank is not asked
+    let again = h.call("send_money", a).await;
+    assert!(is_error(&again));
+    assert!(text(&again).contains("insufficient funds"));
+    assert_eq!(h.executed("send_money").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downstream_that_dies_mid_call_is_an_error_and_is_not_called_again() {
+    let h = harness(Opts {
+        extra: vec!["--crash-on", "send_money"],
+        ..Opts::default()
+    })
+    .await;
+    let a = send(testkit_landlord(), json!(30), "crash");
+    let r = h.call("send_money", a.clone()).await;
+    assert!(is_error(&r));
+    assert!(text(&r).contains("failed on `send_money`"), "{}", text(&r));
+    let outcome = h.receipts().last().cloned().unwrap();
+    assert_eq!(outcome["kind"], "outcome");
+    let again = h.call("send_money", a).await;
+    assert!(is_error(&again));
+    assert_eq!(text(&again), text(&r), "answered from the store");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_without_a_recorded_outcome_is_outcome_unknown() {
+    let h = harness(Opts::default()).await;
+    // the proxy committed the decision and stopped before the downstream
+    // answered: the same proposal decided directly, no outcome recorded
+    let a = send(testkit_landlord(), json!(40), "lost");
+    let tool = testkit::demo_tools()
+        .into_iter()
+        .find(|t| t.tool == "send_money")
+        .unwrap();
+    let proposal = tool.to_proposal(&a).unwrap();
+    let d = h
+        .proxy
+        .gateway()
+        .decide(&intentplane::gateway::Input {
+            proposal,
+            mandate: h.proxy.mandate_of("send_money"),
+            approvals: vec![],
+            malformed: None,
+        })
+        .unwrap();
+    assert_eq!(d.decision, intentplane::gateway::Outcome::Allow);
+    let r = h.call("send_money", a).await;
+    assert!(is_error(&r));
+    assert!(
+        text(&r).contains("outcome unknown, ask the user"),
+        "{}",
+        text(&r)
+    );
+    assert!(h.executed("send_money").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_eyes_is_refused_until_the_second_approver_signs_out_of_band() {
+    let spec = MandateSpec::for_pack("ap", "clerk", "acme", &["vendors.write"]);
+    let h = harness(Opts {
+        spec: Some(spec),
+        tools: testkit::ap_tools(),
+        ..Opts::default()
+    })
+    .await;
+    let a = args(
+        json!({"vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "iban": "es91 2100 0418 4502 0005 1332"}),
+    );
+    let r = h.call("update_vendor", a.clone()).await;
+    assert!(is_error(&r));
+    let t = text(&r);
+    assert!(t.contains("four eyes"), "{t}");
+    assert!(t.contains("must be approved by"), "{t}");
+    assert!(t.contains("cfo") || t.contains("treasury"), "{t}");
+    assert!(
+        h.user.shown().is_empty(),
+        "the client cannot grant four eyes"
+    );
+    assert!(h.executed("update_vendor").is_empty());
+    // the CFO signs out of band; the clerk confirms through the client
+    let op = r.structured_content.as_ref().unwrap()["operation_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let approval = h.tw.approve("cfo", &op);
+    std::fs::write(
+        h.tw.dir.path().join("approvals").join("cfo.json"),
+        approval.to_string(),
+    )
+    .unwrap();
+    let r = h.call("update_vendor", a).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(h.user.shown().len(), 1);
+    let done = h.executed("update_vendor");
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        done[0]["args"]["iban"].as_str().unwrap().replace(' ', ""),
+        "ES9121000418450200051332"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_users_key_step_up_is_refused_with_the_reason() {
+    let h = harness(Opts {
+        user_key: false,
+        ..Opts::default()
+    })
+    .await;
+    let r = h
+        .call("send_money", send(testkit_landlord(), json!(1200), "Rent"))
+        .await;
+    assert!(is_error(&r));
+    assert!(
+        text(&r).contains("no approval key for the user"),
+        "{}",
+        text(&r)
+    );
+    assert!(h.user.shown().is_empty());
+}
+
+/// The gateway the proxy runs executes externally: an ALLOW records the
+/// operation as dispatched with its trusted values and runs none of the
+/// packs' in-process executors (here the password executor, which would
+/// store a credential verifier); the same gateway without the option does.
+#[test]
+fn an_externally_executing_gateway_runs_no_in_process_executor() {
+    use intentplane::gateway::executors::CREDENTIALS_NS;
+    use intentplane::gateway::testkit::input;
+    use intentplane::gateway::{Gateway, Outcome};
+    let tw = TestWorld::new();
+    let proposal = json!({"action": "user.update_password", "args": {
+        "new_password": "correct horse battery"}});
+    let run = |gw: &Gateway| {
+        let m = tw.emma();
+        let pending = gw.decide(&input(proposal.clone(), &m, vec![])).unwrap();
+        assert_eq!(pending.decision, Outcome::Pending, "{pending:#?}");
+        let op = pending.operation_hash.unwrap();
+        let d = gw
+            .decide(&input(proposal.clone(), &m, vec![tw.approve("emma", &op)]))
+            .unwrap();
+        assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+        let mut stored = None;
+        gw.store()
+            .transaction(&mut |tx| {
+                stored = tx.state_get(CREDENTIALS_NS, "emma")?;
+                Ok(Value::Null)
+            })
+            .unwrap();
+        (d, stored)
+    };
+    let (d, stored) = run(&tw.gateway().execute_externally());
+    assert!(d.result.unwrap().get("execute_with").is_some());
+    assert!(stored.is_none(), "no in-process executor ran");
+    let (d, stored) = run(&tw.gateway());
+    assert!(d.result.unwrap().get("execute_with").is_none());
+    assert!(stored.is_some(), "the in-process executor ran");
+}
+
+/// `ipc demo mcp` end to end (the binary, the example config, `ipc mcp`,
+/// the demo server): the e-mail's IBAN refused, the landlord paid once in
+/// the registry's spelling after the user confirmed, the declined, capped
+/// and over-budget payments not executed.
+#[test]
+fn the_mcp_demo_plays_the_story() {
+    let out = std::process::Command::new(IPC)
+        .args(["demo", "mcp", "--format", "json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps = doc["steps"].as_array().unwrap();
+    let step = |tool: &str, n: usize| steps.iter().filter(|s| s["tool"] == tool).nth(n).unwrap();
+    assert!(
+        step("send_money", 0)["text"]
+            .as_str()
+            .unwrap()
+            .contains("DENY at stage `provenance`")
+    );
+    assert_eq!(step("send_money", 1)["asked"]["answer"], "accept");
+    assert!(
+        step("send_money", 1)["asked"]["shown"]
+            .as_str()
+            .unwrap()
+            .contains("1,200.00")
+    );
+    assert_eq!(step("send_money", 1)["is_error"], false);
+    assert_eq!(step("send_money", 2)["asked"]["answer"], "decline");
+    assert_eq!(step("send_money", 2)["is_error"], true);
+    assert_eq!(step("send_money", 3)["is_error"], true);
+    assert_eq!(step("send_money", 4)["is_error"], true);
+    let executed = doc["executed_by_the_bank"].as_array().unwrap();
+    assert_eq!(executed.len(), 1);
+    assert_eq!(executed[0]["args"]["recipient"], "DE44500105175407324931");
+    assert_eq!(executed[0]["args"]["amount"], json!(1200.0));
+}
