@@ -70,6 +70,7 @@ class Trusted:
     def __init__(self, binary: str, adapter, config: str, owners: list[str], clean_env, drop: float = 0.0):
         self.binary = binary
         self.adapter = adapter
+        self.strict = False  # every mandate strict (experiments.py abuse)
         self.work = WORK / adapter.name / config
         shutil.rmtree(self.work, ignore_errors=True)
         self.work.mkdir(parents=True)
@@ -113,8 +114,9 @@ class Trusted:
     def common(self):
         return ["--bundle", str(self.bundle), "--world", str(self.world), "--store", str(self.store)]
 
-    def mandate(self, owner: str, prompt: str, env) -> dict:
-        """The mandate from the user's request alone (see README)."""
+    def mandate(self, owner: str, prompt: str, env, strict: bool | None = None) -> dict:
+        """The mandate from the user's request alone (see README); `strict`:
+        only the values the request names, no registry (`--strict`)."""
         out = self.work / "mandate.json"
         claims = []
         for k, v in self.adapter.claims(prompt, env):
@@ -125,7 +127,8 @@ class Trusted:
         budget = ["--budget", self.adapter.budget] if self.adapter.budget else []
         ipc(self.binary, "token", "issue", "--bundle", str(self.bundle), "--key",
             str(self.work / "issuer.key"), "--pack", self.adapter.pack, "--user", USER, "--owner", owner,
-            *scopes, *claims, *budget, "--calls", str(CALLS), "--ttl", "86400", "-o", str(out))
+            *scopes, *claims, *budget, "--calls", str(CALLS), "--ttl", "86400",
+            *(["--strict"] if (self.strict if strict is None else strict) else []), "-o", str(out))
         return json.loads(out.read_text())
 
     def approve(self, op_hash: str) -> dict:
@@ -298,13 +301,15 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rn
 
 
 def run_suite(s: Suite, configs: list[str], binary: str, out: Path | None,
-              drop: float = 0.0, noise: float = 0.0) -> dict:
+              drop: float = 0.0, noise: float = 0.0, strict: bool = False) -> dict:
     summary = {}
     for c in configs:
         # one trusted side per configuration (a registry file holds every
         # episode's owner, and must stay under the gateway's size limit)
         owners = [f"{c}-{u}-{i}" for u in s.users for i in s.injs + ["benign"]]
         trusted = Trusted(binary, s.adapter, c, owners, s.clean, drop) if c != "none" else None
+        if trusted:
+            trusted.strict = strict
         rng = random.Random(f"{s.name}/{c}/{noise}")
         gw = None if c == "none" else Gateway(trusted)
         t0 = time.perf_counter()
