@@ -229,3 +229,184 @@ fn registry_tables_are_declared_cleanly_and_need_postgres() {
         assert!(err.to_string().contains(needle), "{extra}: {err}");
     }
 }
+
+/// The IBAN a concurrent change gives the supplier in [`the_records_flip`].
+const NEW_IBAN: &str = "DE02100500000024290661";
+
+/// `n` more open invoices of acme to Stadtwerke for 100.00, `{prefix}000`
+/// on.
+fn open_invoices(pg: &pg::Schema, prefix: &str, n: usize) {
+    for i in 0..n {
+        pg.sql(&format!(
+            "INSERT INTO erp_invoices (owner, key, record) VALUES ('acme', '{prefix}{i:03}',
+             '{{\"vendor\": \"V-STADTWERKE\", \"amount\": \"100.00\", \"currency\": \"EUR\", \"status\": \"open\"}}')"
+        ));
+    }
+}
+
+/// Another connection flips, in one transaction at a time, the supplier's
+/// record and the invoices `INV-C…` between two states: *old* (the IBAN on
+/// file since 2025, the invoices open for 100.00) and *new* (a new IBAN
+/// changed in the cooling-off window, the invoices paid and 200.00).
+/// Returns the number of flips once `stop` is set.
+fn the_records_flip(url: &str, stop: &std::sync::atomic::AtomicBool) -> usize {
+    let mut c = pg::admin(url);
+    let mut flips = 0;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let new = flips % 2 == 0;
+        let (iban, changed, amount, status) = if new {
+            (NEW_IBAN, "2099-01-01T00:00:00Z", "200.00", "paid")
+        } else {
+            (SUPPLIER, "2025-01-15T09:00:00Z", "100.00", "open")
+        };
+        let mut t = c.transaction().unwrap();
+        t.execute(
+            "UPDATE erp_vendors SET record = record || jsonb_build_object('iban', $1::text,
+             'iban_changed_at', $2::text) WHERE owner = 'acme' AND key = 'V-STADTWERKE'",
+            &[&iban, &changed],
+        )
+        .unwrap();
+        t.execute(
+            "UPDATE erp_invoices SET record = record || jsonb_build_object('amount', $1::text,
+             'status', $2::text) WHERE owner = 'acme' AND key LIKE 'INV-C%'",
+            &[&amount, &status],
+        )
+        .unwrap();
+        t.commit().unwrap();
+        flips += 1;
+    }
+    flips
+}
+
+/// Issue #14, item 4: a record changed concurrently is seen consistently.
+/// While another connection keeps flipping the supplier's record and the
+/// invoices between an *old* and a *new* state (each flip one committed
+/// transaction), every decision is consistent with one committed state of
+/// the registry tables: the store reads them in the decision's
+/// transaction, at REPEATABLE READ, in one snapshot taken after the head
+/// lock. So only the old IBAN with the old amount on an open invoice is
+/// ever paid; a mix (the new IBAN with the old change date — a payment to
+/// fresh bank details without the cooling-off —, or the old amount read
+/// before and the status after a flip) would pay something else.
+#[test]
+fn records_changed_concurrently_are_seen_in_one_state_per_decision() {
+    let Some(pg) = pg::fresh() else { return };
+    fill_tables(&pg);
+    const N: usize = 160;
+    open_invoices(&pg, "INV-C", N);
+    let w = TestWorld::new();
+    let gw = gateway(&w, &pg);
+    let m = clerk(&w);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let proposal = |i: usize| {
+        let iban = if i.is_multiple_of(2) {
+            SUPPLIER
+        } else {
+            NEW_IBAN
+        };
+        let amount = if (i / 2).is_multiple_of(2) {
+            "100.00"
+        } else {
+            "200.00"
+        };
+        (
+            pay(&format!("INV-C{i:03}"), iban, amount),
+            i.is_multiple_of(4),
+        )
+    };
+    let (decisions, flips) = std::thread::scope(|sc| {
+        let flipper = sc.spawn(|| the_records_flip(&pg.url, &stop));
+        let mut decisions = vec![];
+        // one transaction per decision, then batches of eight (group commit)
+        for i in 0..N / 2 {
+            let (p, _) = proposal(i);
+            decisions.push(gw.decide(&input(p, &m, vec![])).unwrap());
+        }
+        for chunk in (N / 2..N).collect::<Vec<_>>().chunks(8) {
+            let inputs: Vec<_> = chunk
+                .iter()
+                .map(|&i| input(proposal(i).0, &m, vec![]))
+                .collect();
+            decisions.extend(gw.decide_batch(&inputs).unwrap());
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        (decisions, flipper.join().unwrap())
+    });
+    assert!(
+        flips > 10,
+        "the records hardly changed during the run: {flips} flips"
+    );
+    let mut paid = 0;
+    for (i, d) in decisions.iter().enumerate() {
+        let (_, old_and_right) = proposal(i);
+        if d.decision == Outcome::Allow {
+            assert!(old_and_right, "decision {i} mixes two states: {d:#?}");
+            assert_eq!(d.resolved["amount"], json!(10_000), "{d:#?}");
+            assert_eq!(d.resolved["payee_iban"], json!(SUPPLIER), "{d:#?}");
+            paid += 1;
+        } else {
+            assert_eq!(d.decision, Outcome::Deny, "{d:#?}");
+        }
+    }
+    // the chain and the store agree, one receipt per decision
+    assert_eq!(
+        intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None),
+        Ok(N)
+    );
+    let executed = gw.store().snapshot().unwrap().accounts.executions.len();
+    assert_eq!(executed, paid);
+}
+
+/// Issue #14, item 4: an invoice marked paid by another connection is never
+/// paid by a decision that started after that change committed. The ERP
+/// marks the invoices `INV-D…` paid one by one while the gateway decides
+/// on them in the same order; a decision whose invoice was marked (its
+/// `COMMIT` returned) before the decision began is a DENY.
+#[test]
+fn an_invoice_marked_paid_before_the_decision_is_never_paid() {
+    let Some(pg) = pg::fresh() else { return };
+    fill_tables(&pg);
+    const N: usize = 120;
+    open_invoices(&pg, "INV-D", N);
+    let w = TestWorld::new();
+    let gw = gateway(&w, &pg);
+    let m = clerk(&w);
+    let marked = std::sync::atomic::AtomicUsize::new(0);
+    let (decisions, before) = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let mut c = pg::admin(&pg.url);
+            for i in 0..N {
+                c.execute(
+                    "UPDATE erp_invoices SET record = record || '{\"status\": \"paid\"}'
+                     WHERE owner = 'acme' AND key = $1",
+                    &[&format!("INV-D{i:03}")],
+                )
+                .unwrap();
+                marked.store(i + 1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+        });
+        let mut decisions = vec![];
+        let mut before = vec![];
+        for i in 0..N {
+            before.push(marked.load(std::sync::atomic::Ordering::SeqCst) > i);
+            let p = pay(&format!("INV-D{i:03}"), SUPPLIER, "100.00");
+            decisions.push(gw.decide(&input(p, &m, vec![])).unwrap());
+        }
+        (decisions, before)
+    });
+    assert!(
+        before.iter().any(|b| *b),
+        "the ERP never got ahead: no check made"
+    );
+    for (i, d) in decisions.iter().enumerate() {
+        if before[i] {
+            assert_deny(d, "policy", "invoice is not open");
+        } else {
+            assert!(
+                matches!(d.decision, Outcome::Allow | Outcome::Deny),
+                "{d:#?}"
+            );
+        }
+    }
+}

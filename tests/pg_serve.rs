@@ -20,6 +20,16 @@ use std::time::{Duration, Instant};
 /// `n` instances on `store`, instance `i` under `mandates[i]`, each with
 /// a token of its own.
 fn instances(w: &TestWorld, store: &str, mandates: &[Value]) -> Vec<Server> {
+    logged_instances(w, store, mandates).0
+}
+
+/// [`instances`], each writing its stderr to a file of its own (returned
+/// in the same order), which the test reads instead of printing it.
+fn logged_instances(
+    w: &TestWorld,
+    store: &str,
+    mandates: &[Value],
+) -> (Vec<Server>, Vec<std::path::PathBuf>) {
     mandates
         .iter()
         .enumerate()
@@ -28,9 +38,12 @@ fn instances(w: &TestWorld, store: &str, mandates: &[Value]) -> Vec<Server> {
                 "instance-{i}-{}",
                 intentplane::gateway::approval::random_id()
             );
-            launch(w, m, "127.0.0.1:0", store, &token, &[])
+            let log = w.dir.path().join(format!("instance-{i}.stderr"));
+            let file = std::fs::File::create(&log).unwrap();
+            let s = launch(w, m, "127.0.0.1:0", store, &token, &[], file.into());
+            (s, log)
         })
-        .collect()
+        .unzip()
 }
 
 /// Posts every `(instance, body)` at once, one thread each; the answers
@@ -378,7 +391,7 @@ fn postgres_restarted_under_load_fails_closed_and_the_instances_reconnect() {
     };
     let w = TestWorld::new();
     let m = big_mandate(&w);
-    let servers = instances(&w, &pg.url, &[m.clone(), m]);
+    let (servers, logs) = logged_instances(&w, &pg.url, &[m.clone(), m]);
     const N: usize = 120;
     const THREADS: usize = 4;
     let allowed = AtomicUsize::new(0);
@@ -434,6 +447,21 @@ fn postgres_restarted_under_load_fails_closed_and_the_instances_reconnect() {
         assert!(r.body.get("decision").is_none(), "{}", r.body);
         let text = r.body["error"].as_str().unwrap_or_default();
         assert!(text.contains("postgresql"), "not a clear error: {text}");
+    }
+    // each instance said on its stderr why it refused while the database
+    // was down (the same clear error), and nothing else went wrong
+    for log in &logs {
+        let text = std::fs::read_to_string(log).unwrap();
+        let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("error:")).collect();
+        assert!(
+            !errors.is_empty(),
+            "no error logged during the outage: {text}"
+        );
+        assert!(
+            errors.iter().all(|l| l.contains("postgresql")),
+            "an error that is not the database's: {text}"
+        );
+        assert!(!text.contains("panicked"), "{text}");
     }
     // the same processes decide again: the probe executes once
     let after: Vec<Value> = servers.iter().map(|s| post(s, &probe).body).collect();

@@ -26,7 +26,15 @@ fn start(w: &TestWorld, mandate: &Value, listen: &str, extra: &[&str]) -> Server
         "s-{}.db",
         intentplane::gateway::approval::random_id()
     ));
-    launch(w, mandate, listen, &path_str(&db), TOKEN, extra)
+    launch(
+        w,
+        mandate,
+        listen,
+        &path_str(&db),
+        TOKEN,
+        extra,
+        std::process::Stdio::inherit(),
+    )
 }
 
 fn receipts(s: &Server, query: &str) -> Vec<Value> {

@@ -15,22 +15,26 @@
 //! named by `IPC_PG_PASSWORD_FILE` (its first line), else from `PGPASSWORD`;
 //! without either, the server's own authentication applies (peer, trust).
 //!
-//! **Isolation.** Every transaction runs at READ COMMITTED and first takes
+//! **Isolation.** Every transaction runs at REPEATABLE READ and first takes
 //! `LOCK TABLE ipc_head IN EXCLUSIVE MODE`: writers (decisions,
 //! revocations) are serialised on the chain's head, across every process
 //! and machine, exactly as SQLite's `BEGIN IMMEDIATE` serialises them on
-//! one file. Each statement after the lock sees every transaction committed
-//! before it, so a read-check-write (budget, nonce, open invoice) cannot
-//! interleave with another writer, and the chain never forks. Readers
-//! (`snapshot`, `receipts`) are not blocked (the lock mode admits plain
-//! `SELECT`s); `snapshot` reads in one REPEATABLE READ transaction. The
-//! lock is on the table, not on the head row, so that it holds even when
-//! the row is missing (an empty chain, or a tampered store). Should the
-//! server still abort a transaction with a serialization failure (40001)
-//! or a deadlock (40P01) — possible once registry tables of other writers
-//! are read —, the whole transaction is rolled back and run again from the
-//! start (bodies are re-runnable: they only act through the [`Tx`]); it is
-//! never turned into a decision.
+//! one file. `LOCK` takes no snapshot, so the transaction's one snapshot is
+//! taken by its first query, after the lock: it holds every writer's
+//! commit before it, so a read-check-write (budget, nonce, open invoice)
+//! cannot interleave with another writer, the chain never forks, and no
+//! store row can change under it (no writer runs concurrently). The same
+//! snapshot serves the registry tables that other applications write
+//! (`[pg_registries]`): every read of a decision (of a batch) sees one
+//! committed state of them, never a record half before and half after a
+//! concurrent change. Readers (`snapshot`, `receipts`) are not blocked (the
+//! lock mode admits plain `SELECT`s); `snapshot` reads in one REPEATABLE
+//! READ transaction. The lock is on the table, not on the head row, so that
+//! it holds even when the row is missing (an empty chain, or a tampered
+//! store). Should the server still abort a transaction with a serialization
+//! failure (40001) or a deadlock (40P01), the whole transaction is rolled
+//! back and run again from the start (bodies are re-runnable: they only act
+//! through the [`Tx`]); it is never turned into a decision.
 //!
 //! **Group commit.** A body given to [`Store::transaction`] may decide many
 //! proposals (`ipc run --batch N`): one `COMMIT`, one WAL flush, for all of
@@ -469,7 +473,9 @@ fn attempt_once(
     };
     conn.client
         .batch_execute(
-            "BEGIN ISOLATION LEVEL READ COMMITTED; LOCK TABLE ipc_head IN EXCLUSIVE MODE",
+            // the snapshot is taken by the first query, after the lock
+            // (`LOCK` takes none): it holds every writer's commit before
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; LOCK TABLE ipc_head IN EXCLUSIVE MODE",
         )
         .map_err(|e| {
             if session_lost(&e) || conn.client.is_closed() {

@@ -57,7 +57,9 @@ impl Drop for Server {
 
 /// Starts `ipc serve` on `store` (an SQLite file or a PostgreSQL URL) with
 /// a token file of its own holding `token`; `listen` is the `--listen`
-/// value; `extra` more flags. Returns once the server listens.
+/// value; `extra` more flags; its stderr goes to `stderr` (the test's, or
+/// a file the test reads: the errors it expects, kept out of the test's
+/// output). Returns once the server listens.
 pub fn launch(
     w: &TestWorld,
     mandate: &Value,
@@ -65,6 +67,7 @@ pub fn launch(
     store: &str,
     token: &str,
     extra: &[&str],
+    stderr: Stdio,
 ) -> Server {
     let m = write_mandate(w, mandate);
     let token_file = w.dir.path().join(format!(
@@ -80,6 +83,7 @@ pub fn launch(
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
