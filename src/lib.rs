@@ -5,6 +5,8 @@
 //! [`lint`]s) → code generation and bundle → gateway → store. The `ipc`
 //! binary ([`cli`]) is a thin shell over these modules.
 
+// No `unwrap()` or `expect()` outside tests: every failure is a typed error.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod bundle;
 pub mod canonical;
 pub mod check;

@@ -27,6 +27,7 @@ mod stages;
 /// test builds and with the `testkit` feature (which the crate's
 /// dev-dependency on itself enables): it panics, as test code does.
 #[cfg(any(test, feature = "testkit"))]
+#[allow(clippy::unwrap_used, clippy::expect_used)] // test code: a broken fixture panics
 pub mod testkit;
 pub mod trusted;
 pub mod world;

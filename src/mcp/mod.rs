@@ -14,4 +14,5 @@ pub mod proxy;
 /// The proxy's test setup (tests and benchmarks only, like
 /// `gateway::testkit`).
 #[cfg(any(test, feature = "testkit"))]
+#[allow(clippy::unwrap_used, clippy::expect_used)] // test code: a broken fixture panics
 pub mod testkit;
