@@ -240,7 +240,9 @@ def derive_pack(text: str, layer: str) -> str:
     permits at level 0 whatever passes provenance and the contract.
     `approvals` (approval levels alone): every `critical [from S | S ...]`
     clause is dropped, so the agent's value is used as proposed; rules stay.
-    Comments are kept; nothing else changes.
+    Comments are kept; nothing else changes. Line-based: a source list
+    continued on the next line is not followed (no shipped pack has one, and
+    `ipc check` refuses what that would leave; test_experiments.py checks).
     """
     if layer not in ("values", "approvals"):
         raise ValueError(f"unknown layer `{layer}`")
