@@ -18,22 +18,32 @@
 - `noisy`: a noisy approver. The attentive human answers each question
   (a PENDING call, a payee or correspondent to confirm) wrongly with
   probability e: attacks succeeded against e.
+- `ablation`: each layer alone. The worst-case replay under gateways built
+  (by the real `ipc build`) from derived copies of the shipped packs
+  (`derive_pack`): "value resolution alone" has every rule removed,
+  "approval levels alone" every `critical from ...` clause; compared with
+  the full gateway's figures in results/summary.json.
 
 Usage: integrations/agentdojo/.venv/bin/python integrations/agentdojo/experiments.py
-       [--ipc target/debug/ipc] [--suites banking,slack,travel] [--only registries|noisy]
-Writes results/experiments.md (and prints it).
+       [--ipc target/debug/ipc] [--suites banking,slack,travel] [--only registries|noisy|adaptive|ablation]
+Writes results/experiments.md (and prints it); with --only X, results/experiments-X.md
+(ablation also results/experiments-ablation.json; a run of some suites keeps the others' figures).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
 
 from adapters import Unmapped
-from replay import RESULTS, ROOT, Gateway, Suite, Trusted, run_suite
+from replay import CONFIGS, RESULTS, ROOT, Gateway, Suite, Trusted, run_suite
 
 DROPS = [0.0, 0.25, 0.5, 1.0]
 NOISE = [0.0, 0.05, 0.1, 0.25, 0.5, 1.0]
@@ -291,16 +301,146 @@ def noisy(suites: list[Suite], binary: str) -> str:
     return "## Noisy approver\n\n" + "\n".join(rows) + "\n"
 
 
+# ---------------------------------------------------------------------------
+# Ablation: each layer of the gateway alone.
+
+LAYERS = {
+    "full": "full gateway",
+    "values": "value resolution alone",
+    "approvals": "approval levels alone",
+}
+HUMANS = ["no_human", "attentive", "approve_all"]
+RULE_KEYWORDS = ("forbid", "step_up", "four_eyes")
+# the first word of every other item of an action, and of a block's end
+ITEM_KEYWORDS = ("param", "fact", "scope", "budget", "executor", "action", "}") + RULE_KEYWORDS
+STRING = re.compile(r'("(?:[^"\\\n]|\\.)*")')
+CRITICAL = re.compile(r"\s*\bcritical\b(\s+from\s+[\w.]+(\s*\|\s*[\w.]+)*)?")
+
+
+def _code(line: str) -> tuple[str, str]:
+    """A line split into its code and its `//` comment (not one inside a string)."""
+    in_string, i = False, 0
+    while i < len(line):
+        if in_string and line[i] == "\\":
+            i += 2
+            continue
+        if line[i] == '"':
+            in_string = not in_string
+        elif not in_string and line.startswith("//", i):
+            return line[:i], line[i:]
+        i += 1
+    return line, ""
+
+
+def derive_pack(text: str, layer: str) -> str:
+    """A pack's text with one layer of the gateway removed (the ablation).
+
+    `values` (value resolution alone): every `forbid`, `step_up` and
+    `four_eyes` rule is dropped, with its continuation lines; parameters,
+    their sources and validators (ranges, lengths) stay, so the policy
+    permits at level 0 whatever passes provenance and the contract.
+    `approvals` (approval levels alone): every `critical [from S | S ...]`
+    clause is dropped, so the agent's value is used as proposed; rules stay.
+    Comments are kept; nothing else changes. Line-based: a source list
+    continued on the next line is not followed (no shipped pack has one, and
+    `ipc check` refuses what that would leave; test_experiments.py checks).
+    """
+    if layer not in ("values", "approvals"):
+        raise ValueError(f"unknown layer `{layer}`")
+    out, in_rule = [], False
+    for line in text.splitlines(keepends=True):
+        code, comment = _code(line)
+        if layer == "approvals":
+            # outside string literals only (a hint may say "critical")
+            parts = STRING.split(code)
+            stripped = "".join(x if n % 2 else CRITICAL.sub("", x) for n, x in enumerate(parts))
+            if stripped != code and not comment and code.endswith("\n") and not stripped.endswith("\n"):
+                stripped += "\n"
+            out.append(stripped + comment)
+            continue
+        first = re.match(r"\s*(\}|\w+)", code)
+        word = first.group(1) if first else ""
+        if word in RULE_KEYWORDS or (in_rule and code.strip() and word not in ITEM_KEYWORDS):
+            in_rule = True
+            continue
+        if code.strip():
+            in_rule = False
+        out.append(line)
+    return "".join(out)
+
+
+def derive_packs(pack: str, layer: str, into: Path, packs: Path = ROOT / "packs") -> Path:
+    """A derived copy of `packs/<pack>` (its registries, not its scenarios, which
+    describe the full gateway) under `into/<layer>/<pack>`; returns `into/<layer>`."""
+    dest = into / layer / pack
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(packs / pack, dest, ignore=shutil.ignore_patterns("scenarios"))
+    (dest / "pack.ipc").write_text(derive_pack((packs / pack / "pack.ipc").read_text(), layer))
+    return into / layer
+
+
+def _by_injection(raw: Path) -> dict:
+    """Attacks succeeded per injection task, from a replay's raw JSON."""
+    counts: dict = {}
+    for r in json.loads(raw.read_text())["runs"]:
+        if r["attack"]:
+            counts[r["injection_task"]] = counts.get(r["injection_task"], 0) + 1
+    return counts
+
+
+def ablation(suites: list[Suite], binary: str, out: Path) -> str:
+    store = out / "experiments-ablation.json"
+    figures = json.loads(store.read_text()) if store.exists() else {}
+    full = json.loads((RESULTS / "summary.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="ablation-") as tmp:
+        for s in suites:
+            fig = {"full": {}}
+            for c in HUMANS:
+                fig["full"][c] = {**full[s.name][c], "by_injection": _by_injection(RESULTS / f"{s.name}-{c}.json")}
+            for layer in ("values", "approvals"):
+                raw = Path(tmp) / f"raw-{layer}-{s.name}"
+                raw.mkdir()
+                res = run_suite(s, HUMANS, binary, raw, packs=derive_packs(s.adapter.pack, layer, Path(tmp)))
+                fig[layer] = {c: {**r, "by_injection": _by_injection(raw / f"{s.name}-{c}.json")}
+                              for c, r in res.items()}
+            figures[s.name] = fig
+    store.write_text(json.dumps(figures, indent=1))
+    return ablation_tables(figures)
+
+
+def ablation_tables(figures: dict) -> str:
+    parts = ["## Ablation: each layer alone\n\nThe worst-case replay under gateways built from derived "
+             "copies of the shipped packs (`derive_pack`): *value resolution alone* has every rule "
+             "(`forbid`, `step_up`, `four_eyes`) removed, *approval levels alone* every `critical from "
+             "...` clause. Full: the main replay's figures (results/summary.json).\n"]
+    for suite, fig in figures.items():
+        rows = [f"### {suite}\n", "| Configuration | Human | Tasks done | Tasks done under attack "
+                "| Attacks succeeded | Confirmations per episode | Attacks by injection task |",
+                "|---|---|---|---|---|---|---|"]
+        for layer, label in LAYERS.items():
+            for c in HUMANS:
+                r = fig[layer][c]
+                by = ", ".join(f"{k.split('_')[-1]}: {v}" for k, v in
+                               sorted(r["by_injection"].items(), key=lambda kv: int(kv[0].split("_")[-1])))
+                rows.append(f"| {label} | {CONFIGS[c].removeprefix('intentplane, ')} "
+                            f"| {r['tasks_done']}/{r['tasks']} | {r['utility_under_attack']}/{r['pairs']} "
+                            f"| {r['attacks_succeeded']}/{r['pairs']} | {r['confirmations'] / r['episodes']:.2f} "
+                            f"| {by or '-'} |")
+        parts.append("\n".join(rows) + "\n")
+    return "\n".join(parts)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ipc", default=str(ROOT / "target/debug/ipc"))
-    ap.add_argument("--suites", default="banking,slack,travel")
-    ap.add_argument("--only", choices=["registries", "noisy", "adaptive", "abuse"])
+    ap.add_argument("--suites", default=None,
+                    help="default banking,slack,travel; for ablation banking,slack,travel,workspace")
+    ap.add_argument("--only", choices=["registries", "noisy", "adaptive", "abuse", "ablation"])
     ap.add_argument("--drops", default=",".join(str(d) for d in DROPS),
                     help="fractions of registry entries missing (comma-separated)")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()
-    suites = [Suite(n, None, None) for n in args.suites.split(",")]
+    suites = [Suite(n, None, None) for n in (args.suites or "banking,slack,travel").split(",")]
     parts = ["# Experiments beyond AgentDojo's attacks (generated by experiments.py)\n"]
     if args.only in (None, "registries"):
         parts.append(registries(suites, args.ipc, [float(d) for d in args.drops.split(",")]))
@@ -309,7 +449,11 @@ def main():
     if args.only in (None, "adaptive"):
         parts.append(adaptive(suites, args.ipc))
     if args.only in (None, "abuse"):
-        parts.append(abuse(suites, args.ipc))
+        names = (args.suites or "banking,workspace").split(",")
+        parts.append(abuse([Suite(n, None, None) for n in names], args.ipc))
+    if args.only in (None, "ablation"):
+        names = (args.suites or "banking,slack,travel,workspace").split(",")
+        parts.append(ablation([Suite(n, None, None) for n in names], args.ipc, Path(args.out)))
     text = "\n".join(parts)
     if args.only is None:
         (Path(args.out) / "experiments.md").write_text(text)

@@ -67,7 +67,9 @@ def ipc(binary, *args, stdin=None) -> str:
 class Trusted:
     """The trusted side of one suite: keys, signed bundle, world, registries, mandates."""
 
-    def __init__(self, binary: str, adapter, config: str, owners: list[str], clean_env, drop: float = 0.0):
+    def __init__(self, binary: str, adapter, config: str, owners: list[str], clean_env, drop: float = 0.0,
+                 packs: Path = ROOT / "packs"):
+        # `packs`: where the pack folders are (an experiment builds derived copies)
         self.binary = binary
         self.adapter = adapter
         self.strict = False  # every mandate strict (experiments.py abuse)
@@ -77,7 +79,7 @@ class Trusted:
         for k in ("release", "issuer", USER):
             ipc(binary, "keygen", "-o", str(self.work / k))
         self.bundle = self.work / "bundle.json"
-        ipc(binary, "build", str(ROOT / "packs" / adapter.pack), "-o", str(self.bundle),
+        ipc(binary, "build", str(packs / adapter.pack), "-o", str(self.bundle),
             "--sign", str(self.work / "release.key"))
         reg = self.work / "registries"
         reg.mkdir()
@@ -100,7 +102,7 @@ class Trusted:
             if isinstance(value, list):
                 self.known[name] = set(value)
         for name, file in adapter.static_registries.items():
-            shutil.copy(ROOT / "packs" / adapter.pack / "registries" / file, reg / f"{name}.json")
+            shutil.copy(packs / adapter.pack / "registries" / file, reg / f"{name}.json")
         self.added: set[tuple[str, str, str]] = set()
         self.store = self.work / "state.db"
         self.world = self.work / "world.toml"
@@ -301,13 +303,14 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rn
 
 
 def run_suite(s: Suite, configs: list[str], binary: str, out: Path | None,
-              drop: float = 0.0, noise: float = 0.0, strict: bool = False) -> dict:
+              drop: float = 0.0, noise: float = 0.0, packs: Path = ROOT / "packs",
+              strict: bool = False) -> dict:
     summary = {}
     for c in configs:
         # one trusted side per configuration (a registry file holds every
         # episode's owner, and must stay under the gateway's size limit)
         owners = [f"{c}-{u}-{i}" for u in s.users for i in s.injs + ["benign"]]
-        trusted = Trusted(binary, s.adapter, c, owners, s.clean, drop) if c != "none" else None
+        trusted = Trusted(binary, s.adapter, c, owners, s.clean, drop, packs) if c != "none" else None
         if trusted:
             trusted.strict = strict
         rng = random.Random(f"{s.name}/{c}/{noise}")
