@@ -710,10 +710,25 @@ fn an_externally_executing_gateway_runs_no_in_process_executor() {
         (d, stored)
     };
     let (d, stored) = run(&tw.gateway().execute_externally());
-    assert!(d.result.unwrap().get("execute_with").is_some());
+    let recorded = d.result.clone().unwrap()["execute_with"].clone();
+    assert!(recorded.is_object());
+    // what is recorded holds the commitment; the caller gets the value
+    let c = recorded["new_password"].as_str().unwrap();
+    assert!(c.starts_with("secret:sha256:"), "{c}");
+    assert_eq!(d.resolved["new_password"], c);
+    assert_eq!(
+        d.secrets.reveal(&d.resolved)["new_password"],
+        "correct horse battery"
+    );
+    assert!(!format!("{d:?}").contains("correct horse"), "{d:?}");
+    assert!(!serde_json::to_string(&d).unwrap().contains("correct horse"));
     assert!(stored.is_none(), "no in-process executor ran");
     let (d, stored) = run(&tw.gateway());
     assert!(d.result.unwrap().get("execute_with").is_none());
+    assert!(
+        d.secrets.is_empty(),
+        "only an external executor's caller gets them"
+    );
     assert!(stored.is_some(), "the in-process executor ran");
 }
 
@@ -755,4 +770,74 @@ fn the_mcp_demo_plays_the_story() {
     assert_eq!(executed.len(), 1);
     assert_eq!(executed[0]["args"]["recipient"], "DE44500105175407324931");
     assert_eq!(executed[0]["args"]["amount"], json!(1200.0));
+}
+
+/// Issue #12 follow-up, item 1: a tool mapped onto an action with a
+/// `secret` parameter (`change_password` onto `user.update_password`).
+/// The downstream receives the password itself, not its commitment; the
+/// store (receipts, executions, the outcome, pending operations: the
+/// SQLite files' bytes) never holds it, even though the bank echoes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_reaches_the_downstream_and_never_the_store() {
+    let mut tools = testkit::demo_tools();
+    tools.push(testkit::password_tool());
+    let h = harness(Opts {
+        tools,
+        ..Opts::default()
+    })
+    .await;
+    let password = "Tr0ub4dor&3-horse-staple";
+    let r = h
+        .call("change_password", args(json!({"password": password})))
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(h.user.shown().len(), 1, "step-up, always");
+    assert!(
+        !h.user.shown()[0].contains(password),
+        "{}",
+        h.user.shown()[0]
+    );
+    let done = h.executed("change_password");
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        done[0]["args"]["password"], password,
+        "the value, not its commitment"
+    );
+    // nothing the proxy stored or reports holds it
+    let recs = h.receipts();
+    let outcome = recs.last().unwrap();
+    assert_eq!(outcome["kind"], "outcome");
+    let op = outcome["operation_hash"].as_str().unwrap();
+    let stored = h.proxy.gateway().outcome(op).unwrap().unwrap();
+    assert!(!stored.result.to_string().contains(password), "{stored:?}");
+    assert!(stored.result.to_string().contains("secret:withheld"));
+    assert!(!text(&r).contains(password), "{}", text(&r));
+    let dump = format!("{:?}", h.store.snapshot().unwrap());
+    assert!(!dump.contains(password));
+    let mut executed = None;
+    h.store
+        .transaction(&mut |tx| {
+            executed = tx.executed(op)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    let executed = executed.unwrap().to_string();
+    assert!(executed.contains("secret:sha256:"), "{executed}");
+    assert!(!executed.contains(password), "{executed}");
+    drop(h.client);
+    let mut files = 0;
+    for e in std::fs::read_dir(h.tw.dir.path()).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.starts_with("store.db") {
+            files += 1;
+            let bytes = std::fs::read(e.path()).unwrap();
+            assert!(
+                !bytes
+                    .windows(password.len())
+                    .any(|w| w == password.as_bytes()),
+                "{name} holds the password"
+            );
+        }
+    }
+    assert!(files >= 1);
 }

@@ -460,7 +460,9 @@ impl Proxy {
             Err(_) => return error_result("the proxy's state is poisoned".into()),
         }
         let executor = format!("mcp:{}/{}", routed.config.server, routed.config.tool);
-        let outcome = match routed.config.to_downstream(&d.resolved) {
+        // a secret goes downstream as the value its commitment binds; what
+        // is stored of the answer never holds it
+        let outcome = match routed.config.to_downstream(&d.secrets.reveal(&d.resolved)) {
             Err(reason) => ExternalOutcome {
                 executor,
                 is_error: true,
@@ -478,6 +480,10 @@ impl Proxy {
                     result: json!({ "error": reason }),
                 },
             },
+        };
+        let outcome = ExternalOutcome {
+            result: d.secrets.scrub(&outcome.result),
+            ..outcome
         };
         let gw2 = gw.clone();
         let op2 = op.clone();
