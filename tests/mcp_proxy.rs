@@ -204,7 +204,7 @@ fn is_error(r: &CallToolResult) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_configured_tools_are_listed_and_callable() {
+async fn only_configured_tools_are_listed_and_a_refused_call_leaves_a_receipt() {
     let h = harness(Opts::default()).await;
     let tools = h.client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
@@ -215,6 +215,7 @@ async fn only_configured_tools_are_listed_and_callable() {
     let ours = tools.iter().find(|t| t.name == "send_money").unwrap();
     assert_eq!(ours.input_schema, theirs.input_schema);
     for hidden in ["delete_file", "send_email", "no_such_tool"] {
+        let before = h.receipts().len();
         let r = h.call(hidden, args(json!({"path": "/etc/passwd"}))).await;
         assert!(is_error(&r), "{hidden}: {r:?}");
         assert!(
@@ -222,19 +223,80 @@ async fn only_configured_tools_are_listed_and_callable() {
             "{}",
             text(&r)
         );
+        assert!(text(&r).contains("receipt #"), "{}", text(&r));
         assert!(h.executed(hidden).is_empty());
+        // the refusal leaves a receipt naming the tool
+        let recs = h.receipts();
+        assert_eq!(recs.len(), before + 1, "{hidden}");
+        let rec = recs.last().unwrap();
+        assert_eq!(rec["kind"], "refused");
+        assert_eq!(rec["tool"], hidden);
+        assert_eq!(
+            rec["arguments_hash"],
+            intentplane::gateway::outcome::hash_any(&json!({"path": "/etc/passwd"}))
+        );
+        assert!(!rec.to_string().contains("/etc/passwd"), "only a hash");
     }
+    // a hostile name and arguments without a canonical form still leave one
+    let before = h.receipts().len();
+    let hostile = format!("x\u{202e}{}", "y".repeat(500));
+    let r = h
+        .call(&hostile, args(json!({"n": 18_446_744_073_709_551_615u64})))
+        .await;
+    assert!(is_error(&r));
+    let recs = h.receipts();
+    assert_eq!(recs.len(), before + 1);
+    let rec = recs.last().unwrap();
+    assert_eq!(rec["kind"], "refused");
+    // escaped and cut, as every echo of the agent's input
+    let tool = rec["tool"].as_str().unwrap();
+    assert!(
+        tool.starts_with("x\\u{202e}y") && tool.ends_with('…'),
+        "{rec}"
+    );
+    assert!(tool.chars().count() < 100, "{rec}");
+    assert!(
+        rec["arguments_hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256-text:")
+    );
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn passthrough_is_forwarded_without_a_decision() {
+async fn passthrough_is_forwarded_without_a_decision_and_leaves_a_receipt() {
     let h = harness(Opts::default()).await;
     let before = h.receipts().len();
     let r = h.call("read_inbox", Map::new()).await;
     assert!(!is_error(&r));
     assert!(text(&r).contains("we changed banks"), "{}", text(&r));
     assert_eq!(h.executed("read_inbox").len(), 1);
-    assert_eq!(h.receipts().len(), before, "a passthrough decides nothing");
+    // no decision, but a receipt: the tool, the server, the hashes, the status
+    let recs = h.receipts();
+    assert_eq!(recs.len(), before + 1, "one receipt per call");
+    let rec = recs.last().unwrap();
+    assert_eq!(rec["kind"], "passthrough");
+    assert_eq!(rec["tool"], "read_inbox");
+    assert_eq!(rec["server"], "demo");
+    assert_eq!(rec["is_error"], "false");
+    assert_eq!(
+        rec["arguments_hash"],
+        intentplane::gateway::outcome::hash_any(&json!({}))
+    );
+    assert_eq!(
+        rec["result_hash"],
+        intentplane::gateway::outcome::hash_any(&serde_json::to_value(&r).unwrap())
+    );
+    assert!(rec.get("decision").is_none());
+    assert!(!rec.to_string().contains("we changed banks"), "only a hash");
+    // a downstream error is recorded as such
+    let r = h.call("list_vendors", args(json!({"unexpected": 1}))).await;
+    let rec = h.receipts().last().cloned().unwrap();
+    assert_eq!(rec["kind"], "passthrough");
+    assert_eq!(rec["tool"], "list_vendors");
+    assert_eq!(rec["is_error"], if is_error(&r) { "true" } else { "false" });
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,7 +20,7 @@
 pub mod elicit;
 
 use crate::gateway::approval::SignedApproval;
-use crate::gateway::outcome::ExternalOutcome;
+use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
 use crate::gateway::{Decision, Gateway, Input, Outcome};
 use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
 use rmcp::model::{
@@ -654,22 +654,84 @@ impl Proxy {
         context: RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let Some(routed) = self.routed(&request.name) else {
+            let reason = "not listed in the config";
+            let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+            let tool = request.name.to_string();
+            let recorded = self
+                .blocking(move |gw| {
+                    gw.record_call(&ProxyCall::Refused {
+                        tool: &tool,
+                        arguments: &arguments,
+                        reason,
+                    })
+                })
+                .await;
+            let receipt = match recorded {
+                Ok(Ok(r)) => format!("receipt #{} {}", r.seq, r.hash),
+                Ok(Err(e)) => format!("its receipt could not be recorded: {e}"),
+                Err(e) => e,
+            };
             return error_result(format!(
-                "tool `{}` is not available through intentplane",
+                "tool `{}` is not available through intentplane: {reason}\n{receipt}",
                 crate::gateway::json::echo(&request.name)
             ))
             .into();
         };
         match &routed.config.mode {
-            ToolMode::Passthrough => {
-                let args = request.arguments.clone().unwrap_or_default();
-                match self.forward(&routed.config, args).await {
-                    Ok(r) => r,
-                    Err(e) => error_result(e),
-                }
-                .into()
-            }
+            ToolMode::Passthrough => self.passthrough(routed, &request).await.into(),
             ToolMode::Action { .. } => self.call_mapped(routed, &request, &context).await,
         }
+    }
+
+    /// A passthrough: forwarded as is, then its receipt (the hashes of the
+    /// arguments and of the answer, the status). A call whose receipt cannot
+    /// be written gives the agent no result.
+    async fn passthrough(
+        &self,
+        routed: &Routed,
+        request: &CallToolRequestParams,
+    ) -> CallToolResult {
+        let args = request.arguments.clone().unwrap_or_default();
+        let arguments = Value::Object(args.clone());
+        let (result, answer) = match self.forward(&routed.config, args).await {
+            Ok(r) => {
+                let v = serde_json::to_value(&r).unwrap_or(Value::Null);
+                (r, v)
+            }
+            Err(e) => (error_result(e.clone()), json!({ "error": e })),
+        };
+        let server = routed.config.server.clone();
+        let tool = routed.config.tool.clone();
+        let is_error = result.is_error.unwrap_or(false);
+        let recorded = self
+            .blocking(move |gw| {
+                gw.record_call(&ProxyCall::Passthrough {
+                    server: &server,
+                    tool: &tool,
+                    arguments: &arguments,
+                    is_error,
+                    result: &answer,
+                })
+            })
+            .await;
+        match recorded {
+            Ok(Ok(_)) => result,
+            Ok(Err(e)) => error_result(format!(
+                "the call's receipt could not be recorded, so its result is withheld: {e}"
+            )),
+            Err(e) => error_result(e),
+        }
+    }
+
+    /// Runs `f` with the gateway on the blocking pool (it is synchronous
+    /// and writes the store).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Gateway) -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let gw = self.inner.gateway.clone();
+        tokio::task::spawn_blocking(move || f(&gw))
+            .await
+            .map_err(|e| format!("the gateway's work did not finish: {e}"))
     }
 }
