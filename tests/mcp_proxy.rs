@@ -397,7 +397,7 @@ fn testkit_landlord() -> &'static str {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_declined_step_up_executes_nothing() {
+async fn a_declined_step_up_executes_nothing_and_is_not_asked_again() {
     for era in [Era::Legacy, Era::Mrtr] {
         let h = harness(Opts {
             answer: Some(ElicitationAction::Decline),
@@ -411,6 +411,34 @@ async fn a_declined_step_up_executes_nothing() {
         assert!(is_error(&r));
         assert!(text(&r).contains("the user declined"), "{}", text(&r));
         assert_eq!(h.user.shown().len(), 1);
+        assert!(h.executed("send_money").is_empty());
+        // recorded as the user's decline of that operation, with a receipt
+        let op = r.structured_content.as_ref().unwrap()["operation_hash"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let ops = h.proxy.gateway().pending_ops().unwrap();
+        let (declined, _) = ops.iter().find(|(p, _)| p.operation_hash == op).unwrap();
+        assert_eq!(declined.declined_by, ["emma"]);
+        let rec = h.receipts().last().cloned().unwrap();
+        assert_eq!(rec["kind"], "approval");
+        assert_eq!(rec["change"], "decline");
+        assert_eq!(rec["operation_hash"], op.as_str());
+        // the same operation again: refused, the user is not asked again
+        let again = h
+            .call("send_money", send(testkit_landlord(), json!(1500), "Rent"))
+            .await;
+        assert!(is_error(&again));
+        let t = text(&again);
+        assert!(t.contains("DENY at stage `approval`"), "{t}");
+        assert!(t.contains("`emma` declined this operation"), "{t}");
+        assert_eq!(h.user.shown().len(), 1, "not asked again");
+        // another operation is asked as usual
+        let other = h
+            .call("send_money", send(testkit_landlord(), json!(1600), "Rent"))
+            .await;
+        assert!(is_error(&other));
+        assert_eq!(h.user.shown().len(), 2);
         assert!(h.executed("send_money").is_empty());
     }
 }

@@ -424,6 +424,7 @@ impl Proxy {
         .await;
         match asked {
             elicit::Answer::Accepted => {}
+            elicit::Answer::Declined => return Err(self.declined(&d, &op).await.into()),
             elicit::Answer::Respond(resp) => return Err(*resp),
         }
         let minted = self
@@ -433,6 +434,26 @@ impl Proxy {
         self.decide(Self::input(routed, proposal.clone(), None, approvals))
             .await
             .map_err(|e| CallToolResponse::from(error_result(e)))
+    }
+
+    /// The user declined `op` through elicitation: recorded in the store as
+    /// the user's decline (as `ipc approve --decline` does), so the same
+    /// operation is refused from now on instead of being asked again.
+    async fn declined(&self, d: &Decision, op: &str) -> CallToolResult {
+        let (op, user) = (op.to_string(), self.inner.session.user.clone());
+        let note = match self.blocking(move |gw| gw.decline(&op, &user)).await {
+            Ok(Ok(r)) => format!(
+                "the user declined this operation; the same operation is refused from now on (receipt #{} {})",
+                r.seq, r.hash
+            ),
+            Ok(Err(e)) => {
+                format!("the user declined this operation (the decline was not recorded: {e})")
+            }
+            Err(e) => {
+                format!("the user declined this operation (the decline was not recorded: {e})")
+            }
+        };
+        refusal_with(d, &note)
     }
 
     /// An ALLOW: the downstream executes with the trusted values, once.
