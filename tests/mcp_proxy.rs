@@ -655,8 +655,12 @@ async fn a_downstream_error_is_an_error_result_and_a_receipt_never_retried() {
     assert_eq!(h.executed("send_money").len(), 1);
 }
 
+/// A downstream that dies mid-call: an error and an outcome, never sent
+/// again; and (issue #12 follow-up, item 4) the server is started again on
+/// the next call to it (its state file carries over) instead of every
+/// later call failing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_downstream_that_dies_mid_call_is_an_error_and_is_not_called_again() {
+async fn a_downstream_that_dies_mid_call_is_an_error_not_called_again_and_restarted() {
     let h = harness(Opts {
         extra: vec!["--crash-on", "send_money"],
         ..Opts::default()
@@ -668,9 +672,22 @@ async fn a_downstream_that_dies_mid_call_is_an_error_and_is_not_called_again() {
     assert!(text(&r).contains("failed on `send_money`"), "{}", text(&r));
     let outcome = h.receipts().last().cloned().unwrap();
     assert_eq!(outcome["kind"], "outcome");
+    for round in 0..2 {
+        let r = h.call("read_inbox", Map::new()).await;
+        assert!(!is_error(&r), "round {round}: {}", text(&r));
+        assert!(text(&r).contains("we changed banks"), "{}", text(&r));
+        assert_eq!(h.executed("read_inbox").len(), round + 1);
+        // another payment reaches the restarted server (which dies again)
+        let other = send(testkit_landlord(), json!(31 + round), "again");
+        let r = h.call("send_money", other).await;
+        assert!(is_error(&r));
+        assert!(text(&r).contains("failed on `send_money`"), "{}", text(&r));
+    }
+    // the first operation is answered from the store, not sent again
     let again = h.call("send_money", a).await;
     assert!(is_error(&again));
     assert_eq!(text(&again), text(&r), "answered from the store");
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

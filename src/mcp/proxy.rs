@@ -91,11 +91,18 @@ struct Inner {
     session: SessionConfig,
     /// In the config's order.
     tools: Vec<Routed>,
-    clients: HashMap<String, RunningService<RoleClient, ()>>,
+    clients: HashMap<String, Downstream>,
     /// Seals the 2026-07-28 era's request state (a per-process random key).
     sealer: elicit::Sealer,
     /// Operations whose downstream call is running in this process.
     in_flight: Mutex<HashSet<String>>,
+}
+
+/// One downstream server: its config (to start it again) and the running
+/// client, replaced when the server died.
+struct Downstream {
+    config: ServerConfig,
+    running: tokio::sync::RwLock<Arc<RunningService<RoleClient, ()>>>,
 }
 
 /// The proxy: an rmcp [`ServerHandler`].
@@ -184,7 +191,13 @@ impl Proxy {
                     reason: e.to_string(),
                 })?;
             offered.insert(s.name.clone(), tools);
-            clients.insert(s.name.clone(), client);
+            clients.insert(
+                s.name.clone(),
+                Downstream {
+                    config: s.clone(),
+                    running: tokio::sync::RwLock::new(Arc::new(client)),
+                },
+            );
         }
         let mut tools = vec![];
         for (t, mandate) in setup.tools.into_iter().zip(mandates) {
@@ -332,6 +345,12 @@ impl Proxy {
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
+        // a dead downstream is started again before anything is decided: a
+        // decision commits the budget, which a server that cannot be
+        // reached must not spend
+        if let Err(reason) = self.client(&routed.config.server).await {
+            return self.refuse(&request.name, request, &reason).await.into();
+        }
         let args = request.arguments.clone().unwrap_or_default();
         let size = serde_json::to_string(&args).map_or(usize::MAX, |s| s.len());
         let (proposal, malformed) = if size > MAX_ARGS_BYTES {
@@ -530,17 +549,39 @@ impl Proxy {
             .unwrap_or(true)
     }
 
+    /// The running client of a downstream server; a server that died (its
+    /// transport closed) is started again first, once for all the calls
+    /// that find it dead. `Err` says the server is down and why.
+    async fn client(&self, server: &str) -> Result<Arc<RunningService<RoleClient, ()>>, String> {
+        let d = self
+            .inner
+            .clients
+            .get(server)
+            .ok_or_else(|| format!("no downstream server `{server}`"))?;
+        let current = d.running.read().await.clone();
+        if !current.peer().is_transport_closed() {
+            return Ok(current);
+        }
+        let mut slot = d.running.write().await;
+        if !slot.peer().is_transport_closed() {
+            return Ok(slot.clone());
+        }
+        let fresh = start_server(&d.config).await.map_err(|e| {
+            format!(
+                "the downstream server `{server}` stopped and could not be started again ({e}); restart `ipc mcp`"
+            )
+        })?;
+        *slot = Arc::new(fresh);
+        Ok(slot.clone())
+    }
+
     /// Calls a downstream tool; an MCP error or a dead server is `Err`.
     async fn forward(
         &self,
         config: &ToolConfig,
         args: Map<String, Value>,
     ) -> Result<CallToolResult, String> {
-        let client = self
-            .inner
-            .clients
-            .get(&config.server)
-            .ok_or_else(|| format!("no downstream server `{}`", config.server))?;
+        let client = self.client(&config.server).await?;
         let params = CallToolRequestParams::new(config.tool.clone()).with_arguments(args);
         match tokio::time::timeout(DOWNSTREAM_TIMEOUT, client.call_tool(params)).await {
             Ok(Ok(r)) => Ok(r),
@@ -675,33 +716,44 @@ impl Proxy {
         context: RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let Some(routed) = self.routed(&request.name) else {
-            let reason = "not listed in the config";
-            let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-            let tool = request.name.to_string();
-            let recorded = self
-                .blocking(move |gw| {
-                    gw.record_call(&ProxyCall::Refused {
-                        tool: &tool,
-                        arguments: &arguments,
-                        reason,
-                    })
-                })
-                .await;
-            let receipt = match recorded {
-                Ok(Ok(r)) => format!("receipt #{} {}", r.seq, r.hash),
-                Ok(Err(e)) => format!("its receipt could not be recorded: {e}"),
-                Err(e) => e,
-            };
-            return error_result(format!(
-                "tool `{}` is not available through intentplane: {reason}\n{receipt}",
-                crate::gateway::json::echo(&request.name)
-            ))
-            .into();
+            return self
+                .refuse(&request.name, &request, "not listed in the config")
+                .await
+                .into();
         };
         match &routed.config.mode {
             ToolMode::Passthrough => self.passthrough(routed, &request).await.into(),
             ToolMode::Action { .. } => self.call_mapped(routed, &request, &context).await,
         }
+    }
+
+    /// A call refused before any decision, with its receipt.
+    async fn refuse(
+        &self,
+        tool: &str,
+        request: &CallToolRequestParams,
+        reason: &str,
+    ) -> CallToolResult {
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let (t, why) = (tool.to_string(), reason.to_string());
+        let recorded = self
+            .blocking(move |gw| {
+                gw.record_call(&ProxyCall::Refused {
+                    tool: &t,
+                    arguments: &arguments,
+                    reason: &why,
+                })
+            })
+            .await;
+        let receipt = match recorded {
+            Ok(Ok(r)) => format!("receipt #{} {}", r.seq, r.hash),
+            Ok(Err(e)) => format!("its receipt could not be recorded: {e}"),
+            Err(e) => e,
+        };
+        error_result(format!(
+            "tool `{}` is not available through intentplane: {reason}\n{receipt}",
+            crate::gateway::json::echo(tool)
+        ))
     }
 
     /// A passthrough: forwarded as is, then its receipt (the hashes of the
