@@ -204,7 +204,7 @@ fn is_error(r: &CallToolResult) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_configured_tools_are_listed_and_callable() {
+async fn only_configured_tools_are_listed_and_a_refused_call_leaves_a_receipt() {
     let h = harness(Opts::default()).await;
     let tools = h.client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
@@ -215,6 +215,7 @@ async fn only_configured_tools_are_listed_and_callable() {
     let ours = tools.iter().find(|t| t.name == "send_money").unwrap();
     assert_eq!(ours.input_schema, theirs.input_schema);
     for hidden in ["delete_file", "send_email", "no_such_tool"] {
+        let before = h.receipts().len();
         let r = h.call(hidden, args(json!({"path": "/etc/passwd"}))).await;
         assert!(is_error(&r), "{hidden}: {r:?}");
         assert!(
@@ -222,19 +223,80 @@ async fn only_configured_tools_are_listed_and_callable() {
             "{}",
             text(&r)
         );
+        assert!(text(&r).contains("receipt #"), "{}", text(&r));
         assert!(h.executed(hidden).is_empty());
+        // the refusal leaves a receipt naming the tool
+        let recs = h.receipts();
+        assert_eq!(recs.len(), before + 1, "{hidden}");
+        let rec = recs.last().unwrap();
+        assert_eq!(rec["kind"], "refused");
+        assert_eq!(rec["tool"], hidden);
+        assert_eq!(
+            rec["arguments_hash"],
+            intentplane::gateway::outcome::hash_any(&json!({"path": "/etc/passwd"}))
+        );
+        assert!(!rec.to_string().contains("/etc/passwd"), "only a hash");
     }
+    // a hostile name and arguments without a canonical form still leave one
+    let before = h.receipts().len();
+    let hostile = format!("x\u{202e}{}", "y".repeat(500));
+    let r = h
+        .call(&hostile, args(json!({"n": 18_446_744_073_709_551_615u64})))
+        .await;
+    assert!(is_error(&r));
+    let recs = h.receipts();
+    assert_eq!(recs.len(), before + 1);
+    let rec = recs.last().unwrap();
+    assert_eq!(rec["kind"], "refused");
+    // escaped and cut, as every echo of the agent's input
+    let tool = rec["tool"].as_str().unwrap();
+    assert!(
+        tool.starts_with("x\\u{202e}y") && tool.ends_with('…'),
+        "{rec}"
+    );
+    assert!(tool.chars().count() < 100, "{rec}");
+    assert!(
+        rec["arguments_hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256-text:")
+    );
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn passthrough_is_forwarded_without_a_decision() {
+async fn passthrough_is_forwarded_without_a_decision_and_leaves_a_receipt() {
     let h = harness(Opts::default()).await;
     let before = h.receipts().len();
     let r = h.call("read_inbox", Map::new()).await;
     assert!(!is_error(&r));
     assert!(text(&r).contains("we changed banks"), "{}", text(&r));
     assert_eq!(h.executed("read_inbox").len(), 1);
-    assert_eq!(h.receipts().len(), before, "a passthrough decides nothing");
+    // no decision, but a receipt: the tool, the server, the hashes, the status
+    let recs = h.receipts();
+    assert_eq!(recs.len(), before + 1, "one receipt per call");
+    let rec = recs.last().unwrap();
+    assert_eq!(rec["kind"], "passthrough");
+    assert_eq!(rec["tool"], "read_inbox");
+    assert_eq!(rec["server"], "demo");
+    assert_eq!(rec["is_error"], "false");
+    assert_eq!(
+        rec["arguments_hash"],
+        intentplane::gateway::outcome::hash_any(&json!({}))
+    );
+    assert_eq!(
+        rec["result_hash"],
+        intentplane::gateway::outcome::hash_any(&serde_json::to_value(&r).unwrap())
+    );
+    assert!(rec.get("decision").is_none());
+    assert!(!rec.to_string().contains("we changed banks"), "only a hash");
+    // a downstream error is recorded as such
+    let r = h.call("list_vendors", args(json!({"unexpected": 1}))).await;
+    let rec = h.receipts().last().cloned().unwrap();
+    assert_eq!(rec["kind"], "passthrough");
+    assert_eq!(rec["tool"], "list_vendors");
+    assert_eq!(rec["is_error"], if is_error(&r) { "true" } else { "false" });
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,7 +397,7 @@ fn testkit_landlord() -> &'static str {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_declined_step_up_executes_nothing() {
+async fn a_declined_step_up_executes_nothing_and_is_not_asked_again() {
     for era in [Era::Legacy, Era::Mrtr] {
         let h = harness(Opts {
             answer: Some(ElicitationAction::Decline),
@@ -349,6 +411,34 @@ async fn a_declined_step_up_executes_nothing() {
         assert!(is_error(&r));
         assert!(text(&r).contains("the user declined"), "{}", text(&r));
         assert_eq!(h.user.shown().len(), 1);
+        assert!(h.executed("send_money").is_empty());
+        // recorded as the user's decline of that operation, with a receipt
+        let op = r.structured_content.as_ref().unwrap()["operation_hash"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let ops = h.proxy.gateway().pending_ops().unwrap();
+        let (declined, _) = ops.iter().find(|(p, _)| p.operation_hash == op).unwrap();
+        assert_eq!(declined.declined_by, ["emma"]);
+        let rec = h.receipts().last().cloned().unwrap();
+        assert_eq!(rec["kind"], "approval");
+        assert_eq!(rec["change"], "decline");
+        assert_eq!(rec["operation_hash"], op.as_str());
+        // the same operation again: refused, the user is not asked again
+        let again = h
+            .call("send_money", send(testkit_landlord(), json!(1500), "Rent"))
+            .await;
+        assert!(is_error(&again));
+        let t = text(&again);
+        assert!(t.contains("DENY at stage `approval`"), "{t}");
+        assert!(t.contains("`emma` declined this operation"), "{t}");
+        assert_eq!(h.user.shown().len(), 1, "not asked again");
+        // another operation is asked as usual
+        let other = h
+            .call("send_money", send(testkit_landlord(), json!(1600), "Rent"))
+            .await;
+        assert!(is_error(&other));
+        assert_eq!(h.user.shown().len(), 2);
         assert!(h.executed("send_money").is_empty());
     }
 }
@@ -565,8 +655,12 @@ async fn a_downstream_error_is_an_error_result_and_a_receipt_never_retried() {
     assert_eq!(h.executed("send_money").len(), 1);
 }
 
+/// A downstream that dies mid-call: an error and an outcome, never sent
+/// again; and (issue #12 follow-up, item 4) the server is started again on
+/// the next call to it (its state file carries over) instead of every
+/// later call failing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_downstream_that_dies_mid_call_is_an_error_and_is_not_called_again() {
+async fn a_downstream_that_dies_mid_call_is_an_error_not_called_again_and_restarted() {
     let h = harness(Opts {
         extra: vec!["--crash-on", "send_money"],
         ..Opts::default()
@@ -578,9 +672,22 @@ async fn a_downstream_that_dies_mid_call_is_an_error_and_is_not_called_again() {
     assert!(text(&r).contains("failed on `send_money`"), "{}", text(&r));
     let outcome = h.receipts().last().cloned().unwrap();
     assert_eq!(outcome["kind"], "outcome");
+    for round in 0..2 {
+        let r = h.call("read_inbox", Map::new()).await;
+        assert!(!is_error(&r), "round {round}: {}", text(&r));
+        assert!(text(&r).contains("we changed banks"), "{}", text(&r));
+        assert_eq!(h.executed("read_inbox").len(), round + 1);
+        // another payment reaches the restarted server (which dies again)
+        let other = send(testkit_landlord(), json!(31 + round), "again");
+        let r = h.call("send_money", other).await;
+        assert!(is_error(&r));
+        assert!(text(&r).contains("failed on `send_money`"), "{}", text(&r));
+    }
+    // the first operation is answered from the store, not sent again
     let again = h.call("send_money", a).await;
     assert!(is_error(&again));
     assert_eq!(text(&again), text(&r), "answered from the store");
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -710,10 +817,25 @@ fn an_externally_executing_gateway_runs_no_in_process_executor() {
         (d, stored)
     };
     let (d, stored) = run(&tw.gateway().execute_externally());
-    assert!(d.result.unwrap().get("execute_with").is_some());
+    let recorded = d.result.clone().unwrap()["execute_with"].clone();
+    assert!(recorded.is_object());
+    // what is recorded holds the commitment; the caller gets the value
+    let c = recorded["new_password"].as_str().unwrap();
+    assert!(c.starts_with("secret:sha256:"), "{c}");
+    assert_eq!(d.resolved["new_password"], c);
+    assert_eq!(
+        d.secrets.reveal(&d.resolved)["new_password"],
+        "correct horse battery"
+    );
+    assert!(!format!("{d:?}").contains("correct horse"), "{d:?}");
+    assert!(!serde_json::to_string(&d).unwrap().contains("correct horse"));
     assert!(stored.is_none(), "no in-process executor ran");
     let (d, stored) = run(&tw.gateway());
     assert!(d.result.unwrap().get("execute_with").is_none());
+    assert!(
+        d.secrets.is_empty(),
+        "only an external executor's caller gets them"
+    );
     assert!(stored.is_some(), "the in-process executor ran");
 }
 
@@ -755,4 +877,74 @@ fn the_mcp_demo_plays_the_story() {
     assert_eq!(executed.len(), 1);
     assert_eq!(executed[0]["args"]["recipient"], "DE44500105175407324931");
     assert_eq!(executed[0]["args"]["amount"], json!(1200.0));
+}
+
+/// Issue #12 follow-up, item 1: a tool mapped onto an action with a
+/// `secret` parameter (`change_password` onto `user.update_password`).
+/// The downstream receives the password itself, not its commitment; the
+/// store (receipts, executions, the outcome, pending operations: the
+/// SQLite files' bytes) never holds it, even though the bank echoes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_reaches_the_downstream_and_never_the_store() {
+    let mut tools = testkit::demo_tools();
+    tools.push(testkit::password_tool());
+    let h = harness(Opts {
+        tools,
+        ..Opts::default()
+    })
+    .await;
+    let password = "Tr0ub4dor&3-horse-staple";
+    let r = h
+        .call("change_password", args(json!({"password": password})))
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(h.user.shown().len(), 1, "step-up, always");
+    assert!(
+        !h.user.shown()[0].contains(password),
+        "{}",
+        h.user.shown()[0]
+    );
+    let done = h.executed("change_password");
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        done[0]["args"]["password"], password,
+        "the value, not its commitment"
+    );
+    // nothing the proxy stored or reports holds it
+    let recs = h.receipts();
+    let outcome = recs.last().unwrap();
+    assert_eq!(outcome["kind"], "outcome");
+    let op = outcome["operation_hash"].as_str().unwrap();
+    let stored = h.proxy.gateway().outcome(op).unwrap().unwrap();
+    assert!(!stored.result.to_string().contains(password), "{stored:?}");
+    assert!(stored.result.to_string().contains("secret:withheld"));
+    assert!(!text(&r).contains(password), "{}", text(&r));
+    let dump = format!("{:?}", h.store.snapshot().unwrap());
+    assert!(!dump.contains(password));
+    let mut executed = None;
+    h.store
+        .transaction(&mut |tx| {
+            executed = tx.executed(op)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    let executed = executed.unwrap().to_string();
+    assert!(executed.contains("secret:sha256:"), "{executed}");
+    assert!(!executed.contains(password), "{executed}");
+    drop(h.client);
+    let mut files = 0;
+    for e in std::fs::read_dir(h.tw.dir.path()).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.starts_with("store.db") {
+            files += 1;
+            let bytes = std::fs::read(e.path()).unwrap();
+            assert!(
+                !bytes
+                    .windows(password.len())
+                    .any(|w| w == password.as_bytes()),
+                "{name} holds the password"
+            );
+        }
+    }
+    assert!(files >= 1);
 }

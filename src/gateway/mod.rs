@@ -159,6 +159,11 @@ pub struct Decision {
     pub replayed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<ReceiptRef>,
+    /// The clear values of `secret` parameters, for the caller that
+    /// executes: set only on an ALLOW that dispatched an operation of a
+    /// gateway executing externally; never serialised.
+    #[serde(skip)]
+    pub secrets: secret::SecretValues,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

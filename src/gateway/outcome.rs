@@ -25,6 +25,45 @@ pub struct ExternalOutcome {
     pub result: Value,
 }
 
+/// A tool call through the MCP proxy that no decision covers, recorded so
+/// that every call leaves a receipt. Neither the arguments nor the result
+/// are kept, only their hashes: a read may carry and return anything (up
+/// to the client's and the downstream's limits, personal data included),
+/// and the hash lets an auditor holding a copy check it against the chain.
+pub enum ProxyCall<'a> {
+    /// Forwarded as is (a read-only tool), with the downstream's status.
+    Passthrough {
+        server: &'a str,
+        tool: &'a str,
+        arguments: &'a Value,
+        is_error: bool,
+        /// The downstream's answer, or `{"error": text}` without one.
+        result: &'a Value,
+    },
+    /// Refused before any decision (a tool the config does not list).
+    Refused {
+        /// As the client named it (shown escaped and cut in the receipt).
+        tool: &'a str,
+        arguments: &'a Value,
+        reason: &'a str,
+    },
+}
+
+/// The hash of any JSON value: its JCS hash, or, when it has no canonical
+/// form (an integer beyond 2^53), `sha256-text:` and the hash of its
+/// serde_json text, so that a hostile value can never keep a receipt from
+/// being written.
+pub fn hash_any(v: &Value) -> String {
+    crate::canonical::hash_of(v).unwrap_or_else(|_| {
+        use sha2::{Digest, Sha256};
+        let text = serde_json::to_string(v).unwrap_or_default();
+        format!(
+            "sha256-text:{}",
+            hex::encode(Sha256::digest(text.as_bytes()))
+        )
+    })
+}
+
 impl Gateway {
     /// Records `outcome` for the operation `operation_hash` with its receipt,
     /// in one transaction. A second outcome for the same operation is
@@ -52,8 +91,7 @@ impl Gateway {
                 )));
             }
             tx.state_put(OUTCOME_NS, operation_hash, &stored)?;
-            let result_hash = crate::canonical::hash_of(&outcome.result)
-                .map_err(|e| StoreError::Aborted(e.to_string()))?;
+            let result_hash = hash_any(&outcome.result);
             let mut w = ObjectWriter::new();
             w.str("bundle", &self.bundle_hash)
                 .str("executor", &outcome.executor)
@@ -64,6 +102,45 @@ impl Gateway {
                 .str("time", &format_time(now));
             Ok(w.finish())
         })
+    }
+
+    /// Records a tool call the gateway did not decide (see [`ProxyCall`])
+    /// as a receipt of its own, in the chain beside the decisions.
+    pub fn record_call(&self, call: &ProxyCall<'_>) -> Result<ReceiptRef, StoreError> {
+        let now = self.now();
+        let mut w = ObjectWriter::new();
+        match call {
+            ProxyCall::Passthrough {
+                server,
+                tool,
+                arguments,
+                is_error,
+                result,
+            } => {
+                w.str("arguments_hash", &hash_any(arguments))
+                    .str("bundle", &self.bundle_hash)
+                    .str("is_error", if *is_error { "true" } else { "false" })
+                    .str("kind", "passthrough")
+                    .str("result_hash", &hash_any(result))
+                    .str("server", server)
+                    .str("time", &format_time(now))
+                    .str("tool", tool);
+            }
+            ProxyCall::Refused {
+                tool,
+                arguments,
+                reason,
+            } => {
+                w.str("arguments_hash", &hash_any(arguments))
+                    .str("bundle", &self.bundle_hash)
+                    .str("kind", "refused")
+                    .str("reason", reason)
+                    .str("time", &format_time(now))
+                    .str("tool", &crate::gateway::json::echo(tool));
+            }
+        }
+        let body = w.finish();
+        self.with_receipt(&mut |_| Ok(body.clone()))
     }
 
     /// The recorded outcome of an operation, if any.

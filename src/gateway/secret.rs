@@ -51,3 +51,106 @@ pub fn commitment(
 pub fn is_commitment(v: &Value) -> bool {
     v.as_str().is_some_and(|s| s.starts_with("secret:sha256:"))
 }
+
+/// The clear values of `secret` parameters, carried by an ALLOW of a
+/// gateway that executes externally ([`super::Gateway::execute_externally`])
+/// to the caller that executes (the MCP proxy's downstream call): the
+/// exact values the decision's commitments bind. Never serialised (a
+/// decision written anywhere holds only the commitments) and never printed
+/// (`Debug` names the parameters, not the values).
+#[derive(Clone, Default, PartialEq)]
+pub struct SecretValues(serde_json::Map<String, Value>);
+
+impl SecretValues {
+    pub(crate) fn new(values: serde_json::Map<String, Value>) -> Self {
+        SecretValues(values)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `resolved` with each commitment replaced by the clear value it
+    /// stands for: what the executor acts with.
+    pub fn reveal(
+        &self,
+        resolved: &serde_json::Map<String, Value>,
+    ) -> serde_json::Map<String, Value> {
+        let mut out = resolved.clone();
+        for (k, v) in &self.0 {
+            if out.get(k).is_some_and(is_commitment) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        out
+    }
+
+    /// `value` with every occurrence of a secret's clear text replaced by
+    /// `secret:withheld`: what may be stored of an executor's answer (a
+    /// tool that echoes the password must not put it in the store).
+    pub fn scrub(&self, value: &Value) -> Value {
+        let texts: Vec<&str> = self
+            .0
+            .values()
+            .filter_map(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if texts.is_empty() {
+            return value.clone();
+        }
+        fn text(s: &str, texts: &[&str]) -> String {
+            texts
+                .iter()
+                .fold(s.to_string(), |s, t| s.replace(t, "secret:withheld"))
+        }
+        fn walk(v: &Value, texts: &[&str]) -> Value {
+            match v {
+                Value::String(s) => Value::String(text(s, texts)),
+                Value::Array(items) => Value::Array(items.iter().map(|i| walk(i, texts)).collect()),
+                Value::Object(m) => Value::Object(
+                    m.iter()
+                        .map(|(k, v)| (text(k, texts), walk(v, texts)))
+                        .collect(),
+                ),
+                other => other.clone(),
+            }
+        }
+        walk(value, &texts)
+    }
+}
+
+impl std::fmt::Debug for SecretValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&String> = self.0.keys().collect();
+        write!(f, "SecretValues(withheld: {names:?})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SecretValues;
+    use serde_json::json;
+
+    /// A secret echoed anywhere in an answer (a nested text, a key, inside
+    /// a longer text) is withheld; `Debug` names the parameter only.
+    #[test]
+    fn scrub_withholds_every_occurrence_and_debug_names_only() {
+        let s = SecretValues::new(
+            json!({"new_password": "hunter2-long-enough"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let answer = json!({"content": [{"text": "{\"echo\":\"hunter2-long-enough\"}"}],
+            "hunter2-long-enough": 1, "n": 3});
+        let out = s.scrub(&answer).to_string();
+        assert!(!out.contains("hunter2"), "{out}");
+        assert_eq!(out.matches("secret:withheld").count(), 2, "{out}");
+        assert!(!format!("{s:?}").contains("hunter2"));
+        assert!(format!("{s:?}").contains("new_password"));
+        let resolved = json!({"new_password": "secret:sha256:00", "other": "x"});
+        let shown = s.reveal(resolved.as_object().unwrap_or(&Default::default()));
+        assert_eq!(shown["new_password"], "hunter2-long-enough");
+        assert_eq!(shown["other"], "x");
+    }
+}

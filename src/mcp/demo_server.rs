@@ -103,6 +103,14 @@ pub fn tools() -> Vec<Tool> {
             ),
         ),
         Tool::new(
+            "change_password",
+            "Change the online banking password",
+            schema(
+                json!({"password": {"type": "string", "description": "the new password"}}),
+                &["password"],
+            ),
+        ),
+        Tool::new(
             "delete_file",
             "Delete a file",
             schema(json!({"path": {"type": "string"}}), &["path"]),
@@ -217,6 +225,12 @@ fn apply(st: &mut Value, tool: &str, args: &Map<String, Value>) -> Result<Value,
             json!({"status": "updated", "vendor_id": text("vendor_id")?, "iban": text("iban")?})
         }
         "delete_file" => json!({"status": "deleted", "path": text("path")?}),
+        "change_password" => {
+            let password = text("password")?;
+            // a bank that echoes what it was sent: the proxy must keep it
+            // out of its store all the same
+            json!({"status": "changed", "length": password.chars().count(), "echo": password})
+        }
         other => return Err(format!("no tool `{other}`")),
     })
 }

@@ -20,7 +20,7 @@
 pub mod elicit;
 
 use crate::gateway::approval::SignedApproval;
-use crate::gateway::outcome::ExternalOutcome;
+use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
 use crate::gateway::{Decision, Gateway, Input, Outcome};
 use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
 use rmcp::model::{
@@ -91,11 +91,18 @@ struct Inner {
     session: SessionConfig,
     /// In the config's order.
     tools: Vec<Routed>,
-    clients: HashMap<String, RunningService<RoleClient, ()>>,
+    clients: HashMap<String, Downstream>,
     /// Seals the 2026-07-28 era's request state (a per-process random key).
     sealer: elicit::Sealer,
     /// Operations whose downstream call is running in this process.
     in_flight: Mutex<HashSet<String>>,
+}
+
+/// One downstream server: its config (to start it again) and the running
+/// client, replaced when the server died.
+struct Downstream {
+    config: ServerConfig,
+    running: tokio::sync::RwLock<Arc<RunningService<RoleClient, ()>>>,
 }
 
 /// The proxy: an rmcp [`ServerHandler`].
@@ -184,7 +191,13 @@ impl Proxy {
                     reason: e.to_string(),
                 })?;
             offered.insert(s.name.clone(), tools);
-            clients.insert(s.name.clone(), client);
+            clients.insert(
+                s.name.clone(),
+                Downstream {
+                    config: s.clone(),
+                    running: tokio::sync::RwLock::new(Arc::new(client)),
+                },
+            );
         }
         let mut tools = vec![];
         for (t, mandate) in setup.tools.into_iter().zip(mandates) {
@@ -332,6 +345,12 @@ impl Proxy {
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
+        // a dead downstream is started again before anything is decided: a
+        // decision commits the budget, which a server that cannot be
+        // reached must not spend
+        if let Err(reason) = self.client(&routed.config.server).await {
+            return self.refuse(&request.name, request, &reason).await.into();
+        }
         let args = request.arguments.clone().unwrap_or_default();
         let size = serde_json::to_string(&args).map_or(usize::MAX, |s| s.len());
         let (proposal, malformed) = if size > MAX_ARGS_BYTES {
@@ -424,6 +443,7 @@ impl Proxy {
         .await;
         match asked {
             elicit::Answer::Accepted => {}
+            elicit::Answer::Declined => return Err(self.declined(&d, &op).await.into()),
             elicit::Answer::Respond(resp) => return Err(*resp),
         }
         let minted = self
@@ -433,6 +453,26 @@ impl Proxy {
         self.decide(Self::input(routed, proposal.clone(), None, approvals))
             .await
             .map_err(|e| CallToolResponse::from(error_result(e)))
+    }
+
+    /// The user declined `op` through elicitation: recorded in the store as
+    /// the user's decline (as `ipc approve --decline` does), so the same
+    /// operation is refused from now on instead of being asked again.
+    async fn declined(&self, d: &Decision, op: &str) -> CallToolResult {
+        let (op, user) = (op.to_string(), self.inner.session.user.clone());
+        let note = match self.blocking(move |gw| gw.decline(&op, &user)).await {
+            Ok(Ok(r)) => format!(
+                "the user declined this operation; the same operation is refused from now on (receipt #{} {})",
+                r.seq, r.hash
+            ),
+            Ok(Err(e)) => {
+                format!("the user declined this operation (the decline was not recorded: {e})")
+            }
+            Err(e) => {
+                format!("the user declined this operation (the decline was not recorded: {e})")
+            }
+        };
+        refusal_with(d, &note)
     }
 
     /// An ALLOW: the downstream executes with the trusted values, once.
@@ -460,7 +500,9 @@ impl Proxy {
             Err(_) => return error_result("the proxy's state is poisoned".into()),
         }
         let executor = format!("mcp:{}/{}", routed.config.server, routed.config.tool);
-        let outcome = match routed.config.to_downstream(&d.resolved) {
+        // a secret goes downstream as the value its commitment binds; what
+        // is stored of the answer never holds it
+        let outcome = match routed.config.to_downstream(&d.secrets.reveal(&d.resolved)) {
             Err(reason) => ExternalOutcome {
                 executor,
                 is_error: true,
@@ -478,6 +520,10 @@ impl Proxy {
                     result: json!({ "error": reason }),
                 },
             },
+        };
+        let outcome = ExternalOutcome {
+            result: d.secrets.scrub(&outcome.result),
+            ..outcome
         };
         let gw2 = gw.clone();
         let op2 = op.clone();
@@ -503,17 +549,39 @@ impl Proxy {
             .unwrap_or(true)
     }
 
+    /// The running client of a downstream server; a server that died (its
+    /// transport closed) is started again first, once for all the calls
+    /// that find it dead. `Err` says the server is down and why.
+    async fn client(&self, server: &str) -> Result<Arc<RunningService<RoleClient, ()>>, String> {
+        let d = self
+            .inner
+            .clients
+            .get(server)
+            .ok_or_else(|| format!("no downstream server `{server}`"))?;
+        let current = d.running.read().await.clone();
+        if !current.peer().is_transport_closed() {
+            return Ok(current);
+        }
+        let mut slot = d.running.write().await;
+        if !slot.peer().is_transport_closed() {
+            return Ok(slot.clone());
+        }
+        let fresh = start_server(&d.config).await.map_err(|e| {
+            format!(
+                "the downstream server `{server}` stopped and could not be started again ({e}); restart `ipc mcp`"
+            )
+        })?;
+        *slot = Arc::new(fresh);
+        Ok(slot.clone())
+    }
+
     /// Calls a downstream tool; an MCP error or a dead server is `Err`.
     async fn forward(
         &self,
         config: &ToolConfig,
         args: Map<String, Value>,
     ) -> Result<CallToolResult, String> {
-        let client = self
-            .inner
-            .clients
-            .get(&config.server)
-            .ok_or_else(|| format!("no downstream server `{}`", config.server))?;
+        let client = self.client(&config.server).await?;
         let params = CallToolRequestParams::new(config.tool.clone()).with_arguments(args);
         match tokio::time::timeout(DOWNSTREAM_TIMEOUT, client.call_tool(params)).await {
             Ok(Ok(r)) => Ok(r),
@@ -648,22 +716,95 @@ impl Proxy {
         context: RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let Some(routed) = self.routed(&request.name) else {
-            return error_result(format!(
-                "tool `{}` is not available through intentplane",
-                crate::gateway::json::echo(&request.name)
-            ))
-            .into();
+            return self
+                .refuse(&request.name, &request, "not listed in the config")
+                .await
+                .into();
         };
         match &routed.config.mode {
-            ToolMode::Passthrough => {
-                let args = request.arguments.clone().unwrap_or_default();
-                match self.forward(&routed.config, args).await {
-                    Ok(r) => r,
-                    Err(e) => error_result(e),
-                }
-                .into()
-            }
+            ToolMode::Passthrough => self.passthrough(routed, &request).await.into(),
             ToolMode::Action { .. } => self.call_mapped(routed, &request, &context).await,
         }
+    }
+
+    /// A call refused before any decision, with its receipt.
+    async fn refuse(
+        &self,
+        tool: &str,
+        request: &CallToolRequestParams,
+        reason: &str,
+    ) -> CallToolResult {
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let (t, why) = (tool.to_string(), reason.to_string());
+        let recorded = self
+            .blocking(move |gw| {
+                gw.record_call(&ProxyCall::Refused {
+                    tool: &t,
+                    arguments: &arguments,
+                    reason: &why,
+                })
+            })
+            .await;
+        let receipt = match recorded {
+            Ok(Ok(r)) => format!("receipt #{} {}", r.seq, r.hash),
+            Ok(Err(e)) => format!("its receipt could not be recorded: {e}"),
+            Err(e) => e,
+        };
+        error_result(format!(
+            "tool `{}` is not available through intentplane: {reason}\n{receipt}",
+            crate::gateway::json::echo(tool)
+        ))
+    }
+
+    /// A passthrough: forwarded as is, then its receipt (the hashes of the
+    /// arguments and of the answer, the status). A call whose receipt cannot
+    /// be written gives the agent no result.
+    async fn passthrough(
+        &self,
+        routed: &Routed,
+        request: &CallToolRequestParams,
+    ) -> CallToolResult {
+        let args = request.arguments.clone().unwrap_or_default();
+        let arguments = Value::Object(args.clone());
+        let (result, answer) = match self.forward(&routed.config, args).await {
+            Ok(r) => {
+                let v = serde_json::to_value(&r).unwrap_or(Value::Null);
+                (r, v)
+            }
+            Err(e) => (error_result(e.clone()), json!({ "error": e })),
+        };
+        let server = routed.config.server.clone();
+        let tool = routed.config.tool.clone();
+        let is_error = result.is_error.unwrap_or(false);
+        let recorded = self
+            .blocking(move |gw| {
+                gw.record_call(&ProxyCall::Passthrough {
+                    server: &server,
+                    tool: &tool,
+                    arguments: &arguments,
+                    is_error,
+                    result: &answer,
+                })
+            })
+            .await;
+        match recorded {
+            Ok(Ok(_)) => result,
+            Ok(Err(e)) => error_result(format!(
+                "the call's receipt could not be recorded, so its result is withheld: {e}"
+            )),
+            Err(e) => error_result(e),
+        }
+    }
+
+    /// Runs `f` with the gateway on the blocking pool (it is synchronous
+    /// and writes the store).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Gateway) -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let gw = self.inner.gateway.clone();
+        tokio::task::spawn_blocking(move || f(&gw))
+            .await
+            .map_err(|e| format!("the gateway's work did not finish: {e}"))
     }
 }

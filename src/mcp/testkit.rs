@@ -62,6 +62,28 @@ pub fn demo_tools() -> Vec<ToolConfig> {
     ]
 }
 
+/// `change_password` mapped onto the bank pack's `user.update_password`
+/// (its `new_password` is `secret`; step-up, always).
+pub fn password_tool() -> ToolConfig {
+    ToolConfig {
+        server: "demo".into(),
+        tool: "change_password".into(),
+        mode: ToolMode::Action {
+            action: "user.update_password".into(),
+            params: vec![(
+                "new_password".into(),
+                ArgMap::Arg {
+                    arg: "password".into(),
+                    scale: None,
+                    ty: Type::Text,
+                    as_text: false,
+                    optional: false,
+                },
+            )],
+        },
+    }
+}
+
 /// `update_vendor` mapped onto the AP pack's `vendor.change_iban` (four
 /// eyes, always).
 pub fn ap_tools() -> Vec<ToolConfig> {

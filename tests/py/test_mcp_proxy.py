@@ -197,7 +197,18 @@ def test_deny_has_a_readable_reason(tmp_path):
 @pytest.mark.parametrize("answer", ["accept", "decline"])
 def test_step_up_by_elicitation(tmp_path, answer):
     run = Run(tmp_path, answer=answer)
-    r = play(run, lambda s: s.call_tool("send_money", send(LANDLORD, 1200)))
+
+    async def body(s):
+        first = await s.call_tool("send_money", send(LANDLORD, 1200))
+        # the same operation again: executed once, or declined for good
+        again = await s.call_tool("send_money", send(LANDLORD, 1200))
+        return first, again
+
+    r, again = play(run, body)
+    if answer == "decline":
+        assert again.is_error and "`emma` declined this operation" in text(again), text(again)
+    else:
+        assert not again.is_error, text(again)
     assert len(run.shown) == 1
     assert "payment.transfer" in run.shown[0]
     assert "amount: 1,200.00" in run.shown[0]

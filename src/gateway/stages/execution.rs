@@ -37,9 +37,11 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         pack: &a.table.pack,
         owner: &m.owner,
     };
-    // the executor alone takes the secrets' values
+    // the executor alone takes the secrets' values; an external one only
+    // records the operation (in the store): the commitments, never the
+    // values, which the caller gets with the decision
     let with_secrets;
-    let values = if r.secrets.is_empty() {
+    let values = if r.secrets.is_empty() || r.gw.external {
         &r.resolved
     } else {
         let mut all = r.resolved.clone();

@@ -109,13 +109,23 @@ pub(crate) fn run(
     };
     let outcome = pipeline(&mut r);
     let mut d = match outcome {
-        Ok(()) => Decision {
-            decision: Outcome::Allow,
-            stage: Stage::Execution,
-            reason: None,
-            hint: None,
-            ..base(&mut r)
-        },
+        Ok(()) => {
+            // the caller that executes needs the secrets' values: only
+            // for an operation dispatched now, never on a replay
+            let secrets = if gw.external && !r.replayed {
+                crate::gateway::secret::SecretValues::new(std::mem::take(&mut r.secrets))
+            } else {
+                Default::default()
+            };
+            Decision {
+                decision: Outcome::Allow,
+                stage: Stage::Execution,
+                reason: None,
+                hint: None,
+                secrets,
+                ..base(&mut r)
+            }
+        }
         Err(Stop::Deny(deny)) => {
             let mut d = base(&mut r);
             d.decision = Outcome::Deny;
@@ -180,6 +190,7 @@ fn base(r: &mut Run<'_>) -> Decision {
         result: r.result.take(),
         replayed: r.replayed,
         receipt: None,
+        secrets: Default::default(),
     }
 }
 
@@ -259,5 +270,6 @@ pub(crate) fn deny_decision(action: Option<String>, deny: Deny) -> Decision {
         result: None,
         replayed: false,
         receipt: None,
+        secrets: Default::default(),
     }
 }

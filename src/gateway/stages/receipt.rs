@@ -197,6 +197,7 @@ mod tests {
             result: (outcome == Outcome::Allow).then(|| json!({"ok": true, "n": 1.5})),
             replayed: outcome == Outcome::Allow,
             receipt: None,
+            secrets: Default::default(),
         }
     }
 

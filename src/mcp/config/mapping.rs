@@ -95,6 +95,13 @@ pub(super) fn to_downstream(
             }
             return Err(format!("the decision has no value for `{param}`"));
         };
+        // a commitment is never a tool's argument: the secret's value is
+        // missing (fail closed rather than send the commitment)
+        if crate::gateway::secret::is_commitment(v) {
+            return Err(format!(
+                "the value of the secret `{param}` is not available"
+            ));
+        }
         let v = match (scale, ty) {
             (Some(s), _) => {
                 let minor = v

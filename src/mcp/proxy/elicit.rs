@@ -78,6 +78,9 @@ impl Sealer {
 pub enum Answer {
     /// The user accepted exactly this operation.
     Accepted,
+    /// The user declined exactly this operation (a cancel is not a
+    /// decline: nothing is decided then).
+    Declined,
     /// Give the client this now (a refusal, or an input request).
     Respond(Box<CallToolResponse>),
 }
@@ -130,7 +133,7 @@ fn respond(d: &Decision, why: &str) -> Answer {
 fn on_result(d: &Decision, r: &ElicitResult) -> Answer {
     match r.action {
         ElicitationAction::Accept => Answer::Accepted,
-        ElicitationAction::Decline => respond(d, "the user declined this operation"),
+        ElicitationAction::Decline => Answer::Declined,
         _ => respond(d, "the user cancelled the confirmation"),
     }
 }
