@@ -20,8 +20,8 @@ use std::sync::Arc;
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
     /// Which story: `bank` (Emma's December bill), `ap` (the "we changed
-    /// banks" e-mail, for a CFO) or `three` (one injection, three domains,
-    /// one gateway).
+    /// banks" e-mail, for a CFO), `three` (one injection, three domains,
+    /// one gateway) or `mcp` (an MCP client's agent through `ipc mcp`).
     #[arg(default_value = "bank")]
     pub story: String,
     #[arg(long, value_enum, default_value_t)]
@@ -33,7 +33,7 @@ pub struct DemoArgs {
     #[arg(long, hide = true)]
     pub crash_on: Option<String>,
     /// `mcp`: the proxy's config (default `examples/mcp/intentplane.toml`).
-    #[arg(long, hide = true)]
+    #[arg(long)]
     pub config: Option<std::path::PathBuf>,
 }
 

@@ -59,7 +59,7 @@ pub enum Command {
     Approvals(approvals::ApprovalsArgs),
     /// Trusted side: the owner adds or removes a record (with a receipt).
     Registry(registry::RegistryArgs),
-    /// Play a scenario end to end: `bank` (Emma's bill) or `ap` (the CFO's).
+    /// Play a scenario end to end: `bank`, `ap`, `three` or `mcp`.
     Demo(demo::DemoArgs),
     /// Run the packs' scenario suites (`<pack>/scenarios/*.json`).
     Test(test::TestArgs),
