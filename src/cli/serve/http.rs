@@ -123,9 +123,12 @@ pub(crate) fn serve(
         let app = router(state.clone());
         if state.tokens.is_some() {
             let st = state.clone();
+            // registered now, before "listening": a SIGHUP sent the moment
+            // after is a reload, never the default action (exit)
+            use tokio::signal::unix::{SignalKind, signal};
+            let hup = signal(SignalKind::hangup());
             tokio::spawn(async move {
-                use tokio::signal::unix::{SignalKind, signal};
-                let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                let Ok(mut hup) = hup else {
                     return;
                 };
                 while hup.recv().await.is_some() {
@@ -136,23 +139,41 @@ pub(crate) fn serve(
                 }
             });
         }
+        let stop = shutdown();
         let _ = writeln!(out, "listening on {}", listener.shown());
         let _ = out.flush();
-        accept_loop(listener, app, &config, shutdown()).await;
+        accept_loop(listener, app, &config, stop).await;
         Ok(())
     })
 }
 
-/// SIGINT or SIGTERM.
-async fn shutdown() {
+/// SIGINT or SIGTERM. The handlers are registered when this is called,
+/// before the server says it is listening, not when the future is first
+/// polled: the accept loop may not poll it before answering a first
+/// request, and a signal sent in between took the default action (the
+/// process died without removing its socket).
+fn shutdown() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut t), Ok(mut i)) => {
+                tokio::select! {
+                    _ = t.recv() => {}
+                    _ = i.recv() => {}
+                }
+            }
+            (Ok(mut t), Err(_)) => {
+                t.recv().await;
+            }
+            (Err(_), Ok(mut i)) => {
+                i.recv().await;
+            }
+            // no handler could be installed: the signals keep their
+            // default action, which ends the process
+            (Err(_), Err(_)) => std::future::pending().await,
+        }
     }
 }
 
