@@ -306,6 +306,25 @@ fn a_new_password_never_reaches_a_receipt_or_a_decision() {
     assert!(!receipts.contains("another password"), "{receipts}");
     assert!(!receipts.contains("short-pw"), "{receipts}");
     assert!(receipts.contains("secret:withheld"));
+    // an allowed proposal keeps, in place of the value, the commitment the
+    // approval bound
+    let kept: Vec<String> = gw
+        .store()
+        .receipts()
+        .unwrap()
+        .iter()
+        .filter(|r| r.body["decision"] == "ALLOW")
+        .filter_map(|r| {
+            r.body["proposal"]["args"]["new_password"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert!(!kept.is_empty(), "{receipts}");
+    assert!(
+        kept.iter().all(|v| v.starts_with("secret:sha256:")),
+        "{kept:?}"
+    );
     let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
     assert!(audit.is_ok(), "{audit:?}");
 }

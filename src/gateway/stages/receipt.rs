@@ -26,7 +26,7 @@ pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreEr
         amount,
         nonces: &r.nonces,
     });
-    let redacted = redact_secrets(r);
+    let redacted = redact_secrets(r, d);
     let body = body(
         r.now,
         &r.gw.bundle_hash,
@@ -43,7 +43,9 @@ pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreEr
 /// `secret` parameters: each secret argument replaced by its commitment
 /// (or, when it never got one — a refused value —, by `secret:withheld`).
 /// `None`: nothing to hide, the proposal is kept as it came.
-fn redact_secrets(r: &Run<'_>) -> Option<Value> {
+/// The commitments are read from the decision: the run's own `resolved`
+/// has been moved into it by then.
+fn redact_secrets(r: &Run<'_>, d: &Decision) -> Option<Value> {
     let name = r.input.proposal.get("action")?.as_str()?;
     let params = &r.gw.actions.get(name)?.table.action.params;
     let args = r.input.proposal.get("args")?.as_object()?;
@@ -56,7 +58,7 @@ fn redact_secrets(r: &Run<'_>) -> Option<Value> {
     if let Some(Value::Object(args)) = p.get_mut("args") {
         for s in params.iter().filter(is_secret).map(|p| p.name.as_str()) {
             if let Some(v) = args.get_mut(s) {
-                *v = match r.resolved.get(s) {
+                *v = match d.resolved.get(s) {
                     Some(c) if crate::gateway::secret::is_commitment(c) => c.clone(),
                     _ => Value::String("secret:withheld".into()),
                 };
