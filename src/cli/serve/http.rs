@@ -538,10 +538,22 @@ async fn receipts(State(st): State<Shared>, uri: Uri) -> Response {
     let Ok(_slot) = st.slots.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     };
+    read_store(&st, "the receipts", move |gw| {
+        gw.store().receipts_range(page)
+    })
+    .await
+}
+
+/// Runs a read of the store off the async workers (the store is blocking)
+/// and answers with its result as JSON; a store error is a counted 500.
+pub(super) async fn read_store<T: serde::Serialize + Send + 'static>(
+    st: &Shared,
+    what: &str,
+    read: impl FnOnce(&crate::gateway::Gateway) -> Result<T, crate::store::StoreError> + Send + 'static,
+) -> Response {
     let gw = st.gw.clone();
-    let read = tokio::task::spawn_blocking(move || gw.store().receipts_range(page)).await;
-    match read {
-        Ok(Ok(page)) => json_ok(&st, &page),
+    match tokio::task::spawn_blocking(move || read(&gw)).await {
+        Ok(Ok(v)) => json_ok(st, &v),
         Ok(Err(e)) => {
             st.metrics.store_error();
             error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
@@ -550,7 +562,7 @@ async fn receipts(State(st): State<Shared>, uri: Uri) -> Response {
             st.metrics.error();
             error(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot read the receipts",
+                format!("cannot read {what}"),
             )
         }
     }
@@ -579,11 +591,11 @@ async fn approvals(State(st): State<Shared>, uri: Uri) -> Response {
             }
         }
     }
-    let gw = st.gw.clone();
-    let read = tokio::task::spawn_blocking(move || {
+    read_store(&st, "the approvals", move |gw| {
         let now = gw.now();
         gw.pending_ops().map(|ops| {
-            ops.into_iter()
+            let ops: Vec<_> = ops
+                .into_iter()
                 .filter(|(op, executed)| op.status(*executed, now) == "waiting")
                 .filter(|(op, _)| {
                     for_whom
@@ -591,24 +603,11 @@ async fn approvals(State(st): State<Shared>, uri: Uri) -> Response {
                         .is_none_or(|w| op.approvable_by(gw.world(), w))
                 })
                 .map(|(op, _)| op)
-                .collect::<Vec<_>>()
+                .collect();
+            json!({"operations": ops})
         })
     })
-    .await;
-    match read {
-        Ok(Ok(ops)) => json_ok(&st, &json!({"operations": ops})),
-        Ok(Err(e)) => {
-            st.metrics.store_error();
-            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        }
-        Err(_) => {
-            st.metrics.error();
-            error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot read the approvals",
-            )
-        }
-    }
+    .await
 }
 
 /// A pending-operation refusal as an HTTP answer: 404 for an unknown hash,
@@ -646,10 +645,18 @@ async fn submit_approval(State(st): State<Shared>, body: Body) -> Response {
         Ok(s) => s,
         Err(r) => return r,
     };
+    submit_signed(&st, signed).await
+}
+
+/// Records a signed approval; the answer says how it went.
+pub(super) async fn submit_signed(
+    st: &Shared,
+    signed: crate::gateway::approval::SignedApproval,
+) -> Response {
     let gw = st.gw.clone();
     match tokio::task::spawn_blocking(move || gw.submit_approval(&signed)).await {
-        Ok(Ok(r)) => json_ok(&st, &json!({"ok": true, "receipt": r})),
-        Ok(Err(e)) => pending_error(&st, e),
+        Ok(Ok(r)) => json_ok(st, &json!({"ok": true, "receipt": r})),
+        Ok(Err(e)) => pending_error(st, e),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the approval failed"),
     }
 }

@@ -19,7 +19,7 @@
 //! server's own origin (`http.rs`'s guard); the agent host's bearer token
 //! is neither needed nor accepted for them.
 
-use super::http::{Shared, error, json_ok, pending_error, read_json};
+use super::http::{Shared, error, json_ok, read_json};
 use crate::gateway::approval::{SignedApproval, SignedDecline};
 use axum::body::Body;
 use axum::extract::State;
@@ -311,36 +311,20 @@ pub(super) async fn operations(State(st): State<Shared>, headers: HeaderMap) -> 
         Ok(w) => w,
         Err(r) => return *r,
     };
-    let gw = st.gw.clone();
-    let me = who.clone();
-    let read = tokio::task::spawn_blocking(move || {
+    super::http::read_store(&st, "the approvals", move |gw| {
         let now = gw.now();
         gw.pending_ops().map(|ops| {
             let shown: Vec<serde_json::Value> = ops
                 .iter()
-                .filter(|(op, _)| op.approvable_by(gw.world(), &me))
+                .filter(|(op, _)| op.approvable_by(gw.world(), &who))
                 .map(|(op, executed)| {
-                    super::super::approvals::view(&gw, op, op.status(*executed, now))
+                    super::super::approvals::view(gw, op, op.status(*executed, now))
                 })
                 .collect();
-            (now, shown)
+            json!({"approver": who, "now": now, "operations": shown})
         })
     })
-    .await;
-    match read {
-        Ok(Ok((now, ops))) => json_ok(
-            &st,
-            &json!({"approver": who, "now": now, "operations": ops}),
-        ),
-        Ok(Err(e)) => {
-            st.metrics.store_error();
-            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        }
-        Err(_) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "cannot read the approvals",
-        ),
-    }
+    .await
 }
 
 /// Refuses an act signed as someone other than the session's approver.
@@ -371,12 +355,7 @@ pub(super) async fn approve(State(st): State<Shared>, headers: HeaderMap, body: 
     if let Err(r) = same_approver(&st, &who, &signed.approval.approver) {
         return *r;
     }
-    let gw = st.gw.clone();
-    match tokio::task::spawn_blocking(move || gw.submit_approval(&signed)).await {
-        Ok(Ok(r)) => json_ok(&st, &json!({"ok": true, "receipt": r})),
-        Ok(Err(e)) => pending_error(&st, e),
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the approval failed"),
-    }
+    super::http::submit_signed(&st, signed).await
 }
 
 /// `POST /v1/approver/decline`: the signed-in approver's signed decline.
