@@ -422,7 +422,7 @@ impl Gateway {
     pub fn decide_batch(&self, inputs: &[Input]) -> Result<Vec<Decision>, GatewayError> {
         let now = self.now();
         let mut out: Vec<Decision> = vec![];
-        self.store.transaction(&mut |tx: &mut dyn Tx| {
+        let (_, relinks) = self.store.transaction_linked(&mut |tx: &mut dyn Tx| {
             out.clear();
             for input in inputs {
                 let d = stages::run(self, tx, input, now)?;
@@ -430,6 +430,23 @@ impl Gateway {
             }
             Ok(Value::Null)
         })?;
+        // each decision reports its receipt where it was committed
+        let committed: std::collections::HashMap<&str, &crate::store::ChainLink> = relinks
+            .iter()
+            .map(|r| (r.seen.hash.as_str(), &r.committed))
+            .collect();
+        for d in &mut out {
+            if let Some(r) = &mut d.receipt {
+                let link = committed.get(r.hash.as_str()).ok_or_else(|| {
+                    crate::store::StoreError::Backend(format!(
+                        "the store did not report where receipt `{}` was committed",
+                        r.hash
+                    ))
+                })?;
+                r.seq = link.seq;
+                r.hash = link.hash.clone();
+            }
+        }
         Ok(out)
     }
 }

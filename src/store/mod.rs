@@ -139,6 +139,27 @@ pub trait Store: Send + Sync {
         fs.iter_mut().map(|f| self.transaction(&mut **f)).collect()
     }
 
+    /// Runs `f` as [`Store::transaction`] does, for a body that uses the
+    /// links of the receipts it appends only to report them (the
+    /// gateway's decisions): such a body may be run before its
+    /// transaction takes its place in the chain, its receipts linked at
+    /// commit (PostgreSQL decides before the head lock and re-checks under
+    /// it, [`postgres`]), so the links it saw may not be the ones
+    /// committed. Returns the body's value and, in append order, each
+    /// receipt's link as seen and as committed. The default runs
+    /// [`Store::transaction`], where the two are the same.
+    fn transaction_linked(&self, f: &mut TxFn<'_>) -> Result<(Value, Vec<Relink>), StoreError> {
+        let mut links = Vec::new();
+        let value = self.transaction(&mut |tx| {
+            links.clear();
+            f(&mut Capture {
+                inner: tx,
+                links: &mut links,
+            })
+        })?;
+        Ok((value, links.into_iter().map(Relink::unmoved).collect()))
+    }
+
     /// Every receipt, in chain order (for `ipc receipts verify / show`).
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError>;
 
@@ -161,6 +182,78 @@ pub trait Store: Send + Sync {
     /// Whether [`Tx::registry_rows`] can read registry tables (PostgreSQL).
     fn registry_tables(&self) -> bool {
         false
+    }
+}
+
+/// A receipt's link as the body that appended it saw it, and as it was
+/// committed ([`Store::transaction_linked`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Relink {
+    pub seen: ChainLink,
+    pub committed: ChainLink,
+}
+
+impl Relink {
+    /// A link committed where the body saw it.
+    pub fn unmoved(link: ChainLink) -> Self {
+        Relink {
+            seen: link.clone(),
+            committed: link,
+        }
+    }
+}
+
+/// A [`Tx`] that passes everything through and keeps the link of every
+/// receipt appended.
+pub(crate) struct Capture<'a> {
+    pub inner: &'a mut dyn Tx,
+    pub links: &'a mut Vec<ChainLink>,
+}
+
+impl Tx for Capture<'_> {
+    fn spent(&mut self, mandate_id: &str) -> Result<Spent, StoreError> {
+        self.inner.spent(mandate_id)
+    }
+    fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
+        self.inner.spend(mandate_id, amount)
+    }
+    fn nonce_used(&mut self, nonce: &str) -> Result<bool, StoreError> {
+        self.inner.nonce_used(nonce)
+    }
+    fn use_nonce(&mut self, nonce: &str) -> Result<(), StoreError> {
+        self.inner.use_nonce(nonce)
+    }
+    fn executed(&mut self, op_hash: &str) -> Result<Option<Value>, StoreError> {
+        self.inner.executed(op_hash)
+    }
+    fn record_execution(&mut self, op_hash: &str, result: &Value) -> Result<(), StoreError> {
+        self.inner.record_execution(op_hash, result)
+    }
+    fn revoked(&mut self, token_id: &str) -> Result<bool, StoreError> {
+        self.inner.revoked(token_id)
+    }
+    fn revoke(&mut self, token_id: &str) -> Result<(), StoreError> {
+        self.inner.revoke(token_id)
+    }
+    fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError> {
+        self.inner.state_get(ns, key)
+    }
+    fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError> {
+        self.inner.state_put(ns, key, value)
+    }
+    fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
+        let link = self.inner.append_receipt_jcs(body)?;
+        self.links.push(link.clone());
+        Ok(link)
+    }
+    fn registry_rows(
+        &mut self,
+        table: &str,
+        owner: &str,
+        keyed: bool,
+        key: Option<&str>,
+    ) -> Result<Vec<RegistryRow>, StoreError> {
+        self.inner.registry_rows(table, owner, keyed, key)
     }
 }
 

@@ -36,6 +36,13 @@
 //! back and run again from the start (bodies are re-runnable: they only act
 //! through the [`Tx`]); it is never turned into a decision.
 //!
+//! **Decisions before the lock.** [`Store::transaction_linked`] (the
+//! gateway's decisions) runs the body first on a read-only snapshot without
+//! the lock, then checks under it that every value the body read is
+//! unchanged before applying its writes, or runs it again under the lock
+//! (`postgres/optimistic.rs`): instances decide side by side and take turns only to
+//! check and write.
+//!
 //! **Group commit.** A body given to [`Store::transaction`] may decide many
 //! proposals (`ipc run --batch N`): one `COMMIT`, one WAL flush, for all of
 //! them. [`Store::transactions`] runs several bodies in one transaction,
@@ -47,8 +54,10 @@
 //! holding `ipc_*` tables without that marker (another application), or
 //! with a newer version, is refused and left untouched.
 
+mod optimistic;
+
 use super::{
-    Accounts, ChainLink, ReceiptRange, ReceiptRecord, RegistryRow, Snapshot, Spent, Store,
+    Accounts, ChainLink, ReceiptRange, ReceiptRecord, RegistryRow, Relink, Snapshot, Spent, Store,
     StoreError, StoredReceipt, Tx, TxFn,
 };
 use crate::canonical::Jcs;
@@ -57,7 +66,8 @@ use postgres::{Client, Config, NoTls, Statement};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// The application marker in `ipc_meta`.
@@ -244,6 +254,12 @@ pub struct PgStore {
     options: PgOptions,
     /// The connection; `None` after it broke (reconnected on next use).
     conn: Mutex<Option<Conn>>,
+    /// Transactions committed as decided before the head lock, and run
+    /// again under it (`postgres/optimistic.rs`).
+    decided: AtomicU64,
+    rerun: AtomicU64,
+    /// Runs between the two phases of an optimistic transaction (tests).
+    between: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -341,6 +357,9 @@ impl PgStore {
             config,
             options,
             conn: Mutex::new(None),
+            decided: AtomicU64::new(0),
+            rerun: AtomicU64::new(0),
+            between: Mutex::new(None),
         };
         let mut guard = store.lock();
         let conn = store.connection(&mut guard)?;
@@ -369,6 +388,24 @@ impl PgStore {
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// How many transactions of [`Store::transaction_linked`] committed
+    /// as decided before the head lock, and how many were run again under
+    /// it because a value they read had changed (`postgres/optimistic.rs`).
+    pub fn optimistic_counts(&self) -> (u64, u64) {
+        (
+            self.decided.load(Ordering::Relaxed),
+            self.rerun.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Runs `hook` between the two phases of every optimistic transaction
+    /// (after the decision, before the head lock): for tests that change
+    /// the store there.
+    #[doc(hidden)]
+    pub fn set_between_phases(&self, hook: Option<Arc<dyn Fn() + Send + Sync>>) {
+        *self.between.lock().unwrap_or_else(|e| e.into_inner()) = hook;
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Conn>> {
@@ -407,12 +444,24 @@ impl PgStore {
         bodies: &mut [&mut TxFn<'_>],
         savepoints: bool,
     ) -> Result<Vec<Result<Value, StoreError>>, StoreError> {
+        self.attempts(|conn| attempt_once(conn, bodies, savepoints))
+    }
+
+    /// Runs `attempt` on the connection until it succeeds: again from the
+    /// start after a serialization failure or a deadlock (up to
+    /// `max_retries`), once more on a new connection when the session was
+    /// found lost before any body ran; the open transaction is rolled back
+    /// after every failure.
+    fn attempts<T>(
+        &self,
+        mut attempt: impl FnMut(&mut Conn) -> Result<T, Failure>,
+    ) -> Result<T, StoreError> {
         let mut guard = self.lock();
-        let mut attempt = 0u32;
+        let mut tries = 0u32;
         let mut reconnected = false;
         loop {
             let conn = self.connection(&mut guard)?;
-            let outcome = catch_unwind(AssertUnwindSafe(|| attempt_once(conn, bodies, savepoints)));
+            let outcome = catch_unwind(AssertUnwindSafe(|| attempt(conn)));
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(panic) => {
@@ -434,16 +483,15 @@ impl PgStore {
                         *guard = None;
                     }
                     match failure {
-                        Failure::Retry(reason) if attempt < self.options.max_retries => {
-                            attempt += 1;
-                            let pause = Duration::from_millis(u64::from(attempt.min(10)) * 2);
+                        Failure::Retry(_) if tries < self.options.max_retries => {
+                            tries += 1;
+                            let pause = Duration::from_millis(u64::from(tries.min(10)) * 2);
                             std::thread::sleep(pause);
-                            let _ = reason;
                         }
                         Failure::Retry(reason) => {
                             return Err(StoreError::Backend(format!(
                                 "gave up after {} serialization failures: {reason}",
-                                attempt + 1
+                                tries + 1
                             )));
                         }
                         Failure::Reconnect(_) if !reconnected => {
@@ -458,33 +506,55 @@ impl PgStore {
     }
 }
 
+/// A failure of a statement of the transaction: a serialization failure
+/// or a deadlock is retried, anything else returned.
+fn fail(e: postgres::Error) -> Failure {
+    if retryable(&e) {
+        Failure::Retry(pg_text(&e))
+    } else {
+        Failure::Fail(backend(e))
+    }
+}
+
+/// Runs `sql` (transaction control) at the start of an attempt: a session
+/// found lost there is reconnected (nothing has run yet).
+fn begin(conn: &mut Conn, sql: &str) -> Result<(), Failure> {
+    conn.client.batch_execute(sql).map_err(|e| {
+        if session_lost(&e) || conn.client.is_closed() {
+            Failure::Reconnect(backend(e))
+        } else {
+            fail(e)
+        }
+    })
+}
+
+/// Starts a writer's transaction: the head lock first, so that the
+/// snapshot, taken by the first query after it (`LOCK` takes none), holds
+/// every writer's commit before.
+const BEGIN_LOCKED: &str =
+    "BEGIN ISOLATION LEVEL REPEATABLE READ; LOCK TABLE ipc_head IN EXCLUSIVE MODE";
+
 /// One attempt: `BEGIN`, the head lock, the bodies, `COMMIT`.
 fn attempt_once(
     conn: &mut Conn,
     bodies: &mut [&mut TxFn<'_>],
     savepoints: bool,
 ) -> Result<Vec<Result<Value, StoreError>>, Failure> {
-    let fail = |e: postgres::Error| {
-        if retryable(&e) {
-            Failure::Retry(pg_text(&e))
-        } else {
-            Failure::Fail(backend(e))
-        }
-    };
-    conn.client
-        .batch_execute(
-            // the snapshot is taken by the first query, after the lock
-            // (`LOCK` takes none): it holds every writer's commit before
-            "BEGIN ISOLATION LEVEL REPEATABLE READ; LOCK TABLE ipc_head IN EXCLUSIVE MODE",
-        )
-        .map_err(|e| {
-            if session_lost(&e) || conn.client.is_closed() {
-                Failure::Reconnect(backend(e))
-            } else {
-                fail(e)
-            }
-        })?;
+    begin(conn, BEGIN_LOCKED)?;
     let mut head = Head::default();
+    let results = run_bodies(conn, &mut head, bodies, savepoints)?;
+    commit(conn, &head)?;
+    Ok(results)
+}
+
+/// Runs the bodies inside the open transaction (which holds the head
+/// lock), each in a savepoint when `savepoints`.
+fn run_bodies(
+    conn: &mut Conn,
+    head: &mut Head,
+    bodies: &mut [&mut TxFn<'_>],
+    savepoints: bool,
+) -> Result<Vec<Result<Value, StoreError>>, Failure> {
     let mut results = Vec::with_capacity(bodies.len());
     for f in bodies.iter_mut() {
         if savepoints {
@@ -495,7 +565,7 @@ fn attempt_once(
         let result = {
             let mut tx = PgTx {
                 conn: &mut *conn,
-                head: &mut head,
+                head: &mut *head,
                 retry: &mut retry,
             };
             f(&mut tx)
@@ -511,7 +581,7 @@ fn attempt_once(
                 results.push(Ok(v));
             }
             Err(e) if savepoints => {
-                head = saved;
+                *head = saved;
                 conn.client
                     .batch_execute("ROLLBACK TO tx; RELEASE tx")
                     .map_err(fail)?;
@@ -521,7 +591,12 @@ fn attempt_once(
             Err(e) => return Err(Failure::Fail(e)),
         }
     }
-    write_head(conn, &head).map_err(fail)?;
+    Ok(results)
+}
+
+/// Writes the head (when the transaction moved it) and commits.
+fn commit(conn: &mut Conn, head: &Head) -> Result<(), Failure> {
+    write_head(conn, head).map_err(fail)?;
     conn.client.batch_execute("COMMIT").map_err(|e| {
         if retryable(&e) {
             Failure::Retry(pg_text(&e))
@@ -531,8 +606,7 @@ fn attempt_once(
                 pg_text(&e)
             )))
         }
-    })?;
-    Ok(results)
+    })
 }
 
 fn write_head(conn: &mut Conn, head: &Head) -> Result<(), postgres::Error> {
@@ -653,6 +727,24 @@ fn check_or_create(client: &mut Client, create: bool) -> Result<(), SchemaError>
 }
 
 impl Store for PgStore {
+    /// Decides before the head lock and checks under it
+    /// (`postgres/optimistic.rs`): processes decide side by side and take turns
+    /// only to check and write.
+    fn transaction_linked(&self, f: &mut TxFn<'_>) -> Result<(Value, Vec<Relink>), StoreError> {
+        let between = self
+            .between
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let (value, relinks, path) =
+            self.attempts(|conn| optimistic::attempt(conn, f, between.as_deref()))?;
+        match path {
+            optimistic::Path::Decided => self.decided.fetch_add(1, Ordering::Relaxed),
+            optimistic::Path::Rerun => self.rerun.fetch_add(1, Ordering::Relaxed),
+        };
+        Ok((value, relinks))
+    }
+
     fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
         let mut bodies: [&mut TxFn<'_>; 1] = [f];
         self.run(&mut bodies, false)?
@@ -923,14 +1015,27 @@ pub fn quote_table(name: &str) -> Option<String> {
     )
 }
 
-impl Tx for PgTx<'_> {
-    fn registry_rows(
-        &mut self,
-        table: &str,
-        owner: &str,
-        keyed: bool,
-        key: Option<&str>,
-    ) -> Result<Vec<RegistryRow>, StoreError> {
+/// One read of a registry table ([`Tx::registry_rows`]): its query and
+/// parameters, comparable (an optimistic transaction re-reads each one
+/// under the head lock, `optimistic`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct RegistryRead {
+    table: String,
+    sql: String,
+    owner: String,
+    keyed: bool,
+    key: Option<String>,
+}
+
+enum RegistryFailure {
+    /// The statement failed (a missing table, a serialization failure).
+    Pg(postgres::Error),
+    /// A row of the wrong shape.
+    Store(StoreError),
+}
+
+impl RegistryRead {
+    fn new(table: &str, owner: &str, keyed: bool, key: Option<&str>) -> Result<Self, StoreError> {
         let quoted = quote_table(table).ok_or_else(|| {
             StoreError::Backend(format!(
                 "`{table}` is not a table name (`name` or `schema.name`)"
@@ -946,24 +1051,34 @@ impl Tx for PgTx<'_> {
             }
             _ => format!("SELECT value::text, id::text, NULL::text FROM {quoted} WHERE owner = $1"),
         };
-        // in a savepoint: a table that is missing or of another shape
-        // fails this read (the gateway denies), not the whole transaction
-        self.conn
-            .client
+        Ok(Self {
+            table: table.to_string(),
+            sql,
+            owner: owner.to_string(),
+            keyed,
+            key: key.map(str::to_string),
+        })
+    }
+
+    /// Reads the rows in the open transaction, in a savepoint: a table
+    /// that is missing or of another shape fails this read (the gateway
+    /// denies), not the whole transaction.
+    fn run(&self, conn: &mut Conn) -> Result<Vec<RegistryRow>, RegistryFailure> {
+        conn.client
             .batch_execute("SAVEPOINT registry")
-            .map_err(|e| self.err(e))?;
+            .map_err(RegistryFailure::Pg)?;
         let read = (|| -> Result<Vec<postgres::Row>, postgres::Error> {
-            let st = match self.conn.table_stmts.get(&sql) {
+            let st = match conn.table_stmts.get(&self.sql) {
                 Some(s) => s.clone(),
                 None => {
-                    let s = self.conn.client.prepare(&sql)?;
-                    self.conn.table_stmts.insert(sql.clone(), s.clone());
+                    let s = conn.client.prepare(&self.sql)?;
+                    conn.table_stmts.insert(self.sql.clone(), s.clone());
                     s
                 }
             };
-            match key {
-                Some(k) => self.conn.client.query(&st, &[&owner, &k]),
-                None => self.conn.client.query(&st, &[&owner]),
+            match &self.key {
+                Some(k) => conn.client.query(&st, &[&self.owner, k]),
+                None => conn.client.query(&st, &[&self.owner]),
             }
         })();
         let end = if read.is_ok() {
@@ -971,14 +1086,15 @@ impl Tx for PgTx<'_> {
         } else {
             "ROLLBACK TO registry; RELEASE registry"
         };
-        self.conn
-            .client
+        conn.client
             .batch_execute(end)
-            .map_err(|e| self.err(e))?;
-        let rows = read.map_err(|e| {
-            let e = self.err(e);
-            StoreError::Backend(format!("registry table `{table}`: {e}"))
-        })?;
+            .map_err(RegistryFailure::Pg)?;
+        let rows = read.map_err(RegistryFailure::Pg)?;
+        self.records(&rows).map_err(RegistryFailure::Store)
+    }
+
+    fn records(&self, rows: &[postgres::Row]) -> Result<Vec<RegistryRow>, StoreError> {
+        let (table, owner, keyed) = (&self.table, &self.owner, self.keyed);
         let bad = |what: String| StoreError::Backend(format!("registry table `{table}`: {what}"));
         rows.iter()
             .map(|r| {
@@ -1004,6 +1120,40 @@ impl Tx for PgTx<'_> {
                 })
             })
             .collect()
+    }
+}
+
+/// The chain's head as the head marker records it.
+const HEAD_SQL: &str = "SELECT seq, hash FROM ipc_head WHERE id = 1";
+
+fn head_of(row: Option<postgres::Row>) -> Result<Option<(u64, String)>, StoreError> {
+    row.map(|r| {
+        let seq: i64 = col(&r, 0)?;
+        Ok((
+            u64::try_from(seq)
+                .map_err(|_| StoreError::Backend(format!("head marker has seq `{seq}`")))?,
+            col::<String>(&r, 1)?,
+        ))
+    })
+    .transpose()
+}
+
+impl Tx for PgTx<'_> {
+    fn registry_rows(
+        &mut self,
+        table: &str,
+        owner: &str,
+        keyed: bool,
+        key: Option<&str>,
+    ) -> Result<Vec<RegistryRow>, StoreError> {
+        let read = RegistryRead::new(table, owner, keyed, key)?;
+        read.run(self.conn).map_err(|e| match e {
+            RegistryFailure::Pg(e) => {
+                let e = self.err(e);
+                StoreError::Backend(format!("registry table `{table}`: {e}"))
+            }
+            RegistryFailure::Store(e) => e,
+        })
     }
 
     fn spent(&mut self, mandate_id: &str) -> Result<Spent, StoreError> {
@@ -1136,20 +1286,8 @@ impl Tx for PgTx<'_> {
 
     fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
         if self.head.known.is_none() {
-            let row = self.query_opt("SELECT seq, hash FROM ipc_head WHERE id = 1", &[])?;
-            let head = match row {
-                Some(r) => {
-                    let seq: i64 = col(&r, 0)?;
-                    Some((
-                        u64::try_from(seq).map_err(|_| {
-                            StoreError::Backend(format!("head marker has seq `{seq}`"))
-                        })?,
-                        col::<String>(&r, 1)?,
-                    ))
-                }
-                None => None,
-            };
-            self.head.known = Some(head);
+            let row = self.query_opt(HEAD_SQL, &[])?;
+            self.head.known = Some(head_of(row)?);
         }
         let prev = match &self.head.known {
             Some(Some((seq, hash))) => Some((*seq, hash.as_str())),
