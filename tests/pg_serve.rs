@@ -184,6 +184,25 @@ fn four_instances_on_postgres_spend_one_budget_exactly() {
         .sum();
     assert_eq!(spent, 20_000, "spent exactly the budget, never more");
     assert_verifies(&pg.url);
+    // each instance counts how its store transactions committed: as
+    // decided before the lock, or decided again under it; together they
+    // hold every decision (one transaction decides one or more)
+    let mut transactions = 0;
+    for s in &servers {
+        let text = get(s, "/metrics").body;
+        let text = text.as_str().unwrap();
+        for path in ["decided", "rerun"] {
+            let line = format!("ipc_store_transactions_total{{path=\"{path}\"}} ");
+            let n: u64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix(line.as_str()))
+                .unwrap_or_else(|| panic!("no `{line}` in {text}"))
+                .parse()
+                .unwrap();
+            transactions += n;
+        }
+    }
+    assert!((1..=40).contains(&transactions), "{transactions}");
 }
 
 #[test]

@@ -179,6 +179,15 @@ pub trait Store: Send + Sync {
     /// read at one point in time: what [`verify_store`] checks.
     fn snapshot(&self) -> Result<Snapshot, StoreError>;
 
+    /// For a store that decides before its lock
+    /// ([`Store::transaction_linked`] on PostgreSQL): how many
+    /// transactions committed as decided, and how many were decided again
+    /// under the lock because a value they read had changed. `None` for
+    /// the others.
+    fn optimistic_counts(&self) -> Option<(u64, u64)> {
+        None
+    }
+
     /// Whether [`Tx::registry_rows`] can read registry tables (PostgreSQL).
     fn registry_tables(&self) -> bool {
         false

@@ -699,7 +699,7 @@ async fn metrics(State(st): State<Shared>) -> Response {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4"),
         )],
-        st.metrics.render(),
+        st.metrics.render(st.gw.store().optimistic_counts()),
     )
         .into_response()
 }

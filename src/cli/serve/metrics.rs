@@ -66,8 +66,9 @@ impl Metrics {
         *m.entry(reason).or_default() += 1;
     }
 
-    /// The text format (version 0.0.4).
-    pub(crate) fn render(&self) -> String {
+    /// The text format (version 0.0.4); `optimistic`: the store's
+    /// [`Store::optimistic_counts`](crate::store::Store::optimistic_counts).
+    pub(crate) fn render(&self, optimistic: Option<(u64, u64)>) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -107,6 +108,12 @@ impl Metrics {
             "# HELP ipc_store_errors_total Decisions that failed in the store (answered 500, nothing decided).\n# TYPE ipc_store_errors_total counter\nipc_store_errors_total {}",
             self.store_errors.load(Ordering::Relaxed)
         );
+        if let Some((decided, rerun)) = optimistic {
+            let _ = writeln!(
+                s,
+                "# HELP ipc_store_transactions_total Store transactions of decisions, by how they committed: as decided before the store's lock, or decided again under it because a value they read had changed.\n# TYPE ipc_store_transactions_total counter\nipc_store_transactions_total{{path=\"decided\"}} {decided}\nipc_store_transactions_total{{path=\"rerun\"}} {rerun}"
+            );
+        }
         let _ = writeln!(
             s,
             "# HELP ipc_errors_total Other requests answered 500.\n# TYPE ipc_errors_total counter\nipc_errors_total {}",

@@ -390,16 +390,6 @@ impl PgStore {
         &self.url
     }
 
-    /// How many transactions of [`Store::transaction_linked`] committed
-    /// as decided before the head lock, and how many were run again under
-    /// it because a value they read had changed (`postgres/optimistic.rs`).
-    pub fn optimistic_counts(&self) -> (u64, u64) {
-        (
-            self.decided.load(Ordering::Relaxed),
-            self.rerun.load(Ordering::Relaxed),
-        )
-    }
-
     /// Runs `hook` between the two phases of every optimistic transaction
     /// (after the decision, before the head lock): for tests that change
     /// the store there.
@@ -833,6 +823,16 @@ impl Store for PgStore {
 
     fn registry_tables(&self) -> bool {
         true
+    }
+
+    /// Transactions of [`Store::transaction_linked`] committed as decided
+    /// before the head lock, and run again under it because a value they
+    /// read had changed (`postgres/optimistic.rs`).
+    fn optimistic_counts(&self) -> Option<(u64, u64)> {
+        Some((
+            self.decided.load(Ordering::Relaxed),
+            self.rerun.load(Ordering::Relaxed),
+        ))
     }
 
     fn snapshot(&self) -> Result<Snapshot, StoreError> {
