@@ -410,3 +410,52 @@ fn an_invoice_marked_paid_before_the_decision_is_never_paid() {
         }
     }
 }
+
+/// Issue #14: a decision is taken before the store's lock and checked
+/// under it (`src/store/postgres/optimistic.rs`). The ERP marks the
+/// invoice paid, and changes the supplier's IBAN, after the decision read
+/// the tables but before its lock: the decision read an open invoice, the
+/// committed state has a paid one, so it is decided again under the lock
+/// and denied; nothing is executed.
+#[test]
+fn a_registry_row_changed_between_the_phases_is_decided_again() {
+    let Some(pg) = pg::fresh() else { return };
+    fill_tables(&pg);
+    let w = TestWorld::new();
+    let world = World::load(&world_with(&w, TABLES), &w.bundle.table).unwrap();
+    let store = Arc::new(PgStore::open(&pg.url).unwrap());
+    let gw = Gateway::new(&w.bundle, world, store.clone()).unwrap();
+    let m = clerk(&w);
+    let (server, schema) = (std::env::var(pg::ENV).unwrap(), pg.name.clone());
+    let changed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = changed.clone();
+    store.set_between_phases(Some(Arc::new(move || {
+        if flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        pg::admin(&server)
+            .batch_execute(&format!(
+                "SET search_path TO {schema};
+                 UPDATE erp_invoices SET record = record || '{{\"status\": \"paid\"}}'::jsonb
+                 WHERE key = 'INV-1001'"
+            ))
+            .unwrap();
+    })));
+    let d = gw
+        .decide(&input(pay("INV-1001", SUPPLIER, "4200.00"), &m, vec![]))
+        .unwrap();
+    assert!(changed.load(std::sync::atomic::Ordering::SeqCst));
+    assert_deny(&d, "policy", "invoice is not open");
+    use intentplane::store::Store;
+    assert_eq!(store.optimistic_counts(), Some((0, 1)));
+    let snap = gw.store().snapshot().unwrap();
+    assert!(snap.accounts.executions.is_empty());
+    assert_eq!(intentplane::store::verify_store(&snap, None), Ok(1));
+    // with nothing changed, the next decision commits as taken
+    store.set_between_phases(None);
+    let other = gw
+        .decide(&input(pay("INV-1001", SUPPLIER, "4200.00"), &m, vec![]))
+        .unwrap();
+    assert_deny(&other, "policy", "invoice is not open");
+    assert_eq!(store.optimistic_counts(), Some((1, 1)));
+}
