@@ -298,6 +298,30 @@ pub enum StoreError {
     )]
     PasswordInUrl { url: String },
 
+    /// The TLS parameters of a PostgreSQL URL are refused (a mode that
+    /// does not check the server, a root certificate that cannot be read).
+    #[error("cannot use `{store}` over tls: {reason}")]
+    #[diagnostic(
+        code(ipc::store::tls),
+        help(
+            "connect with `sslmode=verify-full&sslrootcert=FILE` (FILE: the PEM certificate of the authority that signed the server's), or `sslmode=disable` to go in clear on purpose"
+        )
+    )]
+    Tls { store: String, reason: String },
+
+    /// A PostgreSQL URL naming a host that is neither a Unix socket nor
+    /// loopback, without `sslmode`: refused rather than sent in clear.
+    #[error(
+        "`{store}` would reach `{host}` in clear: receipts, budgets and any password would cross the network unencrypted"
+    )]
+    #[diagnostic(
+        code(ipc::store::plaintext_remote),
+        help(
+            "add `sslmode=verify-full&sslrootcert=FILE` (FILE: the PEM certificate of the authority that signed the server's), or `sslmode=disable` to accept a connection in clear on purpose"
+        )
+    )]
+    PlaintextRemote { store: String, host: String },
+
     /// The database (schema) belongs to another application: left
     /// untouched.
     #[error("`{store}` is not an intentplane store: {reason}")]

@@ -101,3 +101,26 @@ impl Drop for Schema {
         }
     }
 }
+
+/// The test server's TLS: the folder of its authority (`ca.pem`) and of
+/// an authority that signed nothing there (`other-ca.pem`), from
+/// `IPC_TEST_PG_TLS` (`scripts/pg-cluster` makes both when `openssl` is
+/// installed); `None` after a loud skip line (never in CI).
+pub fn tls_dir() -> Option<std::path::PathBuf> {
+    server()?;
+    match std::env::var("IPC_TEST_PG_TLS") {
+        Ok(d) if !d.is_empty() => Some(std::path::PathBuf::from(d)),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but IPC_TEST_PG_TLS is not: the PostgreSQL TLS tests never skip in CI \
+                 (scripts/pg-cluster makes an authority when openssl is installed)"
+            );
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: no PostgreSQL TLS (IPC_TEST_PG_TLS is not set): the TLS part of a test did not run"
+            );
+            None
+        }
+    }
+}

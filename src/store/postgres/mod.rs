@@ -1,6 +1,7 @@
 //! A [`Store`] in PostgreSQL, for several gateway instances (processes, on
 //! one or several machines) on one database. Client: the maintained,
-//! synchronous `postgres` crate (over `tokio-postgres`), no TLS.
+//! synchronous `postgres` crate (over `tokio-postgres`); TLS with rustls
+//! (`tls.rs`: verified, or refused).
 //!
 //! **Location.** `postgres://USER@HOST:PORT/DATABASE` (or
 //! `postgresql://`; a Unix socket with `?host=/run/postgresql`). The tables
@@ -55,6 +56,7 @@
 //! with a newer version, is refused and left untouched.
 
 mod optimistic;
+mod tls;
 
 use super::{
     Accounts, ChainLink, ReceiptRange, ReceiptRecord, RegistryRow, Relink, Snapshot, Spent, Store,
@@ -180,15 +182,19 @@ pub fn redact(url: &str) -> String {
 
 /// Parses the URL (refusing a password in it) and adds the password from
 /// the environment, a default user and timeouts.
-fn config(url: &str, options: &PgOptions) -> Result<Config, StoreError> {
+fn config(url: &str, options: &PgOptions) -> Result<(Config, tls::Tls), StoreError> {
     let shown = redact(url);
-    let mut c: Config = url.parse().map_err(|e: postgres::Error| StoreError::Open {
-        path: shown.clone(),
-        reason: format!("invalid postgresql url: {}", lower(&e.to_string())),
-    })?;
+    let (rest, tls_params) = tls::split(url);
+    let mut c: Config = rest
+        .parse()
+        .map_err(|e: postgres::Error| StoreError::Open {
+            path: shown.clone(),
+            reason: format!("invalid postgresql url: {}", lower(&e.to_string())),
+        })?;
     if c.get_password().is_some() {
         return Err(StoreError::PasswordInUrl { url: shown });
     }
+    let tls = tls::choose(&shown, &mut c, tls_params)?;
     if let Some(file) = std::env::var_os(PASSWORD_FILE_ENV) {
         let text = std::fs::read_to_string(&file).map_err(|e| StoreError::Open {
             path: shown.clone(),
@@ -216,7 +222,7 @@ fn config(url: &str, options: &PgOptions) -> Result<Config, StoreError> {
     if c.get_application_name().is_none() {
         c.application_name("ipc");
     }
-    Ok(c)
+    Ok((c, tls))
 }
 
 fn lower(s: &str) -> String {
@@ -251,6 +257,8 @@ pub struct PgStore {
     /// The URL as given (it holds no password).
     url: String,
     config: Config,
+    /// In clear or over verified TLS (`tls.rs`).
+    tls: tls::Tls,
     options: PgOptions,
     /// The connection; `None` after it broke (reconnected on next use).
     conn: Mutex<Option<Conn>>,
@@ -351,10 +359,11 @@ impl PgStore {
     }
 
     pub fn open_with(url: &str, options: PgOptions, create: bool) -> Result<Self, StoreError> {
-        let config = config(url, &options)?;
+        let (config, tls) = config(url, &options)?;
         let store = Self {
             url: url.to_string(),
             config,
+            tls,
             options,
             conn: Mutex::new(None),
             decided: AtomicU64::new(0),
@@ -412,7 +421,11 @@ impl PgStore {
             **guard = None;
         }
         if guard.is_none() {
-            let client = self.config.connect(NoTls).map_err(|e| StoreError::Open {
+            let client = match &self.tls {
+                tls::Tls::Off => self.config.connect(NoTls),
+                tls::Tls::Verified(t) => self.config.connect(t.clone()),
+            };
+            let client = client.map_err(|e| StoreError::Open {
                 path: self.url.clone(),
                 reason: pg_text(&e),
             })?;
