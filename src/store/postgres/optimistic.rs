@@ -364,13 +364,20 @@ pub(super) fn attempt(
 /// Whether every key phase 1 read holds the same value now (under the
 /// lock): one statement per table read from.
 fn unchanged(conn: &mut Conn, reads: &Reads) -> Result<bool, Failure> {
+    // unnamed statements, planned for the arrays and the tables as they
+    // are now: a prepared statement's generic plan, made while a table was
+    // small (a fresh store), scanned it whole for every key once it was
+    // not (measured: `ipc serve` on PostgreSQL, p99 48 ms → 28 ms)
     fn rows(
         conn: &mut Conn,
         sql: &'static str,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, Failure> {
-        let st = conn.stmt(sql).map_err(fail)?;
-        conn.client.query(&st, params).map_err(fail)
+        let typed: Vec<(&(dyn postgres::types::ToSql + Sync), postgres::types::Type)> = params
+            .iter()
+            .map(|p| (*p, postgres::types::Type::TEXT_ARRAY))
+            .collect();
+        conn.client.query_typed(sql, &typed).map_err(fail)
     }
     let stored = |e: StoreError| Failure::Fail(e);
     if !reads.spent.is_empty() {
