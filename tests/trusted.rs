@@ -609,7 +609,8 @@ proptest::proptest! {
             2 => c.value = format!("{} {text}", c.value),
             3 => c.change = Verb::Remove,
             4 => c.expires_at += shift,
-            _ => c.nonce = format!("n-{text}"),
+            // never the signed `n-1` itself
+            _ => c.nonce = format!("n-1-{text}"),
         }
         let before = gw.store().receipts().unwrap().len();
         let r = gw.change_registry_signed(&signed);
