@@ -431,20 +431,16 @@ impl Gateway {
             Ok(Value::Null)
         })?;
         // each decision reports its receipt where it was committed
-        let committed: std::collections::HashMap<&str, &crate::store::ChainLink> = relinks
-            .iter()
-            .map(|r| (r.seen.hash.as_str(), &r.committed))
-            .collect();
-        for d in &mut out {
-            if let Some(r) = &mut d.receipt {
-                let link = committed.get(r.hash.as_str()).ok_or_else(|| {
-                    crate::store::StoreError::Backend(format!(
-                        "the store did not report where receipt `{}` was committed",
-                        r.hash
-                    ))
-                })?;
-                r.seq = link.seq;
-                r.hash = link.hash.clone();
+        if !relinks.is_empty() {
+            let moved: HashMap<&str, &crate::store::ChainLink> = relinks
+                .iter()
+                .map(|r| (r.seen.hash.as_str(), &r.committed))
+                .collect();
+            for r in out.iter_mut().filter_map(|d| d.receipt.as_mut()) {
+                if let Some(link) = moved.get(r.hash.as_str()) {
+                    r.seq = link.seq;
+                    r.hash = link.hash.clone();
+                }
             }
         }
         Ok(out)

@@ -144,20 +144,13 @@ pub trait Store: Send + Sync {
     /// gateway's decisions): such a body may be run before its
     /// transaction takes its place in the chain, its receipts linked at
     /// commit (PostgreSQL decides before the head lock and re-checks under
-    /// it, [`postgres`]), so the links it saw may not be the ones
-    /// committed. Returns the body's value and, in append order, each
-    /// receipt's link as seen and as committed. The default runs
-    /// [`Store::transaction`], where the two are the same.
+    /// it, [`postgres`]), so a link it saw may not be the one committed.
+    /// Returns the body's value and the receipts linked elsewhere than the
+    /// body saw, each as seen and as committed; a receipt not listed was
+    /// committed where the body saw it. The default runs
+    /// [`Store::transaction`], where nothing moves.
     fn transaction_linked(&self, f: &mut TxFn<'_>) -> Result<(Value, Vec<Relink>), StoreError> {
-        let mut links = Vec::new();
-        let value = self.transaction(&mut |tx| {
-            links.clear();
-            f(&mut Capture {
-                inner: tx,
-                links: &mut links,
-            })
-        })?;
-        Ok((value, links.into_iter().map(Relink::unmoved).collect()))
+        Ok((self.transaction(f)?, Vec::new()))
     }
 
     /// Every receipt, in chain order (for `ipc receipts verify / show`).
@@ -200,70 +193,6 @@ pub trait Store: Send + Sync {
 pub struct Relink {
     pub seen: ChainLink,
     pub committed: ChainLink,
-}
-
-impl Relink {
-    /// A link committed where the body saw it.
-    pub fn unmoved(link: ChainLink) -> Self {
-        Relink {
-            seen: link.clone(),
-            committed: link,
-        }
-    }
-}
-
-/// A [`Tx`] that passes everything through and keeps the link of every
-/// receipt appended.
-pub(crate) struct Capture<'a> {
-    pub inner: &'a mut dyn Tx,
-    pub links: &'a mut Vec<ChainLink>,
-}
-
-impl Tx for Capture<'_> {
-    fn spent(&mut self, mandate_id: &str) -> Result<Spent, StoreError> {
-        self.inner.spent(mandate_id)
-    }
-    fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
-        self.inner.spend(mandate_id, amount)
-    }
-    fn nonce_used(&mut self, nonce: &str) -> Result<bool, StoreError> {
-        self.inner.nonce_used(nonce)
-    }
-    fn use_nonce(&mut self, nonce: &str) -> Result<(), StoreError> {
-        self.inner.use_nonce(nonce)
-    }
-    fn executed(&mut self, op_hash: &str) -> Result<Option<Value>, StoreError> {
-        self.inner.executed(op_hash)
-    }
-    fn record_execution(&mut self, op_hash: &str, result: &Value) -> Result<(), StoreError> {
-        self.inner.record_execution(op_hash, result)
-    }
-    fn revoked(&mut self, token_id: &str) -> Result<bool, StoreError> {
-        self.inner.revoked(token_id)
-    }
-    fn revoke(&mut self, token_id: &str) -> Result<(), StoreError> {
-        self.inner.revoke(token_id)
-    }
-    fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError> {
-        self.inner.state_get(ns, key)
-    }
-    fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError> {
-        self.inner.state_put(ns, key, value)
-    }
-    fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
-        let link = self.inner.append_receipt_jcs(body)?;
-        self.links.push(link.clone());
-        Ok(link)
-    }
-    fn registry_rows(
-        &mut self,
-        table: &str,
-        owner: &str,
-        keyed: bool,
-        key: Option<&str>,
-    ) -> Result<Vec<RegistryRow>, StoreError> {
-        self.inner.registry_rows(table, owner, keyed, key)
-    }
 }
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]

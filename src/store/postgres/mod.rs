@@ -1138,6 +1138,24 @@ impl RegistryRead {
 
 /// The chain's head as the head marker records it.
 const HEAD_SQL: &str = "SELECT seq, hash FROM ipc_head WHERE id = 1";
+/// One key's row, as both kinds of transaction read it (`PgTx`, and
+/// `optimistic` before the lock).
+const SPENT_SQL: &str = "SELECT amount, calls FROM ipc_budgets WHERE mandate_id = $1";
+const NONCE_SQL: &str = "SELECT 1 FROM ipc_nonces WHERE nonce = $1";
+const EXECUTED_SQL: &str = "SELECT result FROM ipc_executions WHERE op_hash = $1";
+const REVOKED_SQL: &str = "SELECT 1 FROM ipc_revocations WHERE token_id = $1";
+const STATE_SQL: &str = "SELECT json FROM ipc_state WHERE ns = $1 AND key = $2";
+
+/// A budget row (`amount`, `calls` first), or nothing spent without one.
+fn spent_of(row: Option<&postgres::Row>) -> Result<Spent, StoreError> {
+    Ok(match row {
+        Some(r) => Spent {
+            amount: col(r, 0)?,
+            calls: u64::try_from(col::<i64>(r, 1)?).unwrap_or(0),
+        },
+        None => Spent::default(),
+    })
+}
 
 fn head_of(row: Option<postgres::Row>) -> Result<Option<(u64, String)>, StoreError> {
     row.map(|r| {
@@ -1173,17 +1191,8 @@ impl Tx for PgTx<'_> {
         if let Some(s) = self.head.spent.get(mandate_id) {
             return Ok(*s);
         }
-        let row = self.query_opt(
-            "SELECT amount, calls FROM ipc_budgets WHERE mandate_id = $1",
-            &[&mandate_id],
-        )?;
-        let spent = match row {
-            Some(r) => Spent {
-                amount: col(&r, 0)?,
-                calls: u64::try_from(col::<i64>(&r, 1)?).unwrap_or(0),
-            },
-            None => Spent::default(),
-        };
+        let row = self.query_opt(SPENT_SQL, &[&mandate_id])?;
+        let spent = spent_of(row.as_ref())?;
         self.head.spent.insert(mandate_id.to_string(), spent);
         Ok(spent)
     }
@@ -1216,9 +1225,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn nonce_used(&mut self, nonce: &str) -> Result<bool, StoreError> {
-        Ok(self
-            .query_opt("SELECT 1 FROM ipc_nonces WHERE nonce = $1", &[&nonce])?
-            .is_some())
+        Ok(self.query_opt(NONCE_SQL, &[&nonce])?.is_some())
     }
 
     fn use_nonce(&mut self, nonce: &str) -> Result<(), StoreError> {
@@ -1236,10 +1243,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn executed(&mut self, op_hash: &str) -> Result<Option<Value>, StoreError> {
-        self.json(
-            "SELECT result FROM ipc_executions WHERE op_hash = $1",
-            &[&op_hash],
-        )
+        self.json(EXECUTED_SQL, &[&op_hash])
     }
 
     fn record_execution(&mut self, op_hash: &str, result: &Value) -> Result<(), StoreError> {
@@ -1261,12 +1265,7 @@ impl Tx for PgTx<'_> {
         if let Some(r) = self.head.revoked.get(token_id) {
             return Ok(*r);
         }
-        let revoked = self
-            .query_opt(
-                "SELECT 1 FROM ipc_revocations WHERE token_id = $1",
-                &[&token_id],
-            )?
-            .is_some();
+        let revoked = self.query_opt(REVOKED_SQL, &[&token_id])?.is_some();
         self.head.revoked.insert(token_id.to_string(), revoked);
         Ok(revoked)
     }
@@ -1281,10 +1280,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError> {
-        self.json(
-            "SELECT json FROM ipc_state WHERE ns = $1 AND key = $2",
-            &[&ns, &key],
-        )
+        self.json(STATE_SQL, &[&ns, &key])
     }
 
     fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError> {

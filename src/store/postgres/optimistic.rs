@@ -28,16 +28,17 @@
 //! (a system-of-record entry put, a revocation) needs no check: under the
 //! lock it lands as the body meant it.
 //!
-//! The links the body saw are provisional (chained from no head); the ones
-//! committed are returned beside them ([`Relink`]) for the caller to
-//! report.
+//! The links the body saw are provisional (chained from no head); those
+//! committed elsewhere are returned with them ([`Relink`]) for the caller
+//! to report.
 
 use super::{
-    BEGIN_LOCKED, Conn, Failure, HEAD_SQL, Head, RegistryFailure, RegistryRead, backend, begin,
-    col, commit, fail, head_of, retryable, run_bodies, to_i64, to_json_text,
+    BEGIN_LOCKED, Conn, EXECUTED_SQL, Failure, HEAD_SQL, Head, NONCE_SQL, REVOKED_SQL,
+    RegistryFailure, RegistryRead, SPENT_SQL, STATE_SQL, backend, begin, col, commit, fail,
+    head_of, retryable, run_bodies, spent_of, to_i64, to_json_text,
 };
 use crate::canonical::Jcs;
-use crate::store::{Capture, ChainLink, RegistryRow, Relink, Spent, StoreError, Tx, TxFn};
+use crate::store::{ChainLink, RegistryRow, Relink, Spent, StoreError, Tx, TxFn};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -117,10 +118,7 @@ impl OptimisticTx<'_> {
         if let Some(t) = self.reads.executions.get(op_hash) {
             return Ok(t.clone());
         }
-        let t = self.text(
-            "SELECT result FROM ipc_executions WHERE op_hash = $1",
-            &[&op_hash],
-        )?;
+        let t = self.text(EXECUTED_SQL, &[&op_hash])?;
         self.reads.executions.insert(op_hash.to_string(), t.clone());
         Ok(t)
     }
@@ -139,10 +137,7 @@ impl Tx for OptimisticTx<'_> {
         if let Some(s) = self.reads.spent.get(mandate_id) {
             return Ok(*s);
         }
-        let row = self.row(
-            "SELECT amount, calls FROM ipc_budgets WHERE mandate_id = $1",
-            &[&mandate_id],
-        )?;
+        let row = self.row(SPENT_SQL, &[&mandate_id])?;
         let spent = spent_of(row.as_ref()).inspect_err(|_| self.failed = true)?;
         self.reads.spent.insert(mandate_id.to_string(), spent);
         Ok(spent)
@@ -169,9 +164,7 @@ impl Tx for OptimisticTx<'_> {
         if let Some(u) = self.reads.nonces.get(nonce) {
             return Ok(*u);
         }
-        let used = self
-            .row("SELECT 1 FROM ipc_nonces WHERE nonce = $1", &[&nonce])?
-            .is_some();
+        let used = self.row(NONCE_SQL, &[&nonce])?.is_some();
         self.reads.nonces.insert(nonce.to_string(), used);
         Ok(used)
     }
@@ -211,12 +204,7 @@ impl Tx for OptimisticTx<'_> {
         if let Some(r) = self.reads.revoked.get(token_id) {
             return Ok(*r);
         }
-        let revoked = self
-            .row(
-                "SELECT 1 FROM ipc_revocations WHERE token_id = $1",
-                &[&token_id],
-            )?
-            .is_some();
+        let revoked = self.row(REVOKED_SQL, &[&token_id])?.is_some();
         self.reads.revoked.insert(token_id.to_string(), revoked);
         Ok(revoked)
     }
@@ -233,10 +221,7 @@ impl Tx for OptimisticTx<'_> {
             None => match self.reads.state.get(&k) {
                 Some(t) => t.clone(),
                 None => {
-                    let t = self.text(
-                        "SELECT json FROM ipc_state WHERE ns = $1 AND key = $2",
-                        &[&ns, &key],
-                    )?;
+                    let t = self.text(STATE_SQL, &[&ns, &key])?;
                     self.reads.state.insert(k, t.clone());
                     t
                 }
@@ -296,16 +281,6 @@ impl Tx for OptimisticTx<'_> {
     }
 }
 
-fn spent_of(row: Option<&postgres::Row>) -> Result<Spent, StoreError> {
-    Ok(match row {
-        Some(r) => Spent {
-            amount: col(r, 0)?,
-            calls: u64::try_from(col::<i64>(r, 1)?).unwrap_or(0),
-        },
-        None => Spent::default(),
-    })
-}
-
 /// One attempt: phase 1, then the locked transaction, in which the
 /// decision of phase 1 is checked and applied, or the body run again.
 /// `between` runs between the phases (tests make a conflicting change
@@ -342,121 +317,56 @@ pub(super) fn attempt(
         let relinks = apply(conn, writes)?;
         return Ok((value, relinks, Path::Decided));
     }
-    // the locked path, in this transaction
-    let mut links = Vec::new();
+    // the locked path, in this transaction: its links are final
     let mut head = Head::default();
-    let mut body = |tx: &mut dyn Tx| {
-        links.clear();
-        f(&mut Capture {
-            inner: tx,
-            links: &mut links,
-        })
-    };
-    let value = run_bodies(conn, &mut head, &mut [&mut body], false)?
+    let value = run_bodies(conn, &mut head, &mut [f], false)?
         .pop()
         .unwrap_or_else(|| Err(StoreError::Backend("no result".into())))
         .map_err(Failure::Fail)?;
     commit(conn, &head)?;
-    let relinks = links.into_iter().map(Relink::unmoved).collect();
-    Ok((value, relinks, Path::Rerun))
+    Ok((value, Vec::new(), Path::Rerun))
 }
 
 /// Whether every key phase 1 read holds the same value now (under the
-/// lock): one statement per table read from.
+/// lock): one statement per table read from. A row that cannot be read
+/// counts as changed: the body run again under the lock meets it.
 fn unchanged(conn: &mut Conn, reads: &Reads) -> Result<bool, Failure> {
-    // unnamed statements, planned for the arrays and the tables as they
-    // are now: a prepared statement's generic plan, made while a table was
-    // small (a fresh store), scanned it whole for every key once it was
-    // not (measured: `ipc serve` on PostgreSQL, p99 48 ms → 28 ms)
-    fn rows(
-        conn: &mut Conn,
-        sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Vec<postgres::Row>, Failure> {
-        let typed: Vec<(&(dyn postgres::types::ToSql + Sync), postgres::types::Type)> = params
-            .iter()
-            .map(|p| (*p, postgres::types::Type::TEXT_ARRAY))
-            .collect();
-        conn.client.query_typed(sql, &typed).map_err(fail)
+    let text = |r: Option<&postgres::Row>| r.and_then(|r| col::<String>(r, 0).ok());
+    let now = by_key(
+        conn,
+        "SELECT amount, calls, mandate_id FROM ipc_budgets WHERE mandate_id = ANY($1)",
+        reads.spent.keys(),
+    )?;
+    if reads
+        .spent
+        .iter()
+        .any(|(k, s)| spent_of(now.get(k)).ok() != Some(*s))
+    {
+        return Ok(false);
     }
-    let stored = |e: StoreError| Failure::Fail(e);
-    if !reads.spent.is_empty() {
-        let ids: Vec<&str> = reads.spent.keys().map(String::as_str).collect();
-        let now = rows(
-            conn,
-            "SELECT mandate_id, amount, calls FROM ipc_budgets WHERE mandate_id = ANY($1)",
-            &[&ids],
-        )?;
-        let mut now_spent = HashMap::new();
-        for r in &now {
-            now_spent.insert(col::<String>(r, 0).map_err(stored)?, {
-                Spent {
-                    amount: col(r, 1).map_err(stored)?,
-                    calls: u64::try_from(col::<i64>(r, 2).map_err(stored)?).unwrap_or(0),
-                }
-            });
-        }
-        if reads
-            .spent
-            .iter()
-            .any(|(k, v)| now_spent.get(k).copied().unwrap_or_default() != *v)
-        {
-            return Ok(false);
-        }
+    let now = by_key(
+        conn,
+        "SELECT nonce FROM ipc_nonces WHERE nonce = ANY($1)",
+        reads.nonces.keys(),
+    )?;
+    if reads.nonces.iter().any(|(k, u)| now.contains_key(k) != *u) {
+        return Ok(false);
     }
-    if !reads.nonces.is_empty() {
-        let keys: Vec<&str> = reads.nonces.keys().map(String::as_str).collect();
-        let now = rows(
-            conn,
-            "SELECT nonce FROM ipc_nonces WHERE nonce = ANY($1)",
-            &[&keys],
-        )?;
-        let used: BTreeSet<String> = now
-            .iter()
-            .map(|r| col::<String>(r, 0))
-            .collect::<Result<_, _>>()
-            .map_err(stored)?;
-        if reads.nonces.iter().any(|(k, u)| used.contains(k) != *u) {
-            return Ok(false);
-        }
+    let now = by_key(
+        conn,
+        "SELECT result, op_hash FROM ipc_executions WHERE op_hash = ANY($1)",
+        reads.executions.keys(),
+    )?;
+    if reads.executions.iter().any(|(k, t)| text(now.get(k)) != *t) {
+        return Ok(false);
     }
-    if !reads.executions.is_empty() {
-        let keys: Vec<&str> = reads.executions.keys().map(String::as_str).collect();
-        let now = rows(
-            conn,
-            "SELECT op_hash, result FROM ipc_executions WHERE op_hash = ANY($1)",
-            &[&keys],
-        )?;
-        let mut results = HashMap::new();
-        for r in &now {
-            results.insert(
-                col::<String>(r, 0).map_err(stored)?,
-                col::<String>(r, 1).map_err(stored)?,
-            );
-        }
-        if reads
-            .executions
-            .iter()
-            .any(|(k, t)| results.get(k) != t.as_ref())
-        {
-            return Ok(false);
-        }
-    }
-    if !reads.revoked.is_empty() {
-        let keys: Vec<&str> = reads.revoked.keys().map(String::as_str).collect();
-        let now = rows(
-            conn,
-            "SELECT token_id FROM ipc_revocations WHERE token_id = ANY($1)",
-            &[&keys],
-        )?;
-        let revoked: BTreeSet<String> = now
-            .iter()
-            .map(|r| col::<String>(r, 0))
-            .collect::<Result<_, _>>()
-            .map_err(stored)?;
-        if reads.revoked.iter().any(|(k, r)| revoked.contains(k) != *r) {
-            return Ok(false);
-        }
+    let now = by_key(
+        conn,
+        "SELECT token_id FROM ipc_revocations WHERE token_id = ANY($1)",
+        reads.revoked.keys(),
+    )?;
+    if reads.revoked.iter().any(|(k, r)| now.contains_key(k) != *r) {
+        return Ok(false);
     }
     if !reads.state.is_empty() {
         let (ns, keys): (Vec<&str>, Vec<&str>) = reads
@@ -464,23 +374,23 @@ fn unchanged(conn: &mut Conn, reads: &Reads) -> Result<bool, Failure> {
             .keys()
             .map(|(n, k)| (n.as_str(), k.as_str()))
             .unzip();
-        let now = rows(
+        let rows = typed_query(
             conn,
-            "SELECT s.ns, s.key, s.json FROM ipc_state s
+            "SELECT s.json, s.ns, s.key FROM ipc_state s
              JOIN unnest($1::text[], $2::text[]) AS k(ns, key) ON s.ns = k.ns AND s.key = k.key",
             &[&ns, &keys],
         )?;
-        let mut values = HashMap::new();
-        for r in &now {
-            values.insert(
-                (
-                    col::<String>(r, 0).map_err(stored)?,
-                    col::<String>(r, 1).map_err(stored)?,
-                ),
-                col::<String>(r, 2).map_err(stored)?,
-            );
+        let mut now = HashMap::new();
+        for r in &rows {
+            if let (Ok(n), Ok(k)) = (col::<String>(r, 1), col::<String>(r, 2)) {
+                now.insert((n, k), r);
+            }
         }
-        if reads.state.iter().any(|(k, t)| values.get(k) != t.as_ref()) {
+        if reads
+            .state
+            .iter()
+            .any(|(k, t)| text(now.get(k).copied()) != *t)
+        {
             return Ok(false);
         }
     }
@@ -494,6 +404,44 @@ fn unchanged(conn: &mut Conn, reads: &Reads) -> Result<bool, Failure> {
         }
     }
     Ok(true)
+}
+
+/// Runs `sql` with `text[]` parameters as an unnamed statement, planned
+/// for the arrays and the tables as they are now. A prepared statement's
+/// generic plan, made while a table was small (a fresh store), scanned it
+/// whole for every key once it was not (measured: `ipc serve` on
+/// PostgreSQL, p99 48 ms → 28 ms).
+fn typed_query(
+    conn: &mut Conn,
+    sql: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Result<Vec<postgres::Row>, Failure> {
+    let typed: Vec<(&(dyn postgres::types::ToSql + Sync), postgres::types::Type)> = params
+        .iter()
+        .map(|p| (*p, postgres::types::Type::TEXT_ARRAY))
+        .collect();
+    conn.client.query_typed(sql, &typed).map_err(fail)
+}
+
+/// The rows `sql` (`… WHERE key = ANY($1)`, the key in the last column)
+/// holds now for `keys`, by key; no statement for no key.
+fn by_key<'k>(
+    conn: &mut Conn,
+    sql: &str,
+    keys: impl Iterator<Item = &'k String>,
+) -> Result<HashMap<String, postgres::Row>, Failure> {
+    let keys: Vec<&str> = keys.map(String::as_str).collect();
+    if keys.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = typed_query(conn, sql, &[&keys])?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            let key = col::<String>(&r, r.len().checked_sub(1)?).ok()?;
+            Some((key, r))
+        })
+        .collect())
 }
 
 /// Applies phase 1's writes, one statement per table, and links its
@@ -589,10 +537,12 @@ fn apply(conn: &mut Conn, writes: Writes) -> Result<Vec<Relink>, Failure> {
             hashes.push(link.hash.clone());
             bodies.push(body.as_str());
             prev = Some((link.seq, link.hash.clone()));
-            relinks.push(Relink {
-                seen: seen.clone(),
-                committed: link,
-            });
+            if link != *seen {
+                relinks.push(Relink {
+                    seen: seen.clone(),
+                    committed: link,
+                });
+            }
         }
         exec(
             conn,
