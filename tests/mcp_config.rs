@@ -214,7 +214,8 @@ fn trusted_values_go_back_in_the_tools_units_and_names() {
     let down = t.to_downstream(&resolved).unwrap();
     assert_eq!(
         Value::Object(down),
-        json!({"recipient": "DE89370400440532013000", "amount": 4.0, "currency": "EUR", "subject": ""})
+        json!({"from_account": "emma-checking", "recipient": "DE89370400440532013000", "amount": 4.0, "currency": "EUR", "subject": ""}),
+        "the claim is sent too, under its argument's name"
     );
     // the amount as text, and a date as the tool takes it
     let text = ToolConfig {

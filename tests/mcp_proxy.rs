@@ -279,7 +279,7 @@ async fn passthrough_is_forwarded_without_a_decision_and_leaves_a_receipt() {
     assert_eq!(rec["kind"], "passthrough");
     assert_eq!(rec["tool"], "read_inbox");
     assert_eq!(rec["server"], "demo");
-    assert_eq!(rec["is_error"], "false");
+    assert_eq!(rec["is_error"], json!(false), "a boolean, not a string");
     assert_eq!(
         rec["arguments_hash"],
         intentplane::gateway::outcome::hash_any(&json!({}))
@@ -295,7 +295,7 @@ async fn passthrough_is_forwarded_without_a_decision_and_leaves_a_receipt() {
     let rec = h.receipts().last().cloned().unwrap();
     assert_eq!(rec["kind"], "passthrough");
     assert_eq!(rec["tool"], "list_vendors");
-    assert_eq!(rec["is_error"], if is_error(&r) { "true" } else { "false" });
+    assert_eq!(rec["is_error"], json!(is_error(&r)));
     assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
 
@@ -350,7 +350,7 @@ async fn an_allowed_call_executes_with_the_trusted_values_and_leaves_an_outcome_
     let recs = h.receipts();
     let outcome = recs.last().unwrap();
     assert_eq!(outcome["kind"], "outcome");
-    assert_eq!(outcome["is_error"], "false");
+    assert_eq!(outcome["is_error"], json!(false), "a boolean, not a string");
     let decision = &recs[recs.len() - 2];
     assert_eq!(decision["decision"], "ALLOW");
     assert_eq!(outcome["operation_hash"], decision["operation_hash"]);

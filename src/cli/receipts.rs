@@ -31,7 +31,9 @@ pub enum ReceiptsCommand {
     /// Sign the head of a store that verifies (sequence number and hash)
     /// into a checkpoint, to keep where the store's writers cannot reach.
     Checkpoint(CheckpointArgs),
-    /// Print the receipts: sequence number, decision, action, stage, hash.
+    /// Print the receipts: sequence number, kind (a decision's outcome, or
+    /// outcome, passthrough, refused, approval, registry), what it is about,
+    /// its detail (stage and reason, status, change) and hash.
     Show(ShowArgs),
 }
 
@@ -291,14 +293,107 @@ fn show(args: &ShowArgs, out: &mut dyn Write) -> u8 {
     let skip = args.last.map_or(0, |n| records.len().saturating_sub(n));
     let shown = &records[skip..];
     let written = match args.format {
-        Format::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(shown).unwrap_or_default()
-        ),
+        Format::Json => {
+            // each record as stored, with what it is in a line
+            let rows: Vec<Value> = shown
+                .iter()
+                .map(|r| {
+                    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+                    if let Value::Object(m) = &mut v {
+                        let d = describe(&r.body);
+                        m.insert(
+                            "summary".into(),
+                            json!({"kind": d.kind, "subject": d.subject, "detail": d.detail}),
+                        );
+                    }
+                    v
+                })
+                .collect();
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&rows).unwrap_or_default()
+            )
+        }
         Format::Human => human_table(shown, records.len(), verified, out),
     };
     u8::from(written.is_err())
+}
+
+/// What a receipt is, in three short cells.
+#[derive(Debug, PartialEq)]
+struct Described {
+    /// A decision's outcome (`ALLOW`, `DENY`, `PENDING`), or the kind of
+    /// any other receipt (`outcome`, `passthrough`, `refused`,
+    /// `approval`, `registry`).
+    kind: String,
+    /// What it is about: the action, the tool, the operation, the registry.
+    subject: String,
+    /// The stage (and a refusal's reason), the status, the change.
+    detail: String,
+}
+
+/// A receipt's kind, subject and detail, read from its body (a receipt
+/// of an older version, with `is_error` as the text `"true"`, included).
+fn describe(body: &Value) -> Described {
+    let f = |k: &str| field(body, k).unwrap_or_else(|| "-".into());
+    let status = || match body.get("is_error") {
+        Some(Value::Bool(false)) => "ok",
+        Some(Value::String(s)) if s == "false" => "ok",
+        Some(_) => "error",
+        None => "-",
+    };
+    let op = || {
+        field(body, "operation_hash")
+            .map(|h| format!("operation {}", hash_prefix(&h)))
+            .unwrap_or_else(|| "-".into())
+    };
+    let kind = field(body, "kind");
+    let (kind, subject, detail) = match kind.as_deref() {
+        None if body.get("decision").is_some() => {
+            let action = field(body, "action")
+                .or_else(|| body.get("proposal").and_then(|p| field(p, "action")))
+                .unwrap_or_else(|| "-".into());
+            let detail = match field(body, "reason") {
+                Some(reason) => format!("{}: {reason}", f("stage")),
+                None => f("stage"),
+            };
+            (f("decision"), action, detail)
+        }
+        Some("outcome") => (
+            "outcome".into(),
+            f("executor"),
+            format!("{}, {}", status(), op()),
+        ),
+        Some("passthrough") => (
+            "passthrough".into(),
+            format!("{}/{}", f("server"), f("tool")),
+            status().into(),
+        ),
+        Some("refused") => ("refused".into(), f("tool"), f("reason")),
+        Some("approval") => (
+            "approval".into(),
+            op(),
+            format!("{} by {}", f("change"), f("by")),
+        ),
+        Some("registry") => {
+            let entry = field(body, "value")
+                .or_else(|| field(body, "key"))
+                .unwrap_or_else(|| "-".into());
+            (
+                "registry".into(),
+                format!("{}.{}", f("pack"), f("registry")),
+                format!("{} {entry} by {} (owner {})", f("change"), f("by"), f("owner")),
+            )
+        }
+        Some(other) => (other.to_string(), "-".into(), "-".into()),
+        None => ("-".into(), "-".into(), "-".into()),
+    };
+    Described {
+        kind,
+        subject,
+        detail: detail.chars().take(80).collect(),
+    }
 }
 
 fn human_table(
@@ -310,18 +405,17 @@ fn human_table(
     let rows: Vec<[String; 5]> = shown
         .iter()
         .map(|r| {
-            let action = field(&r.body, "action")
-                .or_else(|| r.body.get("proposal").and_then(|p| field(p, "action")));
+            let d = describe(&r.body);
             [
                 r.seq.to_string(),
-                field(&r.body, "decision").unwrap_or_else(|| "-".into()),
-                action.unwrap_or_else(|| "-".into()),
-                field(&r.body, "stage").unwrap_or_else(|| "-".into()),
+                d.kind,
+                d.subject,
+                d.detail,
                 hash_prefix(&r.hash),
             ]
         })
         .collect();
-    let header = ["seq", "decision", "action", "stage", "hash"];
+    let header = ["seq", "kind", "subject", "detail", "hash"];
     let mut widths = header.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -59,6 +59,14 @@ pub struct Input {
     pub malformed: Option<String>,
 }
 
+/// How a caller that executes externally ([`Gateway::execute_externally`])
+/// makes its call from an ALLOW's values (see
+/// [`Gateway::decide_dispatching`]): given the resolved values (secrets as
+/// commitments) and the secrets' clear values, what the receipt records of
+/// the call, or why it cannot be made.
+pub type Dispatch<'a> =
+    &'a dyn Fn(&Map<String, Value>, &secret::SecretValues) -> Result<Value, String>;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Outcome {
@@ -408,8 +416,30 @@ impl Gateway {
 
     /// Decides on one input, in its own transaction.
     pub fn decide(&self, input: &Input) -> Result<Decision, GatewayError> {
+        self.decide_one(input, None)
+    }
+
+    /// [`Gateway::decide`] for a caller that executes externally and
+    /// records its call in the decision: an ALLOW that dispatches gets
+    /// `dispatch`'s record of the call as its result
+    /// (`{"downstream": ...}`), in the decision's transaction, so the
+    /// receipt says what will be sent before it is; a call that cannot be
+    /// built is a DENY at the execution stage, before anything is spent.
+    pub fn decide_dispatching(
+        &self,
+        input: &Input,
+        dispatch: Dispatch<'_>,
+    ) -> Result<Decision, GatewayError> {
+        self.decide_one(input, Some(dispatch))
+    }
+
+    fn decide_one(
+        &self,
+        input: &Input,
+        dispatch: Option<Dispatch<'_>>,
+    ) -> Result<Decision, GatewayError> {
         Ok(self
-            .decide_batch(std::slice::from_ref(input))?
+            .decide_with(std::slice::from_ref(input), dispatch)?
             .pop()
             .unwrap_or_else(|| {
                 stages::deny_decision(None, Deny::new(Stage::Receipt, "no decision"))
@@ -420,12 +450,20 @@ impl Gateway {
     /// commit): all their executions and receipts are durable together, and
     /// none is reported before it is.
     pub fn decide_batch(&self, inputs: &[Input]) -> Result<Vec<Decision>, GatewayError> {
+        self.decide_with(inputs, None)
+    }
+
+    fn decide_with(
+        &self,
+        inputs: &[Input],
+        dispatch: Option<Dispatch<'_>>,
+    ) -> Result<Vec<Decision>, GatewayError> {
         let now = self.now();
         let mut out: Vec<Decision> = vec![];
         let (_, relinks) = self.store.transaction_linked(&mut |tx: &mut dyn Tx| {
             out.clear();
             for input in inputs {
-                let d = stages::run(self, tx, input, now)?;
+                let d = stages::run(self, tx, input, now, dispatch)?;
                 out.push(d);
             }
             Ok(Value::Null)

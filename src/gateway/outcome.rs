@@ -95,7 +95,7 @@ impl Gateway {
             let mut w = ObjectWriter::new();
             w.str("bundle", &self.bundle_hash)
                 .str("executor", &outcome.executor)
-                .str("is_error", if outcome.is_error { "true" } else { "false" })
+                .bool("is_error", outcome.is_error)
                 .str("kind", "outcome")
                 .str("operation_hash", operation_hash)
                 .str("result_hash", &result_hash)
@@ -119,7 +119,7 @@ impl Gateway {
             } => {
                 w.str("arguments_hash", &hash_any(arguments))
                     .str("bundle", &self.bundle_hash)
-                    .str("is_error", if *is_error { "true" } else { "false" })
+                    .bool("is_error", *is_error)
                     .str("kind", "passthrough")
                     .str("result_hash", &hash_any(result))
                     .str("server", server)

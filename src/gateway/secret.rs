@@ -70,6 +70,11 @@ impl SecretValues {
         self.0.is_empty()
     }
 
+    /// The clear value of the secret parameter `param`.
+    pub fn get(&self, param: &str) -> Option<&Value> {
+        self.0.get(param)
+    }
+
     /// `resolved` with each commitment replaced by the clear value it
     /// stands for: what the executor acts with.
     pub fn reveal(

@@ -111,6 +111,23 @@ pub fn tools() -> Vec<Tool> {
             ),
         ),
         Tool::new(
+            "schedule_transfer",
+            "Schedule a transfer (the proxy's tests map every kind of argument onto it)",
+            schema(
+                json!({
+                    "account": {"type": "string"},
+                    "iban": {"type": "string"},
+                    "amount": {"type": "number"},
+                    "fee": {"type": "string", "description": "e.g. \"1.50\""},
+                    "channel": {"type": "string"},
+                    "priority": {"type": "integer"},
+                    "pin": {"type": "string"},
+                    "note": {"type": "string"},
+                }),
+                &["account", "iban", "amount", "fee", "channel", "priority", "pin"],
+            ),
+        ),
+        Tool::new(
             "delete_file",
             "Delete a file",
             schema(json!({"path": {"type": "string"}}), &["path"]),
@@ -126,6 +143,9 @@ pub struct DemoOptions {
     /// Exit the process (a crash) when this tool is called, before it
     /// executes anything: a downstream that dies mid-call.
     pub crash_on: Option<String>,
+    /// Append every call's arguments, as received, to this file: one line
+    /// `TOOL<tab>JSON` each (what a test compares with the receipts).
+    pub record: Option<PathBuf>,
 }
 
 #[derive(Clone)]
@@ -165,6 +185,21 @@ impl DemoServer {
         let tmp = p.with_extension("tmp");
         std::fs::write(&tmp, text).map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, p).map_err(|e| e.to_string())
+    }
+
+    /// Appends the call's arguments, as received, to the `record` file.
+    fn record(&self, tool: &str, args: &Map<String, Value>) -> Result<(), String> {
+        use std::io::Write;
+        let Some(p) = &self.opts.record else {
+            return Ok(());
+        };
+        let text = serde_json::to_string(args).map_err(|e| e.to_string())?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| e.to_string())?;
+        writeln!(f, "{tool}\t{text}").map_err(|e| e.to_string())
     }
 
     /// Executes one call on the state and records it (with whether it
@@ -225,6 +260,7 @@ fn apply(st: &mut Value, tool: &str, args: &Map<String, Value>) -> Result<Value,
             json!({"status": "updated", "vendor_id": text("vendor_id")?, "iban": text("iban")?})
         }
         "delete_file" => json!({"status": "deleted", "path": text("path")?}),
+        "schedule_transfer" => json!({"status": "scheduled", "iban": text("iban")?}),
         "change_password" => {
             let password = text("password")?;
             // a bank that echoes what it was sent: the proxy must keep it
@@ -261,6 +297,12 @@ impl ServerHandler for DemoServer {
             std::process::exit(3);
         }
         let args = request.arguments.unwrap_or_default();
+        if let Err(e) = self.record(&request.name, &args) {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "cannot record the call: {e}"
+            ))])
+            .into());
+        }
         let out = self.execute(&request.name, &args);
         if let Err(e) = self.save() {
             return Ok(CallToolResult::error(vec![ContentBlock::text(format!(

@@ -8,7 +8,8 @@
 //! - A mapped tool: the arguments become a proposal (`ToolConfig::to_proposal`),
 //!   the gateway decides (nine stages, the session's mandate); on ALLOW the
 //!   downstream tool is called with the decision's *trusted* values in the
-//!   tool's units (`ToolConfig::to_downstream`), on DENY or PENDING the
+//!   tool's units (`ToolConfig::downstream_call`, recorded in the ALLOW's
+//!   receipt before it is sent), on DENY or PENDING the
 //!   agent reads a tool error with the stage, the reason and the hint.
 //! - Step-up (level 1) is asked of the user through MCP elicitation, in the
 //!   era the client speaks (see [`elicit`]); four eyes (level 2) only with
@@ -21,6 +22,7 @@ pub mod elicit;
 
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
+use crate::gateway::secret::SecretValues;
 use crate::gateway::{Decision, Gateway, Input, Outcome};
 use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
 use rmcp::model::{
@@ -220,6 +222,9 @@ impl Proxy {
                         .collect::<Vec<_>>()
                         .join(", "),
                 })?;
+            // the agent is shown only the arguments it gives
+            let mut tool = tool;
+            tool.input_schema = Arc::new(t.advertised_schema(&tool.input_schema));
             tools.push(Routed {
                 config: t,
                 tool,
@@ -270,10 +275,15 @@ impl Proxy {
     }
 
     /// The gateway's decision, off the async workers (it is synchronous and
-    /// writes the store).
-    async fn decide(&self, input: Input) -> Result<Decision, String> {
+    /// writes the store). An ALLOW records the downstream call it
+    /// dispatches (`ToolConfig::downstream_call`) before it is made.
+    async fn decide(&self, routed: &Routed, input: Input) -> Result<Decision, String> {
         let gw = self.inner.gateway.clone();
-        tokio::task::spawn_blocking(move || gw.decide(&input))
+        let tool = routed.config.clone();
+        let dispatch = move |resolved: &Map<String, Value>, secrets: &SecretValues| {
+            tool.downstream_call(resolved, secrets)?.record()
+        };
+        tokio::task::spawn_blocking(move || gw.decide_dispatching(&input, &dispatch))
             .await
             .map_err(|e| format!("the decision did not finish: {e}"))?
             .map_err(|e| format!("the gateway failed: {e}"))
@@ -367,7 +377,7 @@ impl Proxy {
             }
         };
         let first = match self
-            .decide(Self::input(routed, proposal.clone(), malformed, vec![]))
+            .decide(routed, Self::input(routed, proposal.clone(), malformed, vec![]))
             .await
         {
             Ok(d) => d,
@@ -405,7 +415,9 @@ impl Proxy {
         let mut d = pending;
         if !approvals.is_empty() {
             d = self
-                .decide(Self::input(
+                .decide(
+                    routed,
+                    Self::input(
                     routed,
                     proposal.clone(),
                     None,
@@ -450,7 +462,7 @@ impl Proxy {
             .mint(&op)
             .map_err(|e| CallToolResponse::from(error_result(e)))?;
         approvals.push(minted);
-        self.decide(Self::input(routed, proposal.clone(), None, approvals))
+        self.decide(routed, Self::input(routed, proposal.clone(), None, approvals))
             .await
             .map_err(|e| CallToolResponse::from(error_result(e)))
     }
@@ -500,15 +512,28 @@ impl Proxy {
             Err(_) => return error_result("the proxy's state is poisoned".into()),
         }
         let executor = format!("mcp:{}/{}", routed.config.server, routed.config.tool);
-        // a secret goes downstream as the value its commitment binds; what
-        // is stored of the answer never holds it
-        let outcome = match routed.config.to_downstream(&d.secrets.reveal(&d.resolved)) {
+        // what is sent is what the decision's receipt recorded: the same
+        // function built both, and a call that differs is not sent; a
+        // secret goes downstream as the value its commitment binds, and
+        // what is stored of the answer never holds it
+        let call = routed
+            .config
+            .downstream_call(&d.resolved, &d.secrets)
+            .and_then(|c| {
+                let recorded = d.result.as_ref().and_then(|r| r.get("downstream"));
+                if recorded == Some(&c.record()?) {
+                    Ok(c)
+                } else {
+                    Err("the call differs from the one the decision recorded".into())
+                }
+            });
+        let outcome = match call {
             Err(reason) => ExternalOutcome {
                 executor,
                 is_error: true,
                 result: json!({"error": format!("the trusted values do not map back onto the tool: {reason}")}),
             },
-            Ok(args) => match self.forward(&routed.config, args).await {
+            Ok(call) => match self.forward(&routed.config, call.arguments).await {
                 Ok(r) => ExternalOutcome {
                     executor,
                     is_error: r.is_error.unwrap_or(false),

@@ -42,7 +42,16 @@ pub fn demo_tools() -> Vec<ToolConfig> {
             mode: ToolMode::Action {
                 action: "payment.transfer".into(),
                 params: vec![
-                    ("from_account".into(), ArgMap::Const(json!("emma-checking"))),
+                    (
+                        "from_account".into(),
+                        ArgMap::Const {
+                            value: json!("emma-checking"),
+                            arg: "from_account".into(),
+                            scale: None,
+                            ty: Type::Id,
+                            as_text: false,
+                        },
+                    ),
                     (
                         "payee_iban".into(),
                         arg("recipient", None, Type::Iban, false),

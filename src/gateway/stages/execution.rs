@@ -32,6 +32,22 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         return Err(Deny::new(Stage::Execution, "no operation hash").into());
     };
     let amount = amount_of(r)?;
+    // a caller that executes says what it will send: recorded as the
+    // result (in the receipt, before the call); a call that cannot be built
+    // leaves nothing spent
+    let dispatched = match r.dispatch.filter(|_| r.gw.external) {
+        Some(dispatch) => {
+            let secrets = crate::gateway::secret::SecretValues::new(r.secrets.clone());
+            let call = dispatch(&r.resolved, &secrets).map_err(|reason| {
+                Deny::new(
+                    Stage::Execution,
+                    format!("the trusted values do not map onto the tool: {reason}"),
+                )
+            })?;
+            Some(serde_json::json!({ "downstream": call }))
+        }
+        None => None,
+    };
     let regs = Registries {
         world: &r.gw.world,
         pack: &a.table.pack,
@@ -71,6 +87,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         executors::ExecError::Refused(reason) => Deny::new(Stage::Execution, reason).into(),
         executors::ExecError::Store(s) => super::Stop::Store(s),
     })?;
+    let result = dispatched.unwrap_or(result);
     for n in &r.nonces {
         r.tx.use_nonce(n)?;
     }

@@ -57,6 +57,9 @@ pub(crate) struct Run<'a> {
     pub spent: Option<i64>,
     pub result: Option<Value>,
     pub replayed: bool,
+    /// The external caller's call, recorded as the result of an ALLOW
+    /// (see [`crate::gateway::Gateway::decide_dispatching`]).
+    pub dispatch: Option<crate::gateway::Dispatch<'a>>,
 }
 
 /// What a stage returns: go on, stop with a DENY or a PENDING, or a store
@@ -85,6 +88,7 @@ pub(crate) fn run(
     tx: &mut dyn Tx,
     input: &Input,
     now: i64,
+    dispatch: Option<crate::gateway::Dispatch<'_>>,
 ) -> Result<Decision, StoreError> {
     let mut r = Run {
         gw,
@@ -106,6 +110,7 @@ pub(crate) fn run(
         spent: None,
         result: None,
         replayed: false,
+        dispatch,
     };
     let outcome = pipeline(&mut r);
     let mut d = match outcome {

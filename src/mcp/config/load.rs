@@ -1058,15 +1058,17 @@ impl Loader {
                 span: sp(span),
                 help,
             };
-        if let Some(v) = &pf.value {
-            if pf.arg.is_some() || pf.claim.is_some() || pf.scale.is_some() || pf.format.is_some() {
-                self.err(mapping_err(
-                    "`value` is a constant: it has no `arg`, `claim`, `scale` or `format`".into(),
-                    v.span(),
-                    None,
-                ));
-                return None;
-            }
+        if let (Some(v), Some(_)) = (&pf.value, &pf.claim) {
+            self.err(mapping_err(
+                "`value` and `claim` are two sources of the same argument: give one".into(),
+                v.span(),
+                None,
+            ));
+            return None;
+        }
+        // a value the config fills: the proxy sends it under `arg`, with
+        // the parameter's `scale` and `format`, as it sends the agent's
+        let fixed = if let Some(v) = &pf.value {
             let json = to_json(v.get_ref());
             if let Err(e) = crate::gateway::world::typed_value(&json, ty) {
                 self.err(mapping_err(
@@ -1076,27 +1078,16 @@ impl Loader {
                 ));
                 return None;
             }
-            return Some(ArgMap::Const(json));
-        }
-        if let Some(c) = &pf.claim {
-            if pf.arg.is_some() || pf.scale.is_some() || pf.format.is_some() {
-                self.err(mapping_err(
-                    "`claim` is the session mandate's value: it has no `arg`, `scale` or `format`"
-                        .into(),
-                    c.span(),
-                    None,
-                ));
-                return None;
-            }
+            Some(json)
+        } else if let Some(c) = &pf.claim {
             // no mandate: the session's own error says why
             let claims = claims?;
-            let value = claims.get(c.get_ref());
-            return match value {
+            match claims.get(c.get_ref()) {
                 Some(Value::Array(_)) => {
                     self.err(mapping_err(format!("claim `{}` is a set: a constant is one value", c.get_ref()), c.span(), Some("map the parameter to a tool argument; the gateway checks it against the claim".into())));
-                    None
+                    return None;
                 }
-                Some(v) => Some(ArgMap::Const(v.clone())),
+                Some(v) => Some(v.clone()),
                 None => {
                     let names: Vec<String> = claims
                         .as_object()
@@ -1108,10 +1099,12 @@ impl Loader {
                         suggest(c.get_ref(), names.iter().map(String::as_str))
                             .or_else(|| Some("give it under `[session.claims]`".into())),
                     ));
-                    None
+                    return None;
                 }
-            };
-        }
+            }
+        } else {
+            None
+        };
         let arg = pf
             .arg
             .as_ref()
@@ -1178,12 +1171,21 @@ impl Loader {
                 return None;
             }
         };
-        Some(ArgMap::Arg {
-            arg,
-            scale,
-            ty: ty.clone(),
-            as_text,
-            optional,
+        Some(match fixed {
+            Some(value) => ArgMap::Const {
+                value,
+                arg,
+                scale,
+                ty: ty.clone(),
+                as_text,
+            },
+            None => ArgMap::Arg {
+                arg,
+                scale,
+                ty: ty.clone(),
+                as_text,
+                optional,
+            },
         })
     }
 }

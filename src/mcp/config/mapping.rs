@@ -10,7 +10,8 @@
 //! arbitrary precision cannot write `4.00`, and the value is the same
 //! number. A tool that wants the text `"4.00"` says `format = "string"`.
 
-use super::{ArgMap, ToolConfig, ToolMode};
+use super::{ArgMap, DownstreamCall, ToolConfig, ToolMode};
+use crate::gateway::secret::{SecretValues, is_commitment};
 use crate::gateway::json::{echo, format_minor, format_time, kind, parse_money};
 use crate::ir::Type;
 use serde_json::{Map, Number, Value, json};
@@ -27,19 +28,25 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
         ));
     };
     // an argument no parameter reads is refused, never dropped: the agent
-    // sent something it expected to matter
-    if let Some(k) = args.keys().find(|k| {
-        !params
-            .iter()
-            .any(|(_, m)| matches!(m, ArgMap::Arg { arg, .. } if arg == *k))
-    }) {
-        return Err(format!("tool `{}` has no argument `{}`", t.tool, echo(k)));
+    // sent something it expected to matter; one the config fills is the
+    // config's, never the agent's
+    for k in args.keys() {
+        match params.iter().find(|(_, m)| m.arg() == k) {
+            Some((_, ArgMap::Arg { .. })) => {}
+            Some((param, ArgMap::Const { .. })) => {
+                return Err(format!(
+                    "argument `{}` is filled by intentplane from the config (parameter `{param}`): leave it out",
+                    echo(k)
+                ));
+            }
+            None => return Err(format!("tool `{}` has no argument `{}`", t.tool, echo(k))),
+        }
     }
     let mut out = Map::new();
     for (param, m) in params {
         match m {
-            ArgMap::Const(v) => {
-                out.insert(param.clone(), v.clone());
+            ArgMap::Const { value, .. } => {
+                out.insert(param.clone(), value.clone());
             }
             ArgMap::Arg {
                 arg,
@@ -67,63 +74,121 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
     Ok(json!({"action": action, "args": out}))
 }
 
-pub(super) fn to_downstream(
+pub(super) fn downstream_call(
     t: &ToolConfig,
     resolved: &Map<String, Value>,
-) -> Result<Map<String, Value>, String> {
+    secrets: &SecretValues,
+) -> Result<DownstreamCall, String> {
     let ToolMode::Action { params, .. } = &t.mode else {
         return Err(format!(
             "tool `{}` is passed through: it has no decision",
             t.tool
         ));
     };
-    let mut out = Map::new();
+    let mut arguments = Map::new();
+    let mut recorded = Map::new();
     for (param, m) in params {
-        let ArgMap::Arg {
-            arg,
-            scale,
-            ty,
-            as_text,
-            optional,
-        } = m
-        else {
-            continue;
+        let (arg, scale, ty, as_text, optional) = match m {
+            ArgMap::Arg {
+                arg,
+                scale,
+                ty,
+                as_text,
+                optional,
+            } => (arg, scale, ty, as_text, *optional),
+            ArgMap::Const {
+                arg,
+                scale,
+                ty,
+                as_text,
+                ..
+            } => (arg, scale, ty, as_text, false),
         };
         let Some(v) = resolved.get(param) else {
-            if *optional {
+            if optional {
                 continue;
             }
             return Err(format!("the decision has no value for `{param}`"));
         };
-        // a commitment is never a tool's argument: the secret's value is
-        // missing (fail closed rather than send the commitment)
-        if crate::gateway::secret::is_commitment(v) {
-            return Err(format!(
-                "the value of the secret `{param}` is not available"
-            ));
+        // a secret goes to the tool as the value its commitment binds, and
+        // is recorded as the commitment; a commitment is never a tool's
+        // argument (fail closed when the value is missing)
+        if is_commitment(v) {
+            let clear = secrets
+                .get(param)
+                .ok_or_else(|| format!("the value of the secret `{param}` is not available"))?;
+            arguments.insert(arg.clone(), tool_value(param, clear, *scale, ty, *as_text)?);
+            recorded.insert(arg.clone(), v.clone());
+            continue;
         }
-        let v = match (scale, ty) {
-            (Some(s), _) => {
-                let minor = v
-                    .as_i64()
-                    .ok_or_else(|| format!("`{param}` is {}, not an amount", kind(v)))?;
-                minor_to_tool(minor, *s, *as_text).map_err(|e| format!("`{param}`: {e}"))?
-            }
-            (None, Type::Date | Type::Timestamp) => {
-                let secs = v
-                    .as_i64()
-                    .ok_or_else(|| format!("`{param}` is {}, not a time", kind(v)))?;
-                let text = format_time(secs);
-                match ty {
-                    Type::Date => Value::String(text.chars().take(10).collect()),
-                    _ => Value::String(text),
-                }
-            }
-            _ => v.clone(),
-        };
-        out.insert(arg.clone(), v);
+        let v = tool_value(param, v, *scale, ty, *as_text)?;
+        recorded.insert(arg.clone(), v.clone());
+        arguments.insert(arg.clone(), v);
     }
-    Ok(out)
+    Ok(DownstreamCall {
+        server: t.server.clone(),
+        tool: t.tool.clone(),
+        arguments,
+        recorded,
+    })
+}
+
+/// A trusted value in the tool's units and spelling: an amount at the
+/// tool's scale, a Date as `YYYY-MM-DD`, a Timestamp as
+/// `YYYY-MM-DDTHH:MM:SSZ`, anything else as it is.
+fn tool_value(
+    param: &str,
+    v: &Value,
+    scale: Option<u32>,
+    ty: &Type,
+    as_text: bool,
+) -> Result<Value, String> {
+    Ok(match (scale, ty) {
+        (Some(s), _) => {
+            let minor = v
+                .as_i64()
+                .ok_or_else(|| format!("`{param}` is {}, not an amount", kind(v)))?;
+            minor_to_tool(minor, s, as_text).map_err(|e| format!("`{param}`: {e}"))?
+        }
+        (None, Type::Date | Type::Timestamp) => {
+            let secs = v
+                .as_i64()
+                .ok_or_else(|| format!("`{param}` is {}, not a time", kind(v)))?;
+            let text = format_time(secs);
+            match ty {
+                Type::Date => Value::String(text.chars().take(10).collect()),
+                _ => Value::String(text),
+            }
+        }
+        _ => v.clone(),
+    })
+}
+
+pub(super) fn advertised_schema(
+    t: &ToolConfig,
+    downstream: &Map<String, Value>,
+) -> Map<String, Value> {
+    let ToolMode::Action { params, .. } = &t.mode else {
+        return downstream.clone();
+    };
+    let agent = |name: &str| {
+        params
+            .iter()
+            .find(|(_, m)| m.from_agent() && m.arg() == name)
+            .map(|(_, m)| m)
+    };
+    let mut out = downstream.clone();
+    if let Some(Value::Object(props)) = out.get_mut("properties") {
+        props.retain(|k, _| agent(k).is_some());
+    }
+    if let Some(Value::Array(required)) = out.get_mut("required") {
+        required.retain(|r| {
+            r.as_str().and_then(agent).is_some_and(
+                |m| !matches!(m, ArgMap::Arg { optional: true, .. }),
+            )
+        });
+    }
+    out
 }
 
 /// A tool's amount in minor units: `scale` minor units per unit written.

@@ -72,10 +72,34 @@ pub enum ArgMap {
         /// The parameter has a default: the argument may be left out.
         optional: bool,
     },
-    /// A constant the config fixes (`value = ...`, or `claim = "account"`:
-    /// the session mandate's claim, read at start-up); the agent cannot set
-    /// it and it is not sent to the tool.
-    Const(Value),
+    /// A value the config fixes (`value = ...`, or `claim = "account"`:
+    /// the session mandate's claim, read at start-up): the agent cannot set
+    /// it (the advertised schema drops the argument, and an agent that
+    /// sends it is refused); the proxy proposes it, and sends the
+    /// decision's value to the tool under `arg` (the parameter's own name
+    /// unless renamed), converted as an [`ArgMap::Arg`] is.
+    Const {
+        /// In the gateway's proposal spelling (major units for Money).
+        value: Value,
+        arg: String,
+        scale: Option<u32>,
+        ty: crate::ir::Type,
+        as_text: bool,
+    },
+}
+
+impl ArgMap {
+    /// The tool's argument name.
+    pub fn arg(&self) -> &str {
+        match self {
+            ArgMap::Arg { arg, .. } | ArgMap::Const { arg, .. } => arg,
+        }
+    }
+
+    /// Whether the agent gives this argument (rather than the config).
+    pub fn from_agent(&self) -> bool {
+        matches!(self, ArgMap::Arg { .. })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -165,15 +189,73 @@ impl ToolConfig {
         mapping::to_proposal(self, args)
     }
 
-    /// The downstream call's arguments from the decision's **trusted**
-    /// values (`Decision::resolved`), in the tool's own units and spelling
-    /// (400 → 4.00 with scale 100); constants are not sent back unless the
-    /// tool has an argument for them; arguments the tool takes that map to
-    /// no parameter are dropped (the agent cannot smuggle them).
+    /// The downstream call of a decision: its **trusted** values
+    /// (`Decision::resolved`, secrets as commitments) in the tool's own
+    /// units and names (400 → 4.00 with scale 100), every mapped parameter
+    /// under its `arg`, the config's constants included; each secret is
+    /// sent as the clear value of `secrets` its commitment stands for, and
+    /// recorded as the commitment. Arguments the tool takes that map to no
+    /// parameter are never sent (the agent cannot smuggle them).
+    ///
+    /// The one function that builds the call: the gateway records its
+    /// [`DownstreamCall::record`] in the decision's receipt (before the
+    /// call), and the proxy sends its [`DownstreamCall::arguments`].
+    pub fn downstream_call(
+        &self,
+        resolved: &Map<String, Value>,
+        secrets: &crate::gateway::secret::SecretValues,
+    ) -> Result<DownstreamCall, String> {
+        mapping::downstream_call(self, resolved, secrets)
+    }
+
+    /// The downstream arguments of values without secrets (a commitment
+    /// among them is refused): [`ToolConfig::downstream_call`]'s.
     pub fn to_downstream(
         &self,
         resolved: &Map<String, Value>,
     ) -> Result<Map<String, Value>, String> {
-        mapping::to_downstream(self, resolved)
+        self.downstream_call(resolved, &Default::default())
+            .map(|c| c.arguments)
+    }
+
+    /// The tool's input schema as the agent is shown it (`tools/list`):
+    /// the downstream's, with only the arguments the agent gives. An
+    /// argument the config fills (`claim`, `value`) or that maps to no
+    /// parameter is dropped from `properties` and `required`, and one with
+    /// a default is not required.
+    pub fn advertised_schema(&self, downstream: &Map<String, Value>) -> Map<String, Value> {
+        mapping::advertised_schema(self, downstream)
+    }
+}
+
+/// One call to a downstream tool, built from a decision
+/// ([`ToolConfig::downstream_call`]). Not `Debug`: it holds the clear
+/// value of any secret.
+#[derive(Clone, PartialEq)]
+pub struct DownstreamCall {
+    pub server: String,
+    pub tool: String,
+    /// What the tool receives.
+    pub arguments: Map<String, Value>,
+    /// What is recorded of them: the same, each secret argument its
+    /// commitment.
+    pub recorded: Map<String, Value>,
+}
+
+impl DownstreamCall {
+    /// What the decision's receipt keeps of the call (its `result`'s
+    /// `downstream`): `server`, `tool`, `arguments` (secrets as
+    /// commitments) and `arguments_hash`, the JCS hash of those arguments.
+    /// Without a secret, the hash is the one of exactly what the tool
+    /// received.
+    pub fn record(&self) -> Result<Value, String> {
+        let arguments = Value::Object(self.recorded.clone());
+        let hash = crate::canonical::hash_of(&arguments).map_err(|e| e.to_string())?;
+        Ok(serde_json::json!({
+            "server": self.server,
+            "tool": self.tool,
+            "arguments": arguments,
+            "arguments_hash": hash,
+        }))
     }
 }
