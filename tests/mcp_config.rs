@@ -190,9 +190,15 @@ fn hostile_tool_arguments_are_refused() {
     ] {
         assert!(with("amount", v.clone()).is_err(), "{why}: {v} accepted");
     }
-    // an argument the mapping does not know, and a mapped one missing
+    // an argument the config fills, one the mapping does not know, and a
+    // mapped one missing
     assert!(
         with("from_account", json!("mallory"))
+            .unwrap_err()
+            .contains("filled by intentplane")
+    );
+    assert!(
+        with("from", json!("mallory"))
             .unwrap_err()
             .contains("no argument")
     );

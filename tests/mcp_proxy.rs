@@ -647,7 +647,7 @@ async fn a_downstream_error_is_an_error_result_and_a_receipt_never_retried() {
     assert!(text(&r).contains("insufficient funds"), "{}", text(&r));
     let outcome = h.receipts().last().cloned().unwrap();
     assert_eq!(outcome["kind"], "outcome");
-    assert_eq!(outcome["is_error"], "true");
+    assert_eq!(outcome["is_error"], json!(true));
     // the same operation again: the stored outcome, the bank is not asked
     let again = h.call("send_money", a).await;
     assert!(is_error(&again));
