@@ -434,3 +434,36 @@ fn registry_and_approval_receipts_read_as_what_they_are() {
         "{stdout}"
     );
 }
+
+/// The demo's `send_money` as the agent sees it through the proxy: the
+/// account the session's claim fills is neither shown nor required, the
+/// subject (a default) not required; a closed schema that lacks an
+/// argument the proxy sends is found at start-up.
+#[test]
+fn the_advertised_schema_is_what_the_agent_gives() {
+    let tools = intentplane::mcp::testkit::demo_tools();
+    let t = tools.iter().find(|t| t.tool == "send_money").unwrap();
+    let down = intentplane::mcp::demo_server::tools()
+        .into_iter()
+        .find(|d| d.name == "send_money")
+        .unwrap();
+    assert!(down.input_schema["required"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("from_account")));
+    let shown = Value::Object(t.advertised_schema(&down.input_schema));
+    assert_eq!(
+        keys(&shown["properties"]),
+        ["amount", "currency", "recipient", "subject"]
+    );
+    assert_eq!(keys(&shown["required"]), ["amount", "currency", "recipient"]);
+    assert_eq!(t.undeclared_argument(&down.input_schema), None);
+    let mut closed = (*down.input_schema).clone();
+    closed.insert("additionalProperties".into(), json!(false));
+    assert_eq!(t.undeclared_argument(&closed), None);
+    closed["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("from_account");
+    assert_eq!(t.undeclared_argument(&closed), Some("from_account"));
+}

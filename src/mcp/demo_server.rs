@@ -70,12 +70,13 @@ pub fn tools() -> Vec<Tool> {
             "Send money from the user's account",
             schema(
                 json!({
+                    "from_account": {"type": "string", "description": "the account to pay from"},
                     "recipient": {"type": "string", "description": "the payee's IBAN"},
                     "amount": {"type": "number", "description": "in major units, e.g. 1200.00"},
                     "currency": {"type": "string"},
                     "subject": {"type": "string"},
                 }),
-                &["recipient", "amount", "currency"],
+                &["from_account", "recipient", "amount", "currency"],
             ),
         ),
         Tool::new(

@@ -63,6 +63,16 @@ pub enum ProxyError {
         tool: String,
         offered: String,
     },
+    #[error("the downstream tool `{tool}` of `{server}` takes no argument `{arg}`, which the config maps")]
+    #[diagnostic(
+        code(ipc::mcp::undeclared_argument),
+        help("the tool's schema allows no other arguments (`additionalProperties: false`): map the parameter onto one of its arguments with `arg = \"NAME\"`")
+    )]
+    UndeclaredArgument {
+        server: String,
+        tool: String,
+        arg: String,
+    },
     #[error("tool `{tool}` names no configured server `{server}`")]
     #[diagnostic(code(ipc::mcp::unknown_server))]
     UnknownServer { tool: String, server: String },
@@ -222,6 +232,13 @@ impl Proxy {
                         .collect::<Vec<_>>()
                         .join(", "),
                 })?;
+            if let Some(arg) = t.undeclared_argument(&tool.input_schema) {
+                return Err(ProxyError::UndeclaredArgument {
+                    server: t.server.clone(),
+                    tool: t.tool.clone(),
+                    arg: arg.to_string(),
+                });
+            }
             // the agent is shown only the arguments it gives
             let mut tool = tool;
             tool.input_schema = Arc::new(t.advertised_schema(&tool.input_schema));

@@ -164,6 +164,23 @@ fn tool_value(
     })
 }
 
+pub(super) fn undeclared_argument<'a>(
+    t: &'a ToolConfig,
+    downstream: &Map<String, Value>,
+) -> Option<&'a str> {
+    let ToolMode::Action { params, .. } = &t.mode else {
+        return None;
+    };
+    if downstream.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return None;
+    }
+    let props = downstream.get("properties").and_then(Value::as_object);
+    params
+        .iter()
+        .map(|(_, m)| m.arg())
+        .find(|a| !props.is_some_and(|p| p.contains_key(*a)))
+}
+
 pub(super) fn advertised_schema(
     t: &ToolConfig,
     downstream: &Map<String, Value>,

@@ -226,6 +226,13 @@ impl ToolConfig {
     pub fn advertised_schema(&self, downstream: &Map<String, Value>) -> Map<String, Value> {
         mapping::advertised_schema(self, downstream)
     }
+
+    /// An argument the proxy would send that the downstream's schema
+    /// refuses (it allows no other properties, `additionalProperties:
+    /// false`, and does not declare it): every call would fail.
+    pub fn undeclared_argument(&self, downstream: &Map<String, Value>) -> Option<&str> {
+        mapping::undeclared_argument(self, downstream)
+    }
 }
 
 /// One call to a downstream tool, built from a decision
