@@ -123,7 +123,10 @@ async fn harness() -> Harness {
     let proxy = Proxy::start(setup).await.expect("the proxy starts");
     let (a, b) = tokio::io::duplex(1 << 20);
     tokio::spawn(proxy.clone().serve_on(a));
-    let client = ClientConfig::default().serve(b).await.expect("client connects");
+    let client = ClientConfig::default()
+        .serve(b)
+        .await
+        .expect("client connects");
     Harness {
         store_path: dir.path().join("intentplane.db"),
         _dir: dir,
@@ -447,16 +450,21 @@ fn the_advertised_schema_is_what_the_agent_gives() {
         .into_iter()
         .find(|d| d.name == "send_money")
         .unwrap();
-    assert!(down.input_schema["required"]
-        .as_array()
-        .unwrap()
-        .contains(&json!("from_account")));
+    assert!(
+        down.input_schema["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("from_account"))
+    );
     let shown = Value::Object(t.advertised_schema(&down.input_schema));
     assert_eq!(
         keys(&shown["properties"]),
         ["amount", "currency", "recipient", "subject"]
     );
-    assert_eq!(keys(&shown["required"]), ["amount", "currency", "recipient"]);
+    assert_eq!(
+        keys(&shown["required"]),
+        ["amount", "currency", "recipient"]
+    );
     assert_eq!(t.undeclared_argument(&down.input_schema), None);
     let mut closed = (*down.input_schema).clone();
     closed.insert("additionalProperties".into(), json!(false));

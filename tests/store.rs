@@ -1466,7 +1466,10 @@ fn cli_show_the_receipts() {
     assert_eq!(code, 0, "{stdout}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{stdout}");
-    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["seq", "kind", "subject", "detail", "hash"]);
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["seq", "kind", "subject", "detail", "hash"]
+    );
     assert!(
         lines[1].starts_with("  3  ALLOW  payment.transfer  execution  "),
         "{stdout}"

@@ -383,7 +383,12 @@ fn describe(body: &Value) -> Described {
             (
                 "registry".into(),
                 format!("{}.{}", f("pack"), f("registry")),
-                format!("{} {entry} by {} (owner {})", f("change"), f("by"), f("owner")),
+                format!(
+                    "{} {entry} by {} (owner {})",
+                    f("change"),
+                    f("by"),
+                    f("owner")
+                ),
             )
         }
         Some(other) => (other.to_string(), "-".into(), "-".into()),

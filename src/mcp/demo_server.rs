@@ -125,7 +125,9 @@ pub fn tools() -> Vec<Tool> {
                     "pin": {"type": "string"},
                     "note": {"type": "string"},
                 }),
-                &["account", "iban", "amount", "fee", "channel", "priority", "pin"],
+                &[
+                    "account", "iban", "amount", "fee", "channel", "priority", "pin",
+                ],
             ),
         ),
         Tool::new(

@@ -63,10 +63,14 @@ pub enum ProxyError {
         tool: String,
         offered: String,
     },
-    #[error("the downstream tool `{tool}` of `{server}` takes no argument `{arg}`, which the config maps")]
+    #[error(
+        "the downstream tool `{tool}` of `{server}` takes no argument `{arg}`, which the config maps"
+    )]
     #[diagnostic(
         code(ipc::mcp::undeclared_argument),
-        help("the tool's schema allows no other arguments (`additionalProperties: false`): map the parameter onto one of its arguments with `arg = \"NAME\"`")
+        help(
+            "the tool's schema allows no other arguments (`additionalProperties: false`): map the parameter onto one of its arguments with `arg = \"NAME\"`"
+        )
     )]
     UndeclaredArgument {
         server: String,
@@ -394,7 +398,10 @@ impl Proxy {
             }
         };
         let first = match self
-            .decide(routed, Self::input(routed, proposal.clone(), malformed, vec![]))
+            .decide(
+                routed,
+                Self::input(routed, proposal.clone(), malformed, vec![]),
+            )
             .await
         {
             Ok(d) => d,
@@ -434,12 +441,8 @@ impl Proxy {
             d = self
                 .decide(
                     routed,
-                    Self::input(
-                    routed,
-                    proposal.clone(),
-                    None,
-                    approvals.clone(),
-                ))
+                    Self::input(routed, proposal.clone(), None, approvals.clone()),
+                )
                 .await
                 .map_err(|e| CallToolResponse::from(error_result(e)))?;
             if d.decision != Outcome::Pending {
@@ -479,9 +482,12 @@ impl Proxy {
             .mint(&op)
             .map_err(|e| CallToolResponse::from(error_result(e)))?;
         approvals.push(minted);
-        self.decide(routed, Self::input(routed, proposal.clone(), None, approvals))
-            .await
-            .map_err(|e| CallToolResponse::from(error_result(e)))
+        self.decide(
+            routed,
+            Self::input(routed, proposal.clone(), None, approvals),
+        )
+        .await
+        .map_err(|e| CallToolResponse::from(error_result(e)))
     }
 
     /// The user declined `op` through elicitation: recorded in the store as

@@ -11,8 +11,8 @@
 //! number. A tool that wants the text `"4.00"` says `format = "string"`.
 
 use super::{ArgMap, DownstreamCall, ToolConfig, ToolMode};
-use crate::gateway::secret::{SecretValues, is_commitment};
 use crate::gateway::json::{echo, format_minor, format_time, kind, parse_money};
+use crate::gateway::secret::{SecretValues, is_commitment};
 use crate::ir::Type;
 use serde_json::{Map, Number, Value, json};
 
@@ -200,9 +200,9 @@ pub(super) fn advertised_schema(
     }
     if let Some(Value::Array(required)) = out.get_mut("required") {
         required.retain(|r| {
-            r.as_str().and_then(agent).is_some_and(
-                |m| !matches!(m, ArgMap::Arg { optional: true, .. }),
-            )
+            r.as_str()
+                .and_then(agent)
+                .is_some_and(|m| !matches!(m, ArgMap::Arg { optional: true, .. }))
         });
     }
     out
