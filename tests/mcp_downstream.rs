@@ -78,9 +78,10 @@ scale = 100
 type = "Money"
 scale = 100
 format = "string"
-[tools.params.channel]
+[tools.params.via]
 type = "Text"
 value = "mcp"
+arg = "channel"
 [tools.params.priority]
 type = "Int"
 default = 3
@@ -249,7 +250,8 @@ async fn what_the_downstream_receives_is_what_the_receipt_records() {
         assert_eq!(down["server"], "demo");
         // every kind, as the tool takes it
         assert_eq!(got["account"], "emma-checking", "claim, sent: {raw}");
-        assert_eq!(got["channel"], "mcp", "value, sent: {raw}");
+        assert_eq!(got["channel"], "mcp", "value, sent under its arg: {raw}");
+        assert!(got.get("via").is_none(), "{raw}");
         assert_eq!(got["iban"], "DE44500105175407324931", "rename: {raw}");
         let amount = call["amount"].as_f64().unwrap();
         assert_eq!(got["amount"].as_f64(), Some(amount), "scale: {raw}");

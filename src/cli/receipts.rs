@@ -529,3 +529,31 @@ fn render(e: &dyn Diagnostic) {
     }
     eprint!("{text}");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store written before `is_error` was a boolean reads the same;
+    /// a kind this version does not know is named, not hidden.
+    #[test]
+    fn older_and_unknown_receipts_are_described() {
+        let old = json!({"kind": "outcome", "executor": "mcp:demo/send_money",
+                         "is_error": "true", "operation_hash": "sha256:0123456789abcdef"});
+        let d = describe(&old);
+        assert_eq!(d.kind, "outcome");
+        assert_eq!(d.subject, "mcp:demo/send_money");
+        assert_eq!(d.detail, "error, operation 0123456789ab…");
+        let old = json!({"kind": "passthrough", "server": "s", "tool": "t", "is_error": "false"});
+        assert_eq!(describe(&old).detail, "ok");
+        let new = json!({"kind": "passthrough", "server": "s", "tool": "t", "is_error": true});
+        assert_eq!(describe(&new).detail, "error");
+        let other = json!({"kind": "future"});
+        assert_eq!(describe(&other).kind, "future");
+        // control characters never reach the terminal
+        let hostile = json!({"kind": "refused", "tool": "a\u{1b}[2Jb", "reason": "r\nx"});
+        let d = describe(&hostile);
+        assert!(!d.subject.chars().any(char::is_control), "{d:?}");
+        assert!(!d.detail.chars().any(char::is_control), "{d:?}");
+    }
+}
