@@ -85,43 +85,32 @@ pub enum Answer {
     Respond(Box<CallToolResponse>),
 }
 
-/// What the user is shown: the action, each resolved value with its
-/// origin, amounts in major units.
-pub fn describe(gw: &Gateway, d: &Decision) -> String {
-    let action = d.action.as_deref().unwrap_or("?");
-    let mut text = format!("Confirm this operation: {action}\n");
-    for (k, v) in &d.resolved {
-        let shown = match (gw.param_type(action, k), v.as_i64()) {
-            (Some(crate::ir::Type::Money), Some(minor)) => crate::gateway::money(minor),
-            _ => match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            },
-        };
-        let origin = match d.origins.get(k) {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => "proposal".into(),
-        };
-        text.push_str(&format!("  {k}: {shown}   (from {origin})\n"));
-    }
-    if let Some(reason) = &d.reason {
-        text.push_str(&format!("Why: {reason}\n"));
-    }
-    if let Some(op) = &d.operation_hash {
-        text.push_str(&format!("Operation: {op}\n"));
-    }
-    text.push_str("Accept to approve exactly this operation once; decline to refuse it.");
-    text
+/// What the user is shown: the pending operation as the store holds it,
+/// in the one rendering every approver sees (`gateway::render`: values
+/// escaped, whole, with their origin and registry names), after checking
+/// that the fields shown hash to exactly the operation `d` names and that
+/// it may be approved (no value too long to show).
+pub fn describe(gw: &Gateway, d: &Decision) -> Result<String, String> {
+    let op = d
+        .operation_hash
+        .as_deref()
+        .ok_or("no operation to confirm")?;
+    let pending = gw.pending_op(op).map_err(|e| e.to_string())?;
+    let shown = crate::gateway::render::checked(gw, &pending).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "Confirm this operation\n{}Accept to approve exactly this operation once; decline to refuse it.",
+        shown.text()
+    ))
 }
 
 fn params(gw: &Gateway, d: &Decision) -> Result<ElicitRequestParams, String> {
+    let message = describe(gw, d).map_err(|e| format!("it cannot be shown: {e}"))?;
     let schema = ElicitationSchema::builder()
         .build()
         .map_err(|e| e.to_string())?;
     Ok(ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: describe(gw, d),
+        message,
         requested_schema: schema,
     })
 }
@@ -157,6 +146,9 @@ pub async fn ask(
     let can_elicit = ctx
         .client_capabilities()
         .is_some_and(|c| c.elicitation.is_some());
+    // built (and checked: what is shown hashes to `op`) on every call, so
+    // in the 2026-07-28 era an answer is accepted only if the operation
+    // still shows what it was asked with
     let p = match params(gw, d) {
         Ok(p) => p,
         Err(e) => return respond(d, &format!("cannot build the confirmation: {e}")),
