@@ -101,7 +101,7 @@ pub struct Field {
     /// `proposal`, `mandate` or `registry`.
     pub origin_kind: String,
     /// The origin as a person reads it: `the agent's proposal`,
-    /// `mandate payee`, `registry beneficiaries`.
+    /// `mandate.payee`, `registry.beneficiaries (ref landlord)`.
     pub source: String,
     /// Only the request vouches for it (not the owner's records).
     pub new: bool,
@@ -224,7 +224,8 @@ pub fn unescape(s: &str) -> Result<String, String> {
 }
 
 /// `s` cut into lines of at most [`FOLD`] characters, never inside an
-/// escape, after a space where one is near the end of the line.
+/// escape, after a space where one is in the line's last two thirds, and
+/// after each `\n` (the text's own line breaks).
 fn fold(s: &str) -> Vec<String> {
     // atoms: one character, or one escape
     let mut atoms: Vec<&str> = vec![];
@@ -251,7 +252,7 @@ fn fold(s: &str) -> Vec<String> {
             let cut = cur
                 .iter()
                 .rposition(|x| *x == " ")
-                .filter(|i| *i >= FOLD * 2 / 3)
+                .filter(|i| *i >= FOLD / 3)
                 .map_or(cur.len(), |i| i + 1);
             let tail = cur.split_off(cut);
             lines.push(cur.concat());
@@ -260,8 +261,16 @@ fn fold(s: &str) -> Vec<String> {
         }
         cur.push(a);
         width += w;
+        // the text's own line ends where it has one: shown as `\n`, and
+        // what follows on a line of its own (behind the value's prefix)
+        if a == "\\n" {
+            lines.push(std::mem::take(&mut cur).concat());
+            width = 0;
+        }
     }
-    lines.push(cur.concat());
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur.concat());
+    }
     lines
 }
 
@@ -408,11 +417,9 @@ fn human_source(origins: &[String]) -> String {
     for o in origins {
         let s = match o.as_str() {
             "proposal" => "the agent's proposal".to_string(),
-            o => {
-                let (kind, rest) = o.split_once('.').unwrap_or((o, ""));
-                let rest = rest.replace(" (ref `", " (ref ").replace("`)", ")");
-                escape(&format!("{kind} {rest}"))
-            }
+            // as the receipt writes it, without the agent-facing backticks
+            // around the reference the proposal named it by
+            o => escape(&o.replace(" (ref `", " (ref ").replace("`)", ")")),
         };
         if !parts.contains(&s) {
             parts.push(s);

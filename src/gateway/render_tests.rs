@@ -114,10 +114,10 @@ fn a_newline_forges_no_label_and_controls_are_shown() {
         "{text}"
     );
     assert!(!text.chars().any(|c| c != '\n' && hidden(c)), "{text}");
-    assert!(text.contains("\\n  payee_iban"), "{text}");
+    assert!(text.contains("    | rent\\n\n    |   payee_iban  from"), "{text}");
     assert!(text.contains("\\u{1b}[2J\\u{202e}"), "{text}");
     assert!(text.contains("    | DE44 5001 0517 5407 3249 31\n"), "{text}");
-    assert!(text.contains("  payee_iban  from registry beneficiaries: landlord\n"), "{text}");
+    assert!(text.contains("  payee_iban  from registry.beneficiaries: landlord\n"), "{text}");
     assert!(text.contains("    | 1,500.00 EUR\n"), "{text}");
     let p = parse(&text, &types).unwrap();
     assert_eq!(p.resolved, o.resolved);
@@ -168,7 +168,7 @@ fn lists_show_each_element_with_its_registry_name() {
     );
     let s = shown(&o, vec![vec![Some("Alice  (boss)".into()), None], vec![], vec![None]]);
     let text = s.text();
-    assert!(text.contains("    - a@x.com\n      (Alice  (boss))\n    - b\\n@y.com\n"), "{text}");
+    assert!(text.contains("    - a@x.com\n      (Alice  (boss))\n    - b\\n\n    | @y.com\n"), "{text}");
     assert!(text.contains("  cc  from the agent's proposal\n    (none)\n"), "{text}");
     assert_eq!(parse(&text, &types).unwrap().resolved, o.resolved);
 }
