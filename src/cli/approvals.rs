@@ -60,7 +60,7 @@ pub fn run(args: &ApprovalsArgs, out: &mut dyn Write) -> u8 {
 }
 
 fn load(g: &GatewayArgs) -> Option<Gateway> {
-    match super::gateway::load(g) {
+    match super::gateway::load_trusted(g) {
         Ok(gw) => Some(gw),
         Err(e) => {
             eprint!("{}", super::bundle::render_error(e.as_ref(), false));

@@ -55,7 +55,7 @@ pub fn run(args: &ApproveArgs, out: &mut dyn Write) -> u8 {
 }
 
 fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> Result<u8, String> {
-    let gw = super::gateway::load(&args.gateway).map_err(|e| {
+    let gw = super::gateway::load_trusted(&args.gateway).map_err(|e| {
         super::bundle::render_error(e.as_ref(), false)
             .trim_end()
             .to_string()

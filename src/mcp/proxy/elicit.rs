@@ -198,6 +198,84 @@ pub async fn ask(
     }
 }
 
+/// Whether the second half of a four-eyes approval of `op` is at hand: an
+/// approval by someone other than `user` dropped in the approvals folder
+/// (`dropped`), or submitted to the store (`ipc approve --submit`, the
+/// approval page) and not expired.
+pub fn second_half(gw: &Gateway, op: &str, user: &str, dropped: &[Value]) -> bool {
+    dropped
+        .iter()
+        .any(|a| a["approval"]["approver"].as_str() != Some(user))
+        || gw
+            .pending_op(op)
+            .is_ok_and(|p| p.approved_by(gw.now()).iter().any(|n| n != user))
+}
+
+/// What a four-eyes refusal tells the agent (and through it the user)
+/// happens next: which half is given out of band and how (the exact
+/// command), and which half is then asked through this client.
+pub fn four_eyes_next(gw: &Gateway, d: &Decision, session: &SessionConfig, config: &std::path::Path) -> String {
+    let op = d.operation_hash.as_deref().unwrap_or("");
+    let user = &session.user;
+    let (owner, roles) = match gw.pending_op(op) {
+        Ok(p) => (p.owner, p.roles),
+        Err(_) => (user.clone(), vec![]),
+    };
+    let mut who: Vec<&String> = gw
+        .world()
+        .approvers
+        .iter()
+        .filter(|(name, a)| {
+            *name != user
+                && a.may_approve_for(&owner, None)
+                && roles.iter().all(|r| a.may_approve_for(&owner, Some(r)))
+        })
+        .map(|(name, _)| name)
+        .collect();
+    who.sort();
+    let second = match who.as_slice() {
+        [] => format!(
+            "a second approver of `{owner}`{} (none is declared in the world's `[approvers]` yet)",
+            if roles.is_empty() {
+                String::new()
+            } else {
+                format!(" with the role `{}`", roles.join("` and `"))
+            }
+        ),
+        [one] => format!("`{one}`"),
+        many => format!(
+            "one of {}",
+            many.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let name = who.first().map_or("NAME", |n| n.as_str());
+    let config = config.display();
+    let mut t = format!(
+        "four eyes: two people approve this operation, and this client can ask only one of them. \
+         1. Out of band, first: {second} signs it with `ipc approve --config {config} --operation {op} --as {name} --key {name}.key --submit` \
+         (it shows the operation before signing), or on the approval page of `ipc serve`"
+    );
+    if let Some(dir) = &session.approvals_dir {
+        t.push_str(&format!(
+            ", or drops the output of `ipc approve ... -o FILE` (without `--submit`) in `{}`",
+            dir.display()
+        ));
+    }
+    if session.user_key.is_some() {
+        t.push_str(&format!(
+            ". 2. Then call this tool again with the same arguments: the user `{user}` is asked to confirm through this client (the other half), and the operation runs once both halves are in"
+        ));
+    } else {
+        t.push_str(&format!(
+            ". 2. This session holds no approval key for the user, so the user `{user}` approves out of band too (`ipc approve --config {config} --operation {op} --as {user} --key {user}.key --submit`); then call this tool again with the same arguments"
+        ));
+    }
+    t
+}
+
 fn cannot_elicit() -> &'static str {
     "this client does not support elicitation, so the user cannot be asked to confirm; use a client that does, or approve the operation with `ipc approve` and call again"
 }
