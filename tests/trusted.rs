@@ -850,3 +850,137 @@ fn a_brought_expired_approval_does_not_stop_a_valid_one() {
     let d = gw.decide(&input(p, &m, vec![old, fresh])).unwrap();
     assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
 }
+
+// ---- inline packs on the trusted side (issue #20, item 6) -----------------
+
+/// Tools declared inline in the proxy's TOML have no bundle file: four
+/// eyes (`ipc approvals list|show`, `ipc approve`) and owner changes
+/// (`ipc registry add`) work with `--config`, on the very gateway and
+/// store `ipc mcp` runs.
+#[test]
+fn inline_tools_are_approved_and_their_registries_changed_with_config() {
+    use intentplane::keys::SecretKey;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for name in ["issuer", "emma", "cfo"] {
+        SecretKey::generate().unwrap().write_pair(&d.join(name)).unwrap();
+    }
+    std::fs::write(
+        d.join("world.toml"),
+        "[approvers]\nemma = \"emma.pub\"\ncfo = { key = \"cfo.pub\", owners = [\"emma\"] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("vendors.json"),
+        r#"{"emma": {"DE89 3704 0044 0532 0130 00": {"name": "ACME Office Supplies"}}}"#,
+    )
+    .unwrap();
+    let cfg = d.join("intentplane.toml");
+    std::fs::write(
+        &cfg,
+        r#"world = "world.toml"
+store = "state.db"
+[[servers]]
+name = "demo"
+command = "ipc"
+args = ["demo", "mcp-server"]
+[session]
+user = "emma"
+scopes = ["payments.write"]
+budget = "50000.00"
+issuer_key = "issuer.key"
+user_key = "emma.key"
+[pack]
+name = "pay"
+[pack.registries.vendors]
+key = "Iban"
+fields = { name = "Text" }
+file = "vendors.json"
+[[tools]]
+server = "demo"
+tool = "pay_vendor"
+action = "vendor.pay"
+scope = "payments.write"
+budget_param = "amount"
+[tools.params.iban]
+type = "Iban"
+critical = true
+sources = ["registry:vendors"]
+normalize = "iban"
+[tools.params.amount]
+type = "Money"
+scale = 100
+range = [0.01, 20_000.00]
+[[tools.rules]]
+kind = "four_eyes"
+reason = "large vendor payment"
+when = "amount > 1_000.00"
+"#,
+    )
+    .unwrap();
+    // the proxy's gateway and session, as one `ipc mcp` process holds them
+    let setup = intentplane::mcp::config::load(&cfg).unwrap();
+    let tool = setup.tool("pay_vendor").unwrap().clone();
+    let mandate = setup.mandate_for(&tool).unwrap().clone();
+    let gw = intentplane::gateway::Gateway::new(&setup.bundle, setup.world, setup.store)
+        .unwrap()
+        .execute_externally();
+    let decide = |iban: &str| {
+        let proposal = tool
+            .to_proposal(&json!({"iban": iban, "amount": 2500.0}).as_object().unwrap().clone())
+            .unwrap();
+        gw.decide(&input(proposal, &mandate, vec![])).unwrap()
+    };
+    let d0 = decide("DE89 3704 0044 0532 0130 00");
+    assert_eq!(d0.decision, Outcome::Pending, "{d0:#?}");
+    assert_eq!(d0.level, Some(2));
+    let op = d0.operation_hash.clone().unwrap();
+    let c = path_str(&cfg);
+    let run = |args: &[&str]| {
+        let mut v = args.to_vec();
+        v.extend(["--config", &c]);
+        let out = ipc_in(&v, "");
+        assert!(
+            out.status.success(),
+            "ipc {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let listed = run(&["approvals", "list", "--for", "cfo"]);
+    assert!(listed.contains(&op) && listed.contains("1 operation waiting"), "{listed}");
+    let shown = run(&["approvals", "show", &op]);
+    assert!(
+        shown.contains("  iban  from registry.vendors: ACME Office Supplies\n    | DE89 3704 0044 0532 0130 00\n"),
+        "{shown}"
+    );
+    assert!(shown.contains("    | 2,500.00\n"), "{shown}");
+    for who in ["cfo", "emma"] {
+        let key = path_str(&d.join(format!("{who}.key")));
+        let out = run(&["approve", "--as", who, "--key", &key, "--operation", &op, "--yes", "--submit"]);
+        assert!(out.contains("approved"), "{out}");
+    }
+    let d1 = decide("DE89 3704 0044 0532 0130 00");
+    assert_eq!(d1.decision, Outcome::Allow, "{d1:#?}");
+    assert_eq!(d1.approvers, vec!["cfo".to_string(), "emma".to_string()]);
+    // the owner adds a vendor at run time: trusted for the next decision
+    let other = "DE02 1203 0000 0000 2020 51";
+    assert_eq!(decide(other).stage, intentplane::gateway::Stage::Provenance);
+    let out = run(&[
+        "registry", "add", "--pack", "pay", "--registry", "vendors", "--owner", "emma",
+        "--record", r#"{"name": "Stadtwerke Nord"}"#, other,
+    ]);
+    assert!(out.contains("added to pay/vendors"), "{out}");
+    let d2 = decide(other);
+    assert_eq!(d2.decision, Outcome::Pending, "{d2:#?}");
+    let shown = run(&["approvals", "show", d2.operation_hash.as_deref().unwrap()]);
+    assert!(shown.contains("from registry.vendors: Stadtwerke Nord"), "{shown}");
+    // a command that decides does not take the proxy's configuration
+    let out = ipc_in(&["run", "--config", &c], "");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ipc::gateway::config_not_here"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
