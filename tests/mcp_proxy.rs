@@ -382,9 +382,14 @@ async fn step_up_is_confirmed_by_elicitation_in_the_2025_era() {
     let shown = h.user.shown();
     assert_eq!(shown.len(), 1);
     assert!(shown[0].contains("payment.transfer"), "{}", shown[0]);
-    assert!(shown[0].contains("amount: 1,200.00"), "{}", shown[0]);
     assert!(
-        shown[0].contains("(from registry.beneficiaries"),
+        shown[0].contains("  amount  from the agent's proposal\n    | 1,200.00 EUR\n"),
+        "{}",
+        shown[0]
+    );
+    // the registry's name for the payee, the IBAN in fours
+    assert!(
+        shown[0].contains("  payee_iban  from registry.beneficiaries: Hausverwaltung Weber (landlord)\n    | DE44 5001 0517 5407 3249 31\n"),
         "{}",
         shown[0]
     );
@@ -739,17 +744,30 @@ async fn four_eyes_is_refused_until_the_second_approver_signs_out_of_band() {
     let t = text(&r);
     assert!(t.contains("four eyes"), "{t}");
     assert!(t.contains("must be approved by"), "{t}");
-    assert!(t.contains("cfo") || t.contains("treasury"), "{t}");
+    // exactly what happens next: the second half out of band (the very
+    // command), then the user's half through this client
+    let op = r.structured_content.as_ref().unwrap()["operation_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let config = h.tw.dir.path().join("intentplane.toml");
+    assert!(
+        t.contains(&format!(
+            "1. Out of band, first: `cfo` signs it with `ipc approve --config {} --operation {op} --as cfo --key cfo.key --submit`",
+            config.display()
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains("2. Then call this tool again with the same arguments: the user `clerk` is asked to confirm through this client"),
+        "{t}"
+    );
     assert!(
         h.user.shown().is_empty(),
         "the client cannot grant four eyes"
     );
     assert!(h.executed("update_vendor").is_empty());
     // the CFO signs out of band; the clerk confirms through the client
-    let op = r.structured_content.as_ref().unwrap()["operation_hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
     let approval = h.tw.approve("cfo", &op);
     std::fs::write(
         h.tw.dir.path().join("approvals").join("cfo.json"),
@@ -765,6 +783,71 @@ async fn four_eyes_is_refused_until_the_second_approver_signs_out_of_band() {
         done[0]["args"]["iban"].as_str().unwrap().replace(' ', ""),
         "ES9121000418450200051332"
     );
+}
+
+/// The second half submitted to the store (`ipc approve --submit`, the
+/// approval page) counts like one dropped in the folder: the user is then
+/// asked through the client, and the operation runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_eyes_submitted_to_the_store_then_the_user_through_the_client() {
+    let spec = MandateSpec::for_pack("ap", "clerk", "acme", &["vendors.write"]);
+    let h = harness(Opts {
+        spec: Some(spec),
+        tools: testkit::ap_tools(),
+        ..Opts::default()
+    })
+    .await;
+    let a = args(
+        json!({"vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "iban": "es91 2100 0418 4502 0005 1332"}),
+    );
+    let r = h.call("update_vendor", a.clone()).await;
+    assert!(is_error(&r));
+    let op = r.structured_content.as_ref().unwrap()["operation_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let signed: intentplane::gateway::approval::SignedApproval =
+        serde_json::from_value(h.tw.approve("cfo", &op)).unwrap();
+    h.proxy.gateway().submit_approval(&signed).unwrap();
+    let r = h.call("update_vendor", a).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let shown = h.user.shown();
+    assert_eq!(shown.len(), 1);
+    assert!(shown[0].contains("approved by cfo\n"), "{}", shown[0]);
+    assert_eq!(h.executed("update_vendor").len(), 1);
+}
+
+/// What elicitation shows, in both eras, is the escaped rendering: a
+/// subject cannot forge a line, and no control or bidi character reaches
+/// the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitation_shows_hostile_text_escaped_in_both_eras() {
+    for era in [Era::Legacy, Era::Mrtr] {
+        let h = harness(Opts {
+            era,
+            ..Opts::default()
+        })
+        .await;
+        let subject = "Rent\n  payee_iban  from registry.beneficiaries: Hausverwaltung Weber (landlord)\n    | DE44 5001\u{1b}[2J\u{202e}\u{200b}";
+        let r = h
+            .call("send_money", send(testkit_landlord(), json!(1200), subject))
+            .await;
+        assert!(!is_error(&r), "{}", text(&r));
+        let shown = h.user.shown();
+        assert_eq!(shown.len(), 1);
+        let m = &shown[0];
+        assert_eq!(
+            m.lines().filter(|l| l.starts_with("  payee_iban")).count(),
+            1,
+            "{m}"
+        );
+        assert!(
+            !m.chars().any(|c| c != '\n' && (c.is_control() || matches!(c, '\u{202e}' | '\u{200b}'))),
+            "{m}"
+        );
+        assert!(m.contains("\\u{1b}[2J\\u{202e}\\u{200b}"), "{m}");
+        assert!(m.contains("    | Rent\\n\n    |   payee_iban"), "{m}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -688,3 +688,299 @@ fn only_an_approver_of_the_operation_may_decline_it() {
     ));
     assert_deny(&decide(&gw, p, &m), "approval", "`cfo` declined");
 }
+
+// ---- what is shown is what is signed (issue #20, items 3 and 5) ----------
+
+/// `--bundle B --world W --store S` of the test world, then `tail`.
+fn with_gateway(w: &TestWorld, db: &std::path::Path, head: &[&str], tail: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+    for (k, p) in [
+        ("--bundle", &w.bundle_path),
+        ("--world", &w.world_path),
+        ("--store", &db.to_path_buf()),
+    ] {
+        v.push(k.into());
+        v.push(path_str(p));
+    }
+    v.extend(tail.iter().map(|s| s.to_string()));
+    v
+}
+
+fn ipc_args(args: &[String], stdin: &str) -> std::process::Output {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    ipc_in(&refs, stdin)
+}
+
+/// A pending record whose displayed values were edited in the store (1.00
+/// shown under the hash of a 1,500.00 transfer) is refused by
+/// `ipc approve`: nothing signed, nothing submitted; `ipc approvals show`
+/// prints every value whole and escaped.
+#[test]
+fn ipc_approve_refuses_a_record_whose_shown_values_do_not_hash_to_it() {
+    let w = TestWorld::new();
+    let db = w.dir.path().join("s.db");
+    let m = w.emma();
+    let subject = format!("{}\npayee_iban  DE00 (from registry.beneficiaries)\u{1b}[2J\u{202e}card 4111 1111 1111 1111", "x".repeat(60));
+    let mut p = transfer(LANDLORD, json!("1500.00"));
+    p["args"]["subject"] = json!(subject);
+    let line = json!({"proposal": p, "mandate": m}).to_string() + "\n";
+    let out = ipc_args(&with_gateway(&w, &db, &["run"], &[]), &line);
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["decision"], "PENDING", "{d}");
+    let op = d["operation_hash"].as_str().unwrap().to_string();
+
+    let out = ipc_args(&with_gateway(&w, &db, &["approvals", "show"], &[&op]), "");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // whole (the tail past 80 characters), escaped, and no forged line
+    assert!(text.contains("card 4111 1111 1111 1111"), "{text}");
+    assert!(text.contains("x\\n\n    | payee_iban  DE00 (from "), "{text}");
+    assert!(text.contains("\\u{1b}[2J\\u{202e}"), "{text}");
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text}");
+    assert_eq!(text.lines().filter(|l| l.trim_start().starts_with("payee_iban")).count(), 1, "{text}");
+    // the registry's name beside the trusted value, the IBAN in fours
+    assert!(text.contains("  payee_iban  from registry.beneficiaries: "), "{text}");
+    assert!(text.contains("    | DE44 5001 0517 5407 3249 31\n"), "{text}");
+
+    // the stored record now shows 1.00 under the 1,500.00 operation's hash
+    {
+        let store = intentplane::store::open(&db, false).unwrap();
+        store
+            .transaction(&mut |tx| {
+                let mut rec = tx.state_get("pending", &op)?.unwrap();
+                rec["resolved"]["amount"] = json!(100);
+                tx.state_put("pending", &op, &rec)?;
+                Ok(Value::Null)
+            })
+            .unwrap();
+    }
+    let key = path_str(&w.dir.path().join("emma.key"));
+    for extra in [&[][..], &["--submit"][..]] {
+        let mut tail = vec!["--as", "emma", "--key", &key, "--operation", &op, "--yes"];
+        tail.extend_from_slice(extra);
+        let out = ipc_args(&with_gateway(&w, &db, &["approve"], &tail), "");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("    | 1.00 EUR"), "{err}");
+        assert!(err.contains("ipc::approvals::mismatch"), "{err}");
+        assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    }
+    // the gateway's own submission path (the page) refuses it too
+    let gw = w.gateway_with(intentplane::store::open(&db, false).unwrap());
+    let signed = intentplane::gateway::approval::SignedApproval::issue("emma", &op, now() + 600, w.key("emma")).unwrap();
+    let e = gw.submit_approval(&signed).unwrap_err();
+    assert!(e.to_string().contains("refused to sign"), "{e}");
+    assert!(gw.pending_op(&op).unwrap().approvals.is_empty());
+}
+
+/// A value longer than the bound is not approvable, with the reason.
+#[test]
+fn a_value_too_long_to_show_is_not_approvable() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.mandate(MandateSpec::bank("emma"));
+    let p = json!({"action": "user.update_info", "args": {"street": "Hauptstr. 1", "city": "Berlin"}});
+    let op = decide(&gw, p, &m).operation_hash.unwrap();
+    // a record with a value past the bound (the contract keeps these short;
+    // the bound holds whatever the pack allows)
+    let long = "y".repeat(intentplane::gateway::render::MAX_VALUE_CHARS + 1);
+    gw.store()
+        .transaction(&mut |tx| {
+            let mut rec = tx.state_get("pending", &op)?.unwrap();
+            rec["resolved"]["street"] = json!(long);
+            tx.state_put("pending", &op, &rec)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    let signed = intentplane::gateway::approval::SignedApproval::issue("emma", &op, now() + 600, w.key("emma")).unwrap();
+    let e = gw.submit_approval(&signed).unwrap_err();
+    assert!(e.to_string().contains("cannot be approved"), "{e}");
+    let shown = intentplane::gateway::render::show(&gw, &gw.pending_op(&op).unwrap(), now()).unwrap();
+    assert!(shown.refusal.is_some());
+    assert!(shown.text().contains("too long to be shown whole"), "{}", shown.text());
+}
+
+/// An expired approval kept in the store never blocks its operation: a
+/// fresh approval is accepted and the operation executes; the listing
+/// shows the expired one as expired, not as approved.
+#[test]
+fn an_expired_approval_never_stops_a_fresh_one() {
+    use intentplane::gateway::approval::SignedApproval;
+    let w = TestWorld::new();
+    let store: std::sync::Arc<dyn intentplane::store::Store> =
+        std::sync::Arc::new(intentplane::store::memory::MemoryStore::new());
+    let gw = w.gateway_with(store.clone());
+    let m = w.emma();
+    let p = transfer(LANDLORD, json!("1500.00"));
+    let op = decide(&gw, p.clone(), &m).operation_hash.unwrap();
+    let short = SignedApproval::issue("emma", &op, now() + 60, w.key("emma")).unwrap();
+    gw.submit_approval(&short).unwrap();
+    // two minutes later: the approval expired, the mandate still holds
+    let mut later = w.world();
+    later.clock = Some(now() + 120);
+    let gw = gw.fork(later, store);
+    let pending = gw.pending_op(&op).unwrap();
+    assert!(pending.approved_by(gw.now()).is_empty());
+    assert_eq!(pending.expired_approvals(gw.now()), vec!["emma".to_string()]);
+    let shown = intentplane::gateway::render::show(&gw, &pending, gw.now()).unwrap();
+    assert!(shown.text().contains("expired     the approval of emma expired"), "{}", shown.text());
+    // alone it counts for nothing: still pending, not refused
+    assert_eq!(decide(&gw, p.clone(), &m).decision, Outcome::Pending);
+    // a fresh approval is accepted and counts
+    let fresh = SignedApproval::issue("emma", &op, gw.now() + 60, w.key("emma")).unwrap();
+    gw.submit_approval(&fresh).unwrap();
+    let d = decide(&gw, p.clone(), &m);
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    assert_eq!(d.approvers, vec!["emma".to_string()]);
+}
+
+/// An expired approval the caller brings does not stop a valid one either;
+/// alone it is refused, saying so.
+#[test]
+fn a_brought_expired_approval_does_not_stop_a_valid_one() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let m = w.emma();
+    let p = transfer(LANDLORD, json!("1500.00"));
+    let op = decide(&gw, p.clone(), &m).operation_hash.unwrap();
+    let old = w.approve_with("emma", &op, now() - 1, "n-old");
+    let d = gw.decide(&input(p.clone(), &m, vec![old.clone()])).unwrap();
+    assert_deny(&d, "approval", "has expired");
+    let fresh = w.approve_with("emma", &op, now() + 60, "n-fresh");
+    let d = gw.decide(&input(p, &m, vec![old, fresh])).unwrap();
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+}
+
+// ---- inline packs on the trusted side (issue #20, item 6) -----------------
+
+/// Tools declared inline in the proxy's TOML have no bundle file: four
+/// eyes (`ipc approvals list|show`, `ipc approve`) and owner changes
+/// (`ipc registry add`) work with `--config`, on the very gateway and
+/// store `ipc mcp` runs.
+#[test]
+fn inline_tools_are_approved_and_their_registries_changed_with_config() {
+    use intentplane::keys::SecretKey;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for name in ["issuer", "emma", "cfo"] {
+        SecretKey::generate().unwrap().write_pair(&d.join(name)).unwrap();
+    }
+    std::fs::write(
+        d.join("world.toml"),
+        "[approvers]\nemma = \"emma.pub\"\ncfo = { key = \"cfo.pub\", owners = [\"emma\"] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("vendors.json"),
+        r#"{"emma": {"DE89 3704 0044 0532 0130 00": {"name": "ACME Office Supplies"}}}"#,
+    )
+    .unwrap();
+    let cfg = d.join("intentplane.toml");
+    std::fs::write(
+        &cfg,
+        r#"world = "world.toml"
+store = "state.db"
+[[servers]]
+name = "demo"
+command = "ipc"
+args = ["demo", "mcp-server"]
+[session]
+user = "emma"
+scopes = ["payments.write"]
+budget = "50000.00"
+issuer_key = "issuer.key"
+user_key = "emma.key"
+[pack]
+name = "pay"
+[pack.registries.vendors]
+key = "Iban"
+fields = { name = "Text" }
+file = "vendors.json"
+[[tools]]
+server = "demo"
+tool = "pay_vendor"
+action = "vendor.pay"
+scope = "payments.write"
+budget_param = "amount"
+[tools.params.iban]
+type = "Iban"
+critical = true
+sources = ["registry:vendors"]
+normalize = "iban"
+[tools.params.amount]
+type = "Money"
+scale = 100
+range = [0.01, 20_000.00]
+[[tools.rules]]
+kind = "four_eyes"
+reason = "large vendor payment"
+when = "amount > 1_000.00"
+"#,
+    )
+    .unwrap();
+    // the proxy's gateway and session, as one `ipc mcp` process holds them
+    let setup = intentplane::mcp::config::load(&cfg).unwrap();
+    let tool = setup.tool("pay_vendor").unwrap().clone();
+    let mandate = setup.mandate_for(&tool).unwrap().clone();
+    let gw = intentplane::gateway::Gateway::new(&setup.bundle, setup.world, setup.store)
+        .unwrap()
+        .execute_externally();
+    let decide = |iban: &str| {
+        let proposal = tool
+            .to_proposal(&json!({"iban": iban, "amount": 2500.0}).as_object().unwrap().clone())
+            .unwrap();
+        gw.decide(&input(proposal, &mandate, vec![])).unwrap()
+    };
+    let d0 = decide("DE89 3704 0044 0532 0130 00");
+    assert_eq!(d0.decision, Outcome::Pending, "{d0:#?}");
+    assert_eq!(d0.level, Some(2));
+    let op = d0.operation_hash.clone().unwrap();
+    let c = path_str(&cfg);
+    let run = |args: &[&str]| {
+        let mut v = args.to_vec();
+        v.extend(["--config", &c]);
+        let out = ipc_in(&v, "");
+        assert!(
+            out.status.success(),
+            "ipc {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let listed = run(&["approvals", "list", "--for", "cfo"]);
+    assert!(listed.contains(&op) && listed.contains("1 operation waiting"), "{listed}");
+    let shown = run(&["approvals", "show", &op]);
+    assert!(
+        shown.contains("  iban  from registry.vendors: ACME Office Supplies\n    | DE89 3704 0044 0532 0130 00\n"),
+        "{shown}"
+    );
+    assert!(shown.contains("    | 2,500.00\n"), "{shown}");
+    for who in ["cfo", "emma"] {
+        let key = path_str(&d.join(format!("{who}.key")));
+        let out = run(&["approve", "--as", who, "--key", &key, "--operation", &op, "--yes", "--submit"]);
+        assert!(out.contains("approved"), "{out}");
+    }
+    let d1 = decide("DE89 3704 0044 0532 0130 00");
+    assert_eq!(d1.decision, Outcome::Allow, "{d1:#?}");
+    assert_eq!(d1.approvers, vec!["cfo".to_string(), "emma".to_string()]);
+    // the owner adds a vendor at run time: trusted for the next decision
+    let other = "DE02 1203 0000 0000 2020 51";
+    assert_eq!(decide(other).stage, intentplane::gateway::Stage::Provenance);
+    let out = run(&[
+        "registry", "add", "--pack", "pay", "--registry", "vendors", "--owner", "emma",
+        "--record", r#"{"name": "Stadtwerke Nord"}"#, other,
+    ]);
+    assert!(out.contains("added to pay/vendors"), "{out}");
+    let d2 = decide(other);
+    assert_eq!(d2.decision, Outcome::Pending, "{d2:#?}");
+    let shown = run(&["approvals", "show", d2.operation_hash.as_deref().unwrap()]);
+    assert!(shown.contains("from registry.vendors: Stadtwerke Nord"), "{shown}");
+    // a command that decides does not take the proxy's configuration
+    let out = ipc_in(&["run", "--config", &c], "");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ipc::gateway::config_not_here"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

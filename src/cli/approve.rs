@@ -1,9 +1,12 @@
 //! `ipc approve`: the trusted side signs an approval over a pending
 //! operation as a named approver, with an expiry and a fresh nonce (single
 //! use). What you see is what you sign: the operation is read from the
-//! store (never from the agent's copy), shown, and signed only after a
-//! yes (`--yes` for scripts); a hash the store does not know, or that has
-//! expired or executed, is refused. `--decline` records a refusal instead.
+//! store (never from the agent's copy), shown (`gateway::render`), its
+//! hash recomputed from exactly the fields shown, and signed only after a
+//! yes (`--yes` for scripts); a hash the store does not know, that has
+//! expired or executed, whose shown fields hash to something else, or with
+//! a value too long to show, is refused. `--decline` records a refusal
+//! instead.
 
 use super::gateway::GatewayArgs;
 use crate::gateway::approval::SignedApproval;
@@ -52,7 +55,7 @@ pub fn run(args: &ApproveArgs, out: &mut dyn Write) -> u8 {
 }
 
 fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> Result<u8, String> {
-    let gw = super::gateway::load(&args.gateway).map_err(|e| {
+    let gw = super::gateway::load_trusted(&args.gateway).map_err(|e| {
         super::bundle::render_error(e.as_ref(), false)
             .trim_end()
             .to_string()
@@ -65,7 +68,14 @@ fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> 
         }
     };
     // shown on stderr: stdout carries the signed approval
-    eprint!("{}", super::approvals::describe(&gw, &op));
+    let shown = match crate::gateway::render::show(&gw, &op, gw.now()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprint!("{}", super::bundle::render_error(&e, false));
+            return Ok(1);
+        }
+    };
+    eprint!("{}", shown.text());
     if args.decline {
         let r = gw
             .decline(&args.operation, &args.approver)
@@ -77,6 +87,12 @@ fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> 
         )
         .map_err(|e| e.to_string())?;
         return Ok(0);
+    }
+    // what is signed is what was shown: the operation hash recomputed
+    // from the fields just printed, or nothing is signed
+    if let Err(e) = shown.check(&gw, &args.operation) {
+        eprint!("{}", super::bundle::render_error(&e, false));
+        return Ok(1);
     }
     if !args.yes {
         eprint!("sign this operation as `{}`? [y/N] ", args.approver);

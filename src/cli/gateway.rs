@@ -1,5 +1,6 @@
 //! What `run`, `serve`, `token`, `approve` and `registry` share: loading a
-//! bundle, a world and a store into a gateway, and reading input lines.
+//! bundle, a world and a store into a gateway (or the MCP proxy's gateway
+//! from its `intentplane.toml`: `--config`), and reading input lines.
 
 use crate::bundle::Bundle;
 use crate::gateway::json::{MAX_LINE, parse_strict};
@@ -16,8 +17,20 @@ use std::sync::Arc;
 #[derive(clap::Args, Debug, Clone)]
 pub struct GatewayArgs {
     /// The bundle (from `ipc build`).
-    #[arg(long, value_name = "FILE")]
-    pub bundle: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "config")]
+    pub bundle: Option<PathBuf>,
+    /// The MCP proxy's configuration (`intentplane.toml`) instead of a
+    /// bundle, a world and a store (`ipc approve`, `ipc approvals`,
+    /// `ipc registry` only): the very gateway `ipc mcp --config` runs (its
+    /// packs and inline tools built the same way, its world, its store),
+    /// so tools declared inline are approved and their registries changed
+    /// like any pack's.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["bundle", "bundle_key", "allow_unsigned", "world", "store"]
+    )]
+    pub config: Option<PathBuf>,
     /// Verify the bundle's signature with this public key (else with the
     /// world's `bundle_keys`).
     #[arg(long, value_name = "PUBFILE")]
@@ -54,24 +67,67 @@ pub struct GatewayArgs {
 )]
 pub struct NoStore;
 
+/// Neither a bundle nor a proxy configuration (clap requires one).
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("no gateway: give `--bundle FILE` or `--config intentplane.toml`")]
+#[diagnostic(code(ipc::gateway::no_bundle))]
+pub struct NoBundle;
+
+/// `--config` given to a command that decides.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("`--config` loads the MCP proxy's gateway for the trusted side only")]
+#[diagnostic(
+    code(ipc::gateway::config_not_here),
+    help(
+        "`ipc approve`, `ipc approvals` and `ipc registry` take `--config`; the proxy's calls are decided by `ipc mcp --config`"
+    )
+)]
+pub struct ConfigNotHere;
+
 /// A loading failure, rendered by the caller.
 pub type LoadError = Box<dyn Diagnostic + Send + Sync>;
 
+/// The gateway of the trusted side's commands (`ipc approve`,
+/// `ipc approvals`, `ipc registry`): from a bundle, or from the MCP
+/// proxy's configuration (`--config`), which loads exactly what `ipc mcp`
+/// runs: the same bundle hash (packs and inline tools build to the same
+/// bytes), world and store. It decides nothing here.
+pub fn load_trusted(args: &GatewayArgs) -> Result<Gateway, LoadError> {
+    match &args.config {
+        Some(config) => {
+            let setup =
+                crate::mcp::config::load(config).map_err(|r| Box::new(r) as LoadError)?;
+            Gateway::new(&setup.bundle, setup.world, setup.store)
+                .map(Gateway::execute_externally)
+                .map_err(|e| Box::new(e) as LoadError)
+        }
+        None => load(args),
+    }
+}
+
+/// The gateway of a command that decides (`ipc run`, `ipc serve`): from a
+/// bundle only; the proxy's configuration is `ipc mcp`'s to decide with.
 pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
+    if args.config.is_some() {
+        return Err(Box::new(ConfigNotHere));
+    }
+    let Some(bundle_path) = &args.bundle else {
+        return Err(Box::new(NoBundle));
+    };
     let key = match &args.bundle_key {
         Some(p) => Some(crate::keys::load_public(p).map_err(|e| Box::new(e) as LoadError)?),
         None => None,
     };
     // format, hash and the table's invariants first; the signature once the
     // world (which pins the bundle keys) is read
-    let bundle = Bundle::load(&args.bundle, None).map_err(|e| Box::new(e) as LoadError)?;
+    let bundle = Bundle::load(bundle_path, None).map_err(|e| Box::new(e) as LoadError)?;
     let world = match &args.world {
         Some(w) => World::load(w, &bundle.table).map_err(|e| Box::new(e) as LoadError)?,
         None => World::empty(),
     };
     bundle
         .authenticate(
-            &args.bundle.display().to_string(),
+            &bundle_path.display().to_string(),
             key.as_ref(),
             &world.bundle_keys,
             args.allow_unsigned,
@@ -80,7 +136,7 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
     if key.is_none() && world.bundle_keys.is_empty() {
         eprintln!(
             "warning: `{}` runs unverified (--allow-unsigned): anyone who can write it decides what is allowed",
-            args.bundle.display()
+            bundle_path.display()
         );
     }
     let store_path = args.store.clone().or_else(|| world.store.clone());

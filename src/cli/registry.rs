@@ -52,7 +52,7 @@ pub fn run(args: &RegistryArgs, out: &mut dyn Write) -> u8 {
         RegistryCommand::Add(a) => (a, true),
         RegistryCommand::Remove(a) => (a, false),
     };
-    let gw = match super::gateway::load(&a.gateway) {
+    let gw = match super::gateway::load_trusted(&a.gateway) {
         Ok(g) => g,
         Err(e) => {
             eprint!("{}", super::bundle::render_error(e.as_ref(), false));

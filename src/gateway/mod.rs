@@ -19,6 +19,7 @@ pub mod normalize;
 pub mod outcome;
 pub mod pending;
 pub mod registry;
+pub mod render;
 pub mod secret;
 mod stages;
 /// A test world — the shipped packs built into a bundle, fresh issuer and

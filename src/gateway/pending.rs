@@ -89,14 +89,32 @@ impl PendingOp {
                 }))
     }
 
-    /// The names of those whose signed approvals were submitted for it.
-    pub fn approved_by(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .approvals
-            .iter()
-            .filter_map(|a| a["approval"]["approver"].as_str().map(str::to_string))
-            .collect();
-        names.dedup();
+    /// The names of those whose signed approvals were submitted for it
+    /// and still count at `now` (not expired).
+    pub fn approved_by(&self, now: i64) -> Vec<String> {
+        self.submitted(|exp| now < exp)
+    }
+
+    /// The names of those whose submitted approvals expired at `now`
+    /// (and who gave no valid one since): they count for nothing.
+    pub fn expired_approvals(&self, now: i64) -> Vec<String> {
+        let valid = self.approved_by(now);
+        let mut names = self.submitted(|exp| now >= exp);
+        names.retain(|n| !valid.contains(n));
+        names
+    }
+
+    fn submitted(&self, keep: impl Fn(i64) -> bool) -> Vec<String> {
+        let mut names: Vec<String> = vec![];
+        for a in &self.approvals {
+            let ap = &a["approval"];
+            if let (Some(who), Some(exp)) = (ap["approver"].as_str(), ap["expires_at"].as_i64())
+                && keep(exp)
+                && !names.iter().any(|n| n == who)
+            {
+                names.push(who.to_string());
+            }
+        }
         names
     }
 }
@@ -201,6 +219,11 @@ pub enum PendingError {
     #[error("the approval cannot be accepted: {reason}")]
     #[diagnostic(code(ipc::approvals::invalid))]
     Invalid { reason: String },
+    /// Not signable as shown: a value too long to show, or shown values
+    /// that do not hash to the operation.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Render(crate::gateway::render::RenderError),
     #[error(transparent)]
     #[diagnostic(transparent)]
     Store(#[from] StoreError),
@@ -265,6 +288,9 @@ impl crate::gateway::Gateway {
             });
         }
         self.check_signed(&op, &ap.approver, ap, &signed.signature, ap.expires_at)?;
+        // what the approver was shown must hash to what they signed (the
+        // page and `ipc approve --submit` show this same rendering)
+        crate::gateway::render::checked(self, &op)?;
         let invalid = |reason: String| PendingError::Invalid { reason };
         let value = serde_json::to_value(signed).map_err(|e| invalid(e.to_string()))?;
         let now = self.now();
@@ -274,6 +300,10 @@ impl crate::gateway::Gateway {
                     "no pending operation `{hash}`"
                 )));
             };
+            // an expired approval counts for nothing: dropped, so that it
+            // never stands in the way of this one
+            op.approvals
+                .retain(|a| a["approval"]["expires_at"].as_i64().is_some_and(|e| now < e));
             if !op.approvals.contains(&value) {
                 op.approvals.push(value.clone());
             }
@@ -367,6 +397,15 @@ impl crate::gateway::Gateway {
                 now,
             ))
         })?)
+    }
+}
+
+impl From<crate::gateway::render::RenderError> for PendingError {
+    fn from(e: crate::gateway::render::RenderError) -> Self {
+        match e {
+            crate::gateway::render::RenderError::Store(s) => PendingError::Store(s),
+            other => PendingError::Render(other),
+        }
     }
 }
 

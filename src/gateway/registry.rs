@@ -143,6 +143,24 @@ impl Registries<'_> {
         }
     }
 
+    /// What the owner calls an entry (canonical spelling) of a set
+    /// registry, for a person: its record's `name`, else its `id` (an
+    /// entry added at run time has neither).
+    pub fn entry_name(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        entry: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let owner = self.owner_of(reg);
+        Ok(self.owned(tx, reg, owner, None)?.and_then(|r| {
+            r.values
+                .iter()
+                .find(|(_, v)| v == entry)
+                .and_then(|(id, v)| r.names.get(v).cloned().or_else(|| id.clone()))
+        }))
+    }
+
     /// The record under `key` (keyed registries), overrides applied.
     pub fn record(
         &self,

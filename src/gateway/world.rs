@@ -34,8 +34,9 @@
 //!
 //! Paths are relative to the world file. A registry file maps an owner (a
 //! tenant) to its records; a global registry uses the owner `"*"`. A set
-//! registry's records are values, or `{"id": ..., "value": ...}` objects a
-//! proposal may name with `{"ref": id}`; a keyed registry's records are an
+//! registry's records are values, or `{"id": ..., "value": ..., "name"?: ...}`
+//! objects a proposal may name with `{"ref": id}` (the `name`, else the
+//! `id`, is what an approver is shown beside the value); a keyed registry's records are an
 //! object from key to record.
 
 use crate::codegen::table::Table;
@@ -161,6 +162,9 @@ pub struct Records {
     pub values: Vec<(Option<String>, String)>,
     /// Keyed registries: key to record.
     pub keyed: BTreeMap<String, Map<String, Value>>,
+    /// Set registries: what the owner calls an entry (`"name"` of its
+    /// record), by value; shown to approvers beside the value.
+    pub names: HashMap<String, String>,
 }
 
 #[derive(Debug)]
@@ -465,23 +469,32 @@ fn owner_records(reg: &ir::Registry, owner: &str, recs: Value) -> Result<Records
     match (&reg.shape, recs) {
         (RegistryShape::Set { element }, Value::Array(items)) => {
             for it in items {
-                let (id, val) = match it {
+                let (id, val, name) = match it {
                     Value::Object(mut o) => {
                         let id = o.remove("id");
                         let val = o.remove("value");
+                        let name = match o.remove("name") {
+                            None => None,
+                            Some(Value::String(n)) => Some(n),
+                            Some(_) => return Err("a set entry's `name` is a string".into()),
+                        };
                         if !o.is_empty() {
-                            return Err("a set entry has only `id` and `value`".into());
+                            return Err("a set entry has only `id`, `value` and `name`".into());
                         }
                         match (id, val) {
-                            (Some(Value::String(i)), Some(v)) => (Some(i), v),
+                            (Some(Value::String(i)), Some(v)) => (Some(i), v, name),
                             _ => {
                                 return Err("a set entry needs a string `id` and a `value`".into());
                             }
                         }
                     }
-                    v => (None, v),
+                    v => (None, v, None),
                 };
-                r.values.push((id, scalar_text(&val, element)?));
+                let text = scalar_text(&val, element)?;
+                if let Some(n) = name {
+                    r.names.insert(text.clone(), n);
+                }
+                r.values.push((id, text));
             }
         }
         (

@@ -112,6 +112,8 @@ struct Inner {
     sealer: elicit::Sealer,
     /// Operations whose downstream call is running in this process.
     in_flight: Mutex<HashSet<String>>,
+    /// The configuration it runs from (named in what a refusal says to do).
+    config_path: std::path::PathBuf,
 }
 
 /// One downstream server: its config (to start it again) and the running
@@ -260,6 +262,7 @@ impl Proxy {
                 clients,
                 sealer: elicit::Sealer::new().map_err(|reason| ProxyError::Session { reason })?,
                 in_flight: Mutex::new(HashSet::new()),
+                config_path: setup.config_path,
             }),
         })
     }
@@ -450,12 +453,16 @@ impl Proxy {
             }
         }
         let user = &self.inner.session.user;
-        let others = approvals
-            .iter()
-            .filter(|a| a["approval"]["approver"].as_str() != Some(user.as_str()))
-            .count();
-        if d.level.unwrap_or(0) >= 2 && others == 0 {
-            return Err(four_eyes(&d).into());
+        if d.level.unwrap_or(0) >= 2
+            && !elicit::second_half(&self.inner.gateway, &op, user, &approvals)
+        {
+            let next = elicit::four_eyes_next(
+                &self.inner.gateway,
+                &d,
+                &self.inner.session,
+                &self.inner.config_path,
+            );
+            return Err(refusal_with(&d, &next).into());
         }
         if self.inner.session.user_key.is_none() {
             return Err(refusal_with(
@@ -704,17 +711,6 @@ fn refusal_with(d: &Decision, extra: &str) -> CallToolResult {
     let mut r = error_result(text);
     r.structured_content = serde_json::to_value(d).ok();
     r
-}
-
-fn four_eyes(d: &Decision) -> CallToolResult {
-    let who = d.approve_by.as_deref().unwrap_or("a second approver");
-    let op = d.operation_hash.as_deref().unwrap_or("");
-    refusal_with(
-        d,
-        &format!(
-            "four eyes: this client cannot grant it. {who} must approve the operation {op} out of band (`ipc approve`) and drop the signed approval in the session's approvals folder; then call again with the same arguments"
-        ),
-    )
 }
 
 impl ServerHandler for Proxy {

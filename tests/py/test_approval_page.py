@@ -220,13 +220,21 @@ def test_the_approver_sees_only_theirs_in_major_units_and_approves(browser, serv
     c = card(page, op)
     c.wait_for()
     assert c.locator('tr[data-param="amount"] .value').text_content() == "1,500.00 EUR"
-    assert c.locator('tr[data-param="payee_iban"] .value').text_content() == LANDLORD
-    assert c.locator('tr[data-param="payee_iban"] .origin-kind').text_content() == "registry"
-    assert "registry.beneficiaries" in c.locator('tr[data-param="payee_iban"] .origin').text_content()
-    assert c.locator('tr[data-param="currency"] .origin-kind').text_content() == "mandate"
+    # the IBAN in fours, and who the payee is in the owner's records
+    payee = c.locator('tr[data-param="payee_iban"]')
+    assert payee.locator(".value").text_content() == "DE44 5001 0517 5407 3249 31"
+    assert payee.locator(".registry-name").text_content() == "Hausverwaltung Weber (landlord)"
+    assert payee.locator(".origin").text_content() == "registry.beneficiaries"
+    assert payee.locator(".origin").get_attribute("data-kind") == "registry"
+    assert c.locator('tr[data-param="currency"] .origin').get_attribute("data-kind") == "mandate"
+    # no doubled labels, no Markdown backticks
+    assert c.locator('tr[data-param="amount"] .origin').text_content() == "the agent's proposal"
+    assert c.locator("h3").text_content() == "payment.transfer for emmawaiting"
+    assert "`" not in c.text_content()
     assert c.locator(".status").text_content() == "waiting"
-    assert "needs approval level 1" in c.locator(".why").text_content()
-    assert "policy" in c.locator(".rule").first.text_content()
+    assert "large transfer" in c.locator(".why").text_content()
+    assert "policy" in c.locator(".why").first.text_content()
+    assert c.locator(".approve-by").text_content() == "emma (the mandate's user)"
     assert page.locator("article.op").count() == 1
     # another tenant's approver does not see emma's operation
     other = open_page(browser, server)
@@ -258,7 +266,7 @@ def test_what_is_new_is_marked_and_hostile_text_stays_text(browser, server, worl
     c = card(page, d["operation_hash"])
     c.wait_for()
     payee = c.locator('tr[data-param="payee_iban"]')
-    assert payee.locator(".origin-kind").text_content() == "mandate"
+    assert payee.locator(".origin").get_attribute("data-kind") == "mandate"
     assert payee.locator(".new").text_content() == "NEW: not among the owner's records"
     # an account or a currency only the mandate can give is not news
     for name in ["from_account", "currency", "amount"]:
@@ -332,7 +340,8 @@ def test_four_eyes_needs_the_user_then_the_treasury(browser, server, world):
     c = card(clerk, op)
     c.wait_for()
     assert "treasury" in c.locator(".approve-by").text_content()
-    assert "role treasury" in c.locator(".rule").first.text_content()
+    assert "by role treasury" in c.locator(".why").first.text_content()
+    assert c.locator("h3").text_content() == "vendor.change_iban for clerk of acmewaiting"
     c.locator("button.approve").click()
     message(clerk, "Approved")
     assert server.decide(CHANGE_IBAN, m)["decision"] == "PENDING"
@@ -372,3 +381,73 @@ def test_a_wrong_key_cannot_sign_in_nor_sign(browser, server, world):
     assert r["status"] == 400 and "does not verify" in r["data"]["error"], r
     d = server.decide(transfer(LANDLORD, "1400.00"), m)
     assert d["decision"] == "PENDING", d
+
+
+def test_hostile_text_is_escaped_whole_and_folded(browser, server, world):
+    """What is shown is what is signed: controls, newlines and bidi marks
+    are shown visibly, a long subject whole (folded, never cut)."""
+    m = mandate(world, "emma")
+    subject = "x" * 60 + "\npayee_iban DE00\u001b[2J\u202e\u200bcard 4111 1111 1111 1111 https://e.example/x"
+    p = transfer(LANDLORD, "1100.00")
+    p["args"]["subject"] = subject
+    d = server.decide(p, m)
+    assert d["decision"] == "PENDING", d
+    page = open_page(browser, server)
+    sign_in(page, world, "emma")
+    c = card(page, d["operation_hash"])
+    c.wait_for()
+    lines = c.locator('tr[data-param="subject"] .value .line').all_text_contents()
+    assert len(lines) >= 2, lines
+    joined = "".join(lines)
+    assert joined == "x" * 60 + "\\npayee_iban DE00\\u{1b}[2J\\u{202e}\\u{200b}card 4111 1111 1111 1111 https://e.example/x", joined
+    assert not any(ch in joined for ch in "\n\u001b\u202e\u200b")
+    assert c.locator('tr[data-param="payee_iban"]').count() == 1
+    assert page.evaluate("() => window.__csp") == []
+
+
+def test_an_expired_approval_is_shown_expired_and_a_fresh_one_counts(browser, server, world):
+    m = mandate(world, "emma")
+    p = transfer(LANDLORD, "1600.00")
+    d = server.decide(p, m)
+    op = d["operation_hash"]
+    page = open_page(browser, server)
+    sign_in(page, world, "emma")
+    card(page, op).wait_for()
+    # an approval valid for two seconds, signed by the page's own code
+    r = page.evaluate("""async (op) => {
+        const body = await window.ipcApproval.signed('approve', op);
+        return window.ipcApproval.post('/v1/approver/approve', body);
+    }""", {"operation_hash": op, "expires_at": int(time.time()) + 2})
+    assert r["status"] == 200, r
+    page.click("#refresh")
+    from playwright.sync_api import expect
+    expect(card(page, op).locator(".approved-by")).to_have_text("emma")
+    time.sleep(3)
+    page.click("#refresh")
+    c = card(page, op)
+    expect(c.locator(".expired-approvals")).to_contain_text("the approval of emma expired")
+    assert c.locator(".approved-by").text_content() == "no one yet"
+    assert c.locator(".status").text_content() == "waiting"
+    # not shown as approved: the button signs a fresh approval, which counts
+    assert c.locator("button.approve").text_content() == "Approve"
+    assert not c.locator("button.approve").is_disabled()
+    c.locator("button.approve").click()
+    message(page, "Approved")
+    d = server.decide(p, m)
+    assert d["decision"] == "ALLOW", d
+
+
+def test_screenshot_of_a_pending_operation(browser, server, world, tmp_path):
+    """A picture of the page as an approver sees it (for a person to look
+    at: `IPC_SCREENSHOT=path.png`)."""
+    m = mandate(world, "emma")
+    p = transfer(LANDLORD, "1500.00")
+    p["args"]["subject"] = "Rent December, flat 3 \u2014 " + "thank you! " * 8
+    d = server.decide(p, m)
+    page = open_page(browser, server)
+    page.set_viewport_size({"width": 900, "height": 900})
+    sign_in(page, world, "emma")
+    card(page, d["operation_hash"]).wait_for()
+    out = Path(os.environ.get("IPC_SCREENSHOT", tmp_path / "page.png"))
+    page.screenshot(path=str(out), full_page=True)
+    assert out.stat().st_size > 0

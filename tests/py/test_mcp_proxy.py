@@ -211,7 +211,7 @@ def test_step_up_by_elicitation(tmp_path, answer):
         assert not again.is_error, text(again)
     assert len(run.shown) == 1
     assert "payment.transfer" in run.shown[0]
-    assert "amount: 1,200.00" in run.shown[0]
+    assert "  amount  from the agent's proposal\n    | 1,200.00 EUR\n" in run.shown[0]
     assert "registry.beneficiaries" in run.shown[0]
     if answer == "accept":
         assert not r.is_error, text(r)
@@ -229,7 +229,7 @@ def test_step_up_in_the_2026_era(tmp_path, answer):
         run.play_2026(lambda c: c.call_tool("send_money", send(LANDLORD, 1300)))
     )
     assert len(run.shown) == 1
-    assert "amount: 1,300.00" in run.shown[0]
+    assert "  amount  from the agent's proposal\n    | 1,300.00 EUR\n" in run.shown[0]
     if answer == "accept":
         assert not r.is_error, text(r)
         assert len(run.executed("send_money")) == 1

@@ -620,6 +620,7 @@ pub(super) fn pending_error(st: &AppState, e: crate::gateway::pending::PendingEr
         P::NotApprover { .. } => StatusCode::FORBIDDEN,
         P::Expired { .. } | P::Executed { .. } | P::Declined { .. } => StatusCode::CONFLICT,
         P::Invalid { .. } => StatusCode::BAD_REQUEST,
+        P::Render(_) => StatusCode::CONFLICT,
         P::Store(_) => {
             st.metrics.store_error();
             StatusCode::INTERNAL_SERVER_ERROR

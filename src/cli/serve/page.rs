@@ -313,16 +313,21 @@ pub(super) async fn operations(State(st): State<Shared>, headers: HeaderMap) -> 
     };
     super::http::read_store(&st, "the approvals", move |gw| {
         let now = gw.now();
-        gw.pending_ops().map(|ops| {
-            let shown: Vec<serde_json::Value> = ops
-                .iter()
-                .filter(|(op, _)| op.approvable_by(gw.world(), &who))
-                .map(|(op, executed)| {
-                    super::super::approvals::view(gw, op, op.status(*executed, now))
-                })
-                .collect();
-            json!({"approver": who, "now": now, "operations": shown})
-        })
+        let ops = gw.pending_ops()?;
+        let mut shown: Vec<serde_json::Value> = vec![];
+        for (op, executed) in ops
+            .iter()
+            .filter(|(op, _)| op.approvable_by(gw.world(), &who))
+        {
+            // the one rendering (`gateway::render`), as JSON: the page
+            // puts each of its texts into the document as text
+            let view = crate::gateway::render::show(gw, op, now)?;
+            let mut v = serde_json::to_value(&view).unwrap_or(serde_json::Value::Null);
+            v["status"] = json!(op.status(*executed, now));
+            v["approvable"] = json!(view.refusal.is_none());
+            shown.push(v);
+        }
+        Ok(json!({"approver": who, "now": now, "operations": shown}))
     })
     .await
 }

@@ -74,7 +74,12 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let user_key = r.gw.world.approvers.get(&m.user).map(|u| u.key.id());
     let mut user_ok = false;
     let mut other: Option<String> = None;
-    for raw in r.input.approvals.iter().chain(stored) {
+    // an expired approval counts for nothing and never stands in the way of
+    // a valid one: one kept in the store is passed over, one the caller
+    // brings is refused only if the valid ones are not enough
+    let mut expired: Option<String> = None;
+    let brought = r.input.approvals.len();
+    for (i, raw) in r.input.approvals.iter().chain(stored).enumerate() {
         let sa: SignedApproval = serde_json::from_value(raw.clone()).map_err(|e| {
             deny(format!(
                 "malformed approval: {}",
@@ -82,6 +87,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             ))
         })?;
         let ap = &sa.approval;
+        if i >= brought && r.now >= ap.expires_at {
+            continue;
+        }
         let Some(approver) = r.gw.world.approvers.get(&ap.approver) else {
             return Err(deny(format!(
                 "`{}` is not a known approver",
@@ -108,7 +116,8 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             .into());
         }
         if r.now >= ap.expires_at {
-            return Err(deny(format!("the approval by `{}` has expired", ap.approver)).into());
+            expired.get_or_insert_with(|| ap.approver.clone());
+            continue;
         }
         if r.tx.nonce_used(&ap.nonce)? || r.nonces.contains(&ap.nonce) {
             return Err(deny(format!(
@@ -165,6 +174,11 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     };
     if granted >= r.level {
         return Ok(());
+    }
+    if let Some(who) = expired {
+        return Err(deny(format!("the approval by `{who}` has expired"))
+            .hint(Some(format!("approve the operation `{op}` again")))
+            .into());
     }
     let level = r.level;
     let why: Vec<String> = r

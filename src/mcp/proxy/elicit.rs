@@ -85,43 +85,32 @@ pub enum Answer {
     Respond(Box<CallToolResponse>),
 }
 
-/// What the user is shown: the action, each resolved value with its
-/// origin, amounts in major units.
-pub fn describe(gw: &Gateway, d: &Decision) -> String {
-    let action = d.action.as_deref().unwrap_or("?");
-    let mut text = format!("Confirm this operation: {action}\n");
-    for (k, v) in &d.resolved {
-        let shown = match (gw.param_type(action, k), v.as_i64()) {
-            (Some(crate::ir::Type::Money), Some(minor)) => crate::gateway::money(minor),
-            _ => match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            },
-        };
-        let origin = match d.origins.get(k) {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => "proposal".into(),
-        };
-        text.push_str(&format!("  {k}: {shown}   (from {origin})\n"));
-    }
-    if let Some(reason) = &d.reason {
-        text.push_str(&format!("Why: {reason}\n"));
-    }
-    if let Some(op) = &d.operation_hash {
-        text.push_str(&format!("Operation: {op}\n"));
-    }
-    text.push_str("Accept to approve exactly this operation once; decline to refuse it.");
-    text
+/// What the user is shown: the pending operation as the store holds it,
+/// in the one rendering every approver sees (`gateway::render`: values
+/// escaped, whole, with their origin and registry names), after checking
+/// that the fields shown hash to exactly the operation `d` names and that
+/// it may be approved (no value too long to show).
+pub fn describe(gw: &Gateway, d: &Decision) -> Result<String, String> {
+    let op = d
+        .operation_hash
+        .as_deref()
+        .ok_or("no operation to confirm")?;
+    let pending = gw.pending_op(op).map_err(|e| e.to_string())?;
+    let shown = crate::gateway::render::checked(gw, &pending).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "Confirm this operation\n{}Accept to approve exactly this operation once; decline to refuse it.",
+        shown.text()
+    ))
 }
 
 fn params(gw: &Gateway, d: &Decision) -> Result<ElicitRequestParams, String> {
+    let message = describe(gw, d).map_err(|e| format!("it cannot be shown: {e}"))?;
     let schema = ElicitationSchema::builder()
         .build()
         .map_err(|e| e.to_string())?;
     Ok(ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: describe(gw, d),
+        message,
         requested_schema: schema,
     })
 }
@@ -157,6 +146,9 @@ pub async fn ask(
     let can_elicit = ctx
         .client_capabilities()
         .is_some_and(|c| c.elicitation.is_some());
+    // built (and checked: what is shown hashes to `op`) on every call, so
+    // in the 2026-07-28 era an answer is accepted only if the operation
+    // still shows what it was asked with
     let p = match params(gw, d) {
         Ok(p) => p,
         Err(e) => return respond(d, &format!("cannot build the confirmation: {e}")),
@@ -204,6 +196,84 @@ pub async fn ask(
         Ok(r) => on_result(d, &r),
         Err(e) => respond(d, &format!("the confirmation failed: {e}")),
     }
+}
+
+/// Whether the second half of a four-eyes approval of `op` is at hand: an
+/// approval by someone other than `user` dropped in the approvals folder
+/// (`dropped`), or submitted to the store (`ipc approve --submit`, the
+/// approval page) and not expired.
+pub fn second_half(gw: &Gateway, op: &str, user: &str, dropped: &[Value]) -> bool {
+    dropped
+        .iter()
+        .any(|a| a["approval"]["approver"].as_str() != Some(user))
+        || gw
+            .pending_op(op)
+            .is_ok_and(|p| p.approved_by(gw.now()).iter().any(|n| n != user))
+}
+
+/// What a four-eyes refusal tells the agent (and through it the user)
+/// happens next: which half is given out of band and how (the exact
+/// command), and which half is then asked through this client.
+pub fn four_eyes_next(gw: &Gateway, d: &Decision, session: &SessionConfig, config: &std::path::Path) -> String {
+    let op = d.operation_hash.as_deref().unwrap_or("");
+    let user = &session.user;
+    let (owner, roles) = match gw.pending_op(op) {
+        Ok(p) => (p.owner, p.roles),
+        Err(_) => (user.clone(), vec![]),
+    };
+    let mut who: Vec<&String> = gw
+        .world()
+        .approvers
+        .iter()
+        .filter(|(name, a)| {
+            *name != user
+                && a.may_approve_for(&owner, None)
+                && roles.iter().all(|r| a.may_approve_for(&owner, Some(r)))
+        })
+        .map(|(name, _)| name)
+        .collect();
+    who.sort();
+    let second = match who.as_slice() {
+        [] => format!(
+            "a second approver of `{owner}`{} (none is declared in the world's `[approvers]` yet)",
+            if roles.is_empty() {
+                String::new()
+            } else {
+                format!(" with the role `{}`", roles.join("` and `"))
+            }
+        ),
+        [one] => format!("`{one}`"),
+        many => format!(
+            "one of {}",
+            many.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let name = who.first().map_or("NAME", |n| n.as_str());
+    let config = config.display();
+    let mut t = format!(
+        "four eyes: two people approve this operation, and this client can ask only one of them. \
+         1. Out of band, first: {second} signs it with `ipc approve --config {config} --operation {op} --as {name} --key {name}.key --submit` \
+         (it shows the operation before signing), or on the approval page of `ipc serve`"
+    );
+    if let Some(dir) = &session.approvals_dir {
+        t.push_str(&format!(
+            ", or drops the output of `ipc approve ... -o FILE` (without `--submit`) in `{}`",
+            dir.display()
+        ));
+    }
+    if session.user_key.is_some() {
+        t.push_str(&format!(
+            ". 2. Then call this tool again with the same arguments: the user `{user}` is asked to confirm through this client (the other half), and the operation runs once both halves are in"
+        ));
+    } else {
+        t.push_str(&format!(
+            ". 2. This session holds no approval key for the user, so the user `{user}` approves out of band too (`ipc approve --config {config} --operation {op} --as {user} --key {user}.key --submit`); then call this tool again with the same arguments"
+        ));
+    }
+    t
 }
 
 fn cannot_elicit() -> &'static str {

@@ -110,27 +110,47 @@
     return e;
   }
 
-  const LEVELS = { 1: "step-up: the user approves", 2: "four eyes: the user and a second person" };
+  // One value's lines as the server folded them (escaped there: every
+  // control, newline, bidi or zero-width mark is already visible text),
+  // each element of a list in its own block, with the registry's name.
+  function valueCell(v) {
+    const td = el("td", null, "value-cell");
+    const value = el("div", null, "value" + (v.list ? " list" : ""));
+    v.items.forEach((lines, i) => {
+      const item = el("div", null, "item");
+      for (const line of lines) item.appendChild(el("div", line, "line"));
+      value.appendChild(item);
+      if (v.list && v.names[i]) item.appendChild(el("div", v.names[i], "registry-name"));
+    });
+    if (v.list && v.items.length === 0) value.appendChild(el("div", "(none)", "none"));
+    td.appendChild(value);
+    if (!v.list && v.names[0]) td.appendChild(el("div", v.names[0], "registry-name"));
+    if (v.secret) td.appendChild(el("div", "a secret: shown as its commitment", "secret"));
+    if (v.too_long) {
+      td.appendChild(el("div", v.chars + " characters in all: too long to be shown whole", "too-long"));
+    }
+    return td;
+  }
 
   function card(op) {
     const box = el("article", null, "op " + op.status);
     box.dataset.op = op.operation_hash;
-    const h = el("h3", op.action + " for " + op.user + " (" + op.owner + ")");
+    const whom = op.owner === op.user ? op.user : op.user + " of " + op.owner;
+    const h = el("h3", op.action + " for " + whom);
     h.appendChild(el("span", op.status, "status " + op.status));
     box.appendChild(h);
     const t = el("table");
     const head = el("tr");
-    ["value", "", "from"].forEach((x) => head.appendChild(el("th", x)));
+    ["", "value", "from"].forEach((x) => head.appendChild(el("th", x)));
     t.appendChild(head);
     for (const v of op.values) {
       const tr = el("tr");
       tr.dataset.param = v.name;
-      tr.appendChild(el("th", v.name));
-      const val = el("td", v.value, "value");
-      tr.appendChild(val);
-      const from = el("td", null, "origin");
-      from.appendChild(el("span", v.origin_kind, "origin-kind"));
-      from.appendChild(document.createTextNode(" (" + v.origin + ")"));
+      tr.appendChild(el("th", v.name, "param"));
+      tr.appendChild(valueCell(v));
+      const from = el("td", v.source, "origin");
+      from.dataset.kind = v.origin_kind;
+      from.title = v.origin;
       if (v.new) from.appendChild(el("div", "NEW: not among the owner's records", "new"));
       tr.appendChild(from);
       t.appendChild(tr);
@@ -141,17 +161,15 @@
       dl.appendChild(el("dt", k));
       dl.appendChild(el("dd", v, cls));
     };
-    row("Why", op.reason, "why");
-    for (const r of op.rules) {
-      row(
-        "Rule",
-        r.rule + ": " + r.reason + (r.role ? " (role " + r.role + ")" : "") + " — policy " + r.policy,
-        "rule",
-      );
-    }
-    row("Level", op.level + " — " + (LEVELS[op.level] || "approval"), "level");
+    if (op.refusal) row("Cannot be approved", op.refusal, "refusal");
+    for (const w of op.why) row("Why", w, "why");
+    row("Level", op.level + ", " + op.level_text, "level");
     row("Approval by", op.approve_by, "approve-by");
     row("Approved by", op.approved_by.length ? op.approved_by.join(", ") : "no one yet", "approved-by");
+    if (op.expired_approvals.length) {
+      row("Expired", "the approval of " + op.expired_approvals.join(", ") +
+        " expired: it counts for nothing, approve again", "expired-approvals");
+    }
     if (op.declined_by.length) row("Declined by", op.declined_by.join(", "), "declined-by");
     row("Expires", op.expires + (op.status === "expired" ? " (expired)" : ""), "expires");
     row("Operation", op.operation_hash, "hash");
@@ -160,7 +178,7 @@
     const open = op.status === "waiting";
     const yes = el("button", mine ? "Approved" : "Approve", "approve");
     yes.type = "button";
-    yes.disabled = !open || mine;
+    yes.disabled = !open || mine || !op.approvable;
     yes.addEventListener("click", () => act("approve", op));
     const no = el("button", "Decline", "decline");
     no.type = "button";
