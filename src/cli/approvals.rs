@@ -75,7 +75,10 @@ fn list(a: &ListArgs, out: &mut dyn Write) -> u8 {
         Ok(o) => o,
         Err(e) => return failure(out, a.format, &e),
     };
-    let now = gw.now();
+    let now = match gw.now() {
+        Ok(n) => n,
+        Err(e) => return failure(out, a.format, &e),
+    };
     let shown: Vec<(PendingOp, &'static str)> = ops
         .into_iter()
         .map(|(op, ex)| {
@@ -141,7 +144,11 @@ fn show(a: &ShowArgs, out: &mut dyn Write) -> u8 {
         };
         return failure(out, a.format, &e);
     };
-    let s = op.status(executed, gw.now());
+    let now = match gw.now() {
+        Ok(n) => n,
+        Err(e) => return failure(out, a.format, &e),
+    };
+    let s = op.status(executed, now);
     let written = match a.format {
         Format::Json => {
             let mut v = serde_json::to_value(&op).unwrap_or(Value::Null);
