@@ -1183,15 +1183,18 @@ fn a_tenants_token_cannot_see_decide_or_approve_anothers() {
     assert_eq!(d["decision"], "DENY", "{d}");
     assert_eq!(d["stage"], "authn", "{d}");
     assert!(
-        d["reason"].as_str().unwrap().contains("not for the mandate's owner `noah`"),
+        d["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not for the mandate's owner `noah`"),
         "{d}"
     );
     let denied_seq = d["receipt"]["seq"].clone();
     assert!(denied_seq.is_u64(), "{d}");
     // listings: each tenant its own; `for=` does not widen them
-    assert_eq!(listed(&s, EMMA_TOKEN, ""), [op_e.clone()]);
+    assert_eq!(listed(&s, EMMA_TOKEN, ""), vec![op_e.clone()]);
     assert_eq!(listed(&s, EMMA_TOKEN, "?for=noah"), Vec::<String>::new());
-    assert_eq!(listed(&s, NOAH_TOKEN, ""), [op_n.clone()]);
+    assert_eq!(listed(&s, NOAH_TOKEN, ""), vec![op_n.clone()]);
     let all = listed(&s, OPS_TOKEN, "");
     assert!(all.contains(&op_e) && all.contains(&op_n), "{all:?}");
     // receipts: only the tenant's own, and where the page's scan ended
@@ -1203,16 +1206,24 @@ fn a_tenants_token_cannot_see_decide_or_approve_anothers() {
             assert!(r.headers.contains("ipc-scanned-through: "), "{}", r.headers);
         }
         (
-            rs.iter().map(|x| x["body"]["mandate"]["owner"].clone()).collect(),
+            rs.iter()
+                .map(|x| x["body"]["mandate"]["owner"].clone())
+                .collect(),
             rs.iter().map(|x| x["seq"].clone()).collect(),
         )
     };
     let (o, seqs) = owners(EMMA_TOKEN);
     assert!(!o.is_empty() && o.iter().all(|x| x == "emma"), "{o:?}");
-    assert!(!seqs.contains(&denied_seq), "emma's side tried; the mandate is noah's");
+    assert!(
+        !seqs.contains(&denied_seq),
+        "emma's side tried; the mandate is noah's"
+    );
     let (o, seqs) = owners(NOAH_TOKEN);
     assert!(!o.is_empty() && o.iter().all(|x| x == "noah"), "{o:?}");
-    assert!(seqs.contains(&denied_seq), "noah's side sees the try on its mandate");
+    assert!(
+        seqs.contains(&denied_seq),
+        "noah's side sees the try on its mandate"
+    );
     let (o, _) = owners(OPS_TOKEN);
     assert!(o.contains(&json!("emma")) && o.contains(&json!("noah")));
     // approving or declining noah's operation with emma's token: unknown
@@ -1225,8 +1236,18 @@ fn a_tenants_token_cannot_see_decide_or_approve_anothers() {
     let r = as_token(&s, EMMA_TOKEN, "POST", "/v1/approvals/decline", &decline);
     assert_eq!(r.status, 404, "{}", r.body);
     let r = as_token(&s, NOAH_TOKEN, "GET", "/v1/approvals", "");
-    assert!(r.body["operations"][0]["approvals"].as_array().unwrap().is_empty());
-    assert!(r.body["operations"][0]["declined_by"].as_array().unwrap().is_empty());
+    assert!(
+        r.body["operations"][0]["approvals"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        r.body["operations"][0]["declined_by"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     // noah's own token may
     let r = as_token(&s, NOAH_TOKEN, "POST", "/v1/approvals", &approval);
     assert_eq!(r.status, 200, "{}", r.body);
@@ -1244,7 +1265,10 @@ fn a_tenants_token_cannot_see_decide_or_approve_anothers() {
     assert!(listed(&s, EMMA_TOKEN, "").is_empty());
     let body = json!({"proposal": p, "mandate": emma_m}).to_string();
     let d = as_token(&s, EMMA_TOKEN, "POST", "/v1/decide", &body).body;
-    assert_eq!((d["decision"].clone(), d["stage"].clone()), (json!("DENY"), json!("authn")));
+    assert_eq!(
+        (d["decision"].clone(), d["stage"].clone()),
+        (json!("DENY"), json!("authn"))
+    );
     // a file that cannot be read as tokens refuses everyone (fail closed)
     rewrite_tokens(&s, &format!("{EMMA_TOKEN}\n{OPS_TOKEN} *\n"));
     assert_eq!(as_token(&s, OPS_TOKEN, "GET", "/v1/health", "").status, 401);
@@ -1274,7 +1298,7 @@ fn a_flood_of_pending_from_one_mandate_hides_no_other_operation() {
     assert!(all.contains(&op_n), "noah's operation was pushed out");
     assert!(all.contains(&op_other), "another mandate's was pushed out");
     assert_eq!(all.len(), 2 + MAX_PER_MANDATE, "the flood keeps its newest");
-    assert_eq!(listed(&s, TOKEN, "?for=noah"), [op_n.clone()]);
+    assert_eq!(listed(&s, TOKEN, "?for=noah"), vec![op_n.clone()]);
 }
 
 /// Issue #21, item 6: 4,096 unauthenticated challenges in 0.7 s locked
@@ -1326,7 +1350,10 @@ fn a_flood_of_challenges_does_not_lock_an_approver_out() {
 fn serve_refuses_a_frozen_clock_unless_allowed() {
     let w = TestWorld::new();
     let m = write_mandate(&w, &w.emma());
-    for mode in [&["--stdio"][..], &["--listen", "unix:/nonexistent/x.sock"][..]] {
+    for mode in [
+        &["--stdio"][..],
+        &["--listen", "unix:/nonexistent/x.sock"][..],
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
             .args(["serve", "--bundle", &path_str(&w.bundle_path)])
             .args(["--world", &path_str(&w.world_path), "--ephemeral"])

@@ -117,7 +117,9 @@ impl SignedDecline {
 #[error("the operating system's random source failed: {reason}")]
 #[diagnostic(
     code(ipc::random),
-    help("nothing is issued without randomness: check `/dev/urandom` (or `getrandom`) on this machine")
+    help(
+        "nothing is issued without randomness: check `/dev/urandom` (or `getrandom`) on this machine"
+    )
 )]
 pub struct RandomError {
     pub reason: String,
@@ -130,9 +132,7 @@ pub fn random_id() -> Result<String, RandomError> {
     random_with(|b| getrandom::fill(b).map_err(|e| e.to_string()))
 }
 
-fn random_with(
-    fill: impl FnOnce(&mut [u8]) -> Result<(), String>,
-) -> Result<String, RandomError> {
+fn random_with(fill: impl FnOnce(&mut [u8]) -> Result<(), String>) -> Result<String, RandomError> {
     let mut b = [0u8; 16];
     fill(&mut b).map_err(|reason| RandomError {
         reason: reason.to_lowercase(),

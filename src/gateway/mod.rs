@@ -45,8 +45,8 @@ use std::sync::{Arc, Mutex};
 use world::World;
 
 pub use mandate::{Budget, Mandate, MandateToken};
-pub use tenants::Tenants;
 pub use stages::{Consumed, money, receipt_body};
+pub use tenants::Tenants;
 
 /// What a caller hands the gateway for one decision: the agent's proposal
 /// (untrusted, exactly `{"action", "args"}`), the mandate token and any

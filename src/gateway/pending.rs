@@ -174,7 +174,10 @@ pub fn all(tx: &mut dyn Tx) -> Result<Vec<PendingOp>, StoreError> {
 
 /// The recorded operations of `tenants` in the listing, oldest first:
 /// only their indexes are read.
-pub fn of(tx: &mut dyn Tx, tenants: &crate::gateway::Tenants) -> Result<Vec<PendingOp>, StoreError> {
+pub fn of(
+    tx: &mut dyn Tx,
+    tenants: &crate::gateway::Tenants,
+) -> Result<Vec<PendingOp>, StoreError> {
     use crate::gateway::Tenants;
     let owners: Vec<String> = match tenants {
         Tenants::All => names(tx, TENANTS)?,

@@ -129,9 +129,9 @@ fn parse(text: &str) -> Result<Tokens, String> {
 fn token_digest(token: &str) -> Result<[u8; 32], String> {
     if let Some(h) = token.strip_prefix("sha256:") {
         let mut d = [0u8; 32];
-        return hex::decode_to_slice(h, &mut d)
-            .map(|()| d)
-            .map_err(|_| "`sha256:` is followed by the 64 hex digits of the token's SHA-256".into());
+        return hex::decode_to_slice(h, &mut d).map(|()| d).map_err(|_| {
+            "`sha256:` is followed by the 64 hex digits of the token's SHA-256".into()
+        });
     }
     if token.len() < MIN_TOKEN {
         return Err(format!("the token is shorter than {MIN_TOKEN} characters"));
@@ -268,9 +268,15 @@ mod tests {
             only(&["globex", "initech"])
         );
         assert_eq!(*t.check(b"ops-token-0123456789abc").unwrap(), Tenants::All);
-        assert!(t.check(hashed.as_bytes()).is_none(), "the digest is no token");
+        assert!(
+            t.check(hashed.as_bytes()).is_none(),
+            "the digest is no token"
+        );
         assert!(t.check(format!("sha256:{hashed}").as_bytes()).is_none());
-        assert_eq!(*parse("old-single-token-0123\n").unwrap()[0].1, Tenants::All);
+        assert_eq!(
+            *parse("old-single-token-0123\n").unwrap()[0].1,
+            Tenants::All
+        );
         for bad in [
             "a-token-0123456789\nb-token-0123456789 acme\n",
             "a-token-0123456789 acme globex\n",

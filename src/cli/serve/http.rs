@@ -311,12 +311,12 @@ async fn host_guard(State(st): State<Shared>, req: Request, next: Next) -> Respo
 /// The agent host's API: no browser, the bearer token (its tenants go
 /// with the request as its [`Caller`]), a JSON body.
 async fn api_guard(State(st): State<Shared>, mut req: Request, next: Next) -> Response {
-    if let Err(r) = no_browser(&st, req.headers()) {
+    if let Some(r) = no_browser(&st, req.headers()) {
         return r;
     }
     let caller = match authenticate(&st, req.headers()) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     req.extensions_mut().insert(caller);
     json_body(&st, req, next).await
@@ -325,7 +325,7 @@ async fn api_guard(State(st): State<Shared>, mut req: Request, next: Next) -> Re
 /// `/metrics`: as the API (an operator's token: the counters are every
 /// tenant's), or open with `--public-metrics`.
 async fn metrics_guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
-    if let Err(r) = no_browser(&st, req.headers()) {
+    if let Some(r) = no_browser(&st, req.headers()) {
         return r;
     }
     if !st.public_metrics {
@@ -338,7 +338,7 @@ async fn metrics_guard(State(st): State<Shared>, req: Request, next: Next) -> Re
                     "the counters are every tenant's: an operator's token (`*`) reads them",
                 );
             }
-            Err(r) => return r,
+            Err(r) => return *r,
         }
     }
     next.run(req).await
@@ -359,7 +359,7 @@ async fn page_guard(State(st): State<Shared>, req: Request, next: Next) -> Respo
 
 /// An owner's signed change: no browser; the signature is the identity.
 async fn owner_guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
-    if let Err(r) = no_browser(&st, req.headers()) {
+    if let Some(r) = no_browser(&st, req.headers()) {
         return r;
     }
     json_body(&st, req, next).await
@@ -367,23 +367,23 @@ async fn owner_guard(State(st): State<Shared>, req: Request, next: Next) -> Resp
 
 /// A 403 for a request a web page sent (an `Origin` header or a
 /// cross-site `Sec-Fetch-Site`).
-fn no_browser(st: &AppState, h: &HeaderMap) -> Result<(), Response> {
+fn no_browser(st: &AppState, h: &HeaderMap) -> Option<Response> {
     let cross_site = h
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes() != b"none");
     if h.contains_key(header::ORIGIN) || cross_site {
         st.metrics.refused("origin");
-        return Err(error(
+        return Some(error(
             StatusCode::FORBIDDEN,
             "requests from a web page (an `Origin` or `Sec-Fetch-Site` header) are refused",
         ));
     }
-    Ok(())
+    None
 }
 
 /// The caller of a bearer token, or the 401; every tenant without a
 /// token file (a Unix socket: its peer is whoever may open it).
-fn authenticate(st: &AppState, h: &HeaderMap) -> Result<Caller, Response> {
+fn authenticate(st: &AppState, h: &HeaderMap) -> Result<Caller, Box<Response>> {
     let Some(tokens) = &st.tokens else {
         return Ok(Caller(Arc::new(crate::gateway::Tenants::All)));
     };
@@ -397,7 +397,7 @@ fn authenticate(st: &AppState, h: &HeaderMap) -> Result<Caller, Response> {
             );
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            Err(r)
+            Err(Box::new(r))
         }
     }
 }
@@ -551,9 +551,8 @@ fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
         }
         let batch: Vec<(&Input, &crate::gateway::Tenants)> =
             inputs.iter().map(|(i, t)| (i, &**t)).collect();
-        let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            gw.decide_batch_as(&batch)
-        }));
+        let decided =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gw.decide_batch_as(&batch)));
         match decided {
             Ok(Ok(ds)) if ds.len() == replies.len() => {
                 for (r, d) in replies.into_iter().zip(ds) {
@@ -1021,7 +1020,12 @@ mod tests {
             slots: tokio::sync::Semaphore::new(4),
             decider,
         });
-        let extra = ["/v1/approver/secret", "/approve/secret", "/v1/registry/secret", "/metrics/secret"];
+        let extra = [
+            "/v1/approver/secret",
+            "/approve/secret",
+            "/v1/registry/secret",
+            "/metrics/secret",
+        ];
         let mut more = axum::Router::new();
         for p in extra {
             more = more.route(p, get(|| async { "the secret" }));
@@ -1043,8 +1047,16 @@ mod tests {
         };
         for p in extra {
             assert_eq!(call(p, None), StatusCode::UNAUTHORIZED, "{p}");
-            assert_eq!(call(p, Some("not-the-token-0123456789")), StatusCode::UNAUTHORIZED, "{p}");
-            assert_eq!(call(p, Some("router-test-token-0123456789")), StatusCode::OK, "{p}");
+            assert_eq!(
+                call(p, Some("not-the-token-0123456789")),
+                StatusCode::UNAUTHORIZED,
+                "{p}"
+            );
+            assert_eq!(
+                call(p, Some("router-test-token-0123456789")),
+                StatusCode::OK,
+                "{p}"
+            );
         }
         // what no router serves: behind the token too
         assert_eq!(call("/v1/approver/nothing", None), StatusCode::UNAUTHORIZED);
@@ -1056,7 +1068,10 @@ mod tests {
         // the page itself and its API stay open to the page
         assert_eq!(call("/approve", None), StatusCode::OK);
         assert_eq!(call("/metrics", None), StatusCode::UNAUTHORIZED);
-        assert_eq!(call("/metrics", Some("router-test-token-0123456789")), StatusCode::OK);
+        assert_eq!(
+            call("/metrics", Some("router-test-token-0123456789")),
+            StatusCode::OK
+        );
     }
 
     /// A store that refuses to hand over the whole chain (or a snapshot

@@ -6,9 +6,9 @@
 //! size and count —, and a write timeout (a client that never reads its
 //! answers is dropped).
 
+use super::page::Peer;
 use super::{HttpConfig, ListenAddr, ServeError};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use super::page::Peer;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::io;
@@ -121,9 +121,7 @@ pub(crate) async fn accept_loop(
         match accepted {
             Ok(Stream::Tcp(s)) => {
                 let _ = s.set_nodelay(true);
-                let peer = s
-                    .peer_addr()
-                    .map_or(Peer(None), |a| Peer::of(a.ip()));
+                let peer = s.peer_addr().map_or(Peer(None), |a| Peer::of(a.ip()));
                 let svc = with_peer(&app, peer);
                 tokio::spawn(async move {
                     let _permit = permit;

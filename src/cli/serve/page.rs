@@ -602,7 +602,9 @@ mod tests {
     }
 
     fn peer(i: u32) -> Peer {
-        Peer::of(std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i)))
+        Peer::of(std::net::IpAddr::V4(std::net::Ipv4Addr::from(
+            0x0a00_0000 + i,
+        )))
     }
 
     /// Issue #21, item 6: 4,096 challenges asked in 0.7 s locked every
@@ -659,7 +661,10 @@ mod tests {
             let m = s.challenges.lock().unwrap();
             assert_eq!(m.held.len(), MAX_HELD);
             assert_eq!(m.order.len(), MAX_HELD);
-            assert_eq!(m.by_peer.values().map(BTreeMap::len).sum::<usize>(), MAX_HELD);
+            assert_eq!(
+                m.by_peer.values().map(BTreeMap::len).sum::<usize>(),
+                MAX_HELD
+            );
         }
         assert_eq!(s.take_challenge(&mine).as_deref(), Some("emma"));
     }

@@ -56,7 +56,11 @@ fn a_missing_budget_value_is_a_deny() {
     assert_eq!(action.table.action.budget.as_deref(), Some("amount"));
     let input = crate::gateway::Input::default();
     let store = crate::store::memory::MemoryStore::new();
-    for resolved in [json!({}), json!({"amount": "4.00"}), json!({"amount": null})] {
+    for resolved in [
+        json!({}),
+        json!({"amount": "4.00"}),
+        json!({"amount": null}),
+    ] {
         let mut amount = None;
         store
             .transaction(&mut |tx| {
@@ -87,6 +91,9 @@ fn a_missing_budget_value_is_a_deny() {
             })
             .unwrap();
         let reason = amount.unwrap().unwrap_err();
-        assert!(reason.contains("`amount` has no amount"), "{resolved}: {reason}");
+        assert!(
+            reason.contains("`amount` has no amount"),
+            "{resolved}: {reason}"
+        );
     }
 }
