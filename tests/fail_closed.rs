@@ -60,7 +60,7 @@ fn run_lines(w: &TestWorld, input: &str, extra: &[&str]) -> (Output, PathBuf) {
 }
 
 fn random() -> String {
-    intentplane::gateway::approval::random_id()
+    intentplane::gateway::approval::random_id().unwrap()
 }
 
 fn verify_chain(db: &Path) {
@@ -180,6 +180,7 @@ fn run_lines_serve(w: &TestWorld, input: &str) -> (Output, PathBuf) {
         &[
             "serve",
             "--stdio",
+            "--allow-frozen-clock",
             "--bundle",
             &path_str(&w.bundle_path),
             "--world",

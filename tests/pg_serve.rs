@@ -36,7 +36,7 @@ fn logged_instances(
         .map(|(i, m)| {
             let token = format!(
                 "instance-{i}-{}",
-                intentplane::gateway::approval::random_id()
+                intentplane::gateway::approval::random_id().unwrap()
             );
             let log = w.dir.path().join(format!("instance-{i}.stderr"));
             let file = std::fs::File::create(&log).unwrap();

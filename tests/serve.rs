@@ -24,7 +24,7 @@ fn big_mandate(w: &TestWorld) -> Value {
 fn start(w: &TestWorld, mandate: &Value, listen: &str, extra: &[&str]) -> Server {
     let db = w.dir.path().join(format!(
         "s-{}.db",
-        intentplane::gateway::approval::random_id()
+        intentplane::gateway::approval::random_id().unwrap()
     ));
     launch(
         w,
@@ -1115,4 +1115,264 @@ fn an_owner_changes_its_records_over_http_with_its_own_signature() {
         &[("Origin", Some("http://localhost"))],
     );
     assert_eq!(r.status, 403);
+}
+
+// ---- issue #21: tenants, floods, fallbacks ------------------------------
+
+const EMMA_TOKEN: &str = "emma-tenant-token-0123456789";
+const NOAH_TOKEN: &str = "noah-tenant-token-0123456789";
+const OPS_TOKEN: &str = "operator-token-0123456789ab";
+
+/// Replaces the server's token file (a rename: the server reads it again
+/// at the next request).
+fn rewrite_tokens(s: &Server, text: &str) {
+    let tmp = s.token_file.with_extension("new");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &s.token_file).unwrap();
+}
+
+fn as_token(s: &Server, token: &str, method: &str, path: &str, body: &str) -> Resp {
+    let auth = format!("Bearer {token}");
+    request(s, method, path, body, &[("Authorization", Some(&auth))])
+}
+
+/// A distinct PENDING (a password change needs a step-up) under `mandate`.
+fn pending_for(s: &Server, token: &str, mandate: &Value, i: usize) -> String {
+    let p = json!({"action": "user.update_password",
+        "args": {"new_password": format!("a long new password {i}")}});
+    let body = json!({"proposal": p, "mandate": mandate}).to_string();
+    let d = as_token(s, token, "POST", "/v1/decide", &body).body;
+    assert_eq!(d["decision"], "PENDING", "{d}");
+    d["operation_hash"].as_str().unwrap().to_string()
+}
+
+fn listed(s: &Server, token: &str, query: &str) -> Vec<String> {
+    let r = as_token(s, token, "GET", &format!("/v1/approvals{query}"), "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["operation_hash"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Issue #21, item 4: one bearer token showed every tenant's operations
+/// and receipts and decided for any mandate. Now each token is bound to
+/// its tenants: emma's token cannot decide for noah's mandate (a DENY at
+/// authn, with a receipt noah's side sees), nor list, read, approve or
+/// decline noah's operations; an operator's (`*`) sees both.
+#[test]
+fn a_tenants_token_cannot_see_decide_or_approve_anothers() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    rewrite_tokens(
+        &s,
+        &format!("{EMMA_TOKEN} emma\n{NOAH_TOKEN} noah\n{OPS_TOKEN} *\n"),
+    );
+    // the old single token is gone with the file it was in
+    assert_eq!(get(&s, "/v1/approvals").status, 401);
+    let emma_m = w.emma();
+    let noah_m = w.mandate(MandateSpec::bank("noah"));
+    let op_e = pending_for(&s, EMMA_TOKEN, &emma_m, 1);
+    let op_n = pending_for(&s, NOAH_TOKEN, &noah_m, 2);
+    // emma's token deciding with noah's mandate: a DENY, with its receipt
+    let p = json!({"action": "user.update_password",
+        "args": {"new_password": "a long new password 3"}});
+    let body = json!({"proposal": p, "mandate": noah_m}).to_string();
+    let d = as_token(&s, EMMA_TOKEN, "POST", "/v1/decide", &body).body;
+    assert_eq!(d["decision"], "DENY", "{d}");
+    assert_eq!(d["stage"], "authn", "{d}");
+    assert!(
+        d["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not for the mandate's owner `noah`"),
+        "{d}"
+    );
+    let denied_seq = d["receipt"]["seq"].clone();
+    assert!(denied_seq.is_u64(), "{d}");
+    // listings: each tenant its own; `for=` does not widen them
+    assert_eq!(listed(&s, EMMA_TOKEN, ""), vec![op_e.clone()]);
+    assert_eq!(listed(&s, EMMA_TOKEN, "?for=noah"), Vec::<String>::new());
+    assert_eq!(listed(&s, NOAH_TOKEN, ""), vec![op_n.clone()]);
+    let all = listed(&s, OPS_TOKEN, "");
+    assert!(all.contains(&op_e) && all.contains(&op_n), "{all:?}");
+    // receipts: only the tenant's own, and where the page's scan ended
+    let owners = |token: &str| -> (Vec<Value>, Vec<Value>) {
+        let r = as_token(&s, token, "GET", "/v1/receipts?last=100", "");
+        assert_eq!(r.status, 200, "{}", r.body);
+        let rs = r.body.as_array().unwrap().clone();
+        if token != OPS_TOKEN {
+            assert!(r.headers.contains("ipc-scanned-through: "), "{}", r.headers);
+        }
+        (
+            rs.iter()
+                .map(|x| x["body"]["mandate"]["owner"].clone())
+                .collect(),
+            rs.iter().map(|x| x["seq"].clone()).collect(),
+        )
+    };
+    let (o, seqs) = owners(EMMA_TOKEN);
+    assert!(!o.is_empty() && o.iter().all(|x| x == "emma"), "{o:?}");
+    assert!(
+        !seqs.contains(&denied_seq),
+        "emma's side tried; the mandate is noah's"
+    );
+    let (o, seqs) = owners(NOAH_TOKEN);
+    assert!(!o.is_empty() && o.iter().all(|x| x == "noah"), "{o:?}");
+    assert!(
+        seqs.contains(&denied_seq),
+        "noah's side sees the try on its mandate"
+    );
+    let (o, _) = owners(OPS_TOKEN);
+    assert!(o.contains(&json!("emma")) && o.contains(&json!("noah")));
+    // approving or declining noah's operation with emma's token: unknown
+    // to it (even signed by noah, its user), and nothing recorded
+    let approval = w.approve("noah", &op_n).to_string();
+    let r = as_token(&s, EMMA_TOKEN, "POST", "/v1/approvals", &approval);
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(r.body["code"], "ipc::approvals::unknown");
+    let decline = w.decline("noah", &op_n).to_string();
+    let r = as_token(&s, EMMA_TOKEN, "POST", "/v1/approvals/decline", &decline);
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = as_token(&s, NOAH_TOKEN, "GET", "/v1/approvals", "");
+    assert!(
+        r.body["operations"][0]["approvals"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        r.body["operations"][0]["declined_by"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // noah's own token may
+    let r = as_token(&s, NOAH_TOKEN, "POST", "/v1/approvals", &approval);
+    assert_eq!(r.status, 200, "{}", r.body);
+    // the approval's receipt is noah's tenant's, not emma's
+    let (_, seqs) = owners(EMMA_TOKEN);
+    assert!(!seqs.contains(&r.body["receipt"]["seq"]));
+    let rs = as_token(&s, NOAH_TOKEN, "GET", "/v1/receipts?last=1", "").body;
+    assert_eq!(rs[0]["body"]["kind"], "approval");
+    assert_eq!(rs[0]["body"]["owner"], "noah");
+    // the counters are every tenant's: an operator's
+    assert_eq!(as_token(&s, EMMA_TOKEN, "GET", "/metrics", "").status, 403);
+    assert_eq!(as_token(&s, OPS_TOKEN, "GET", "/metrics", "").status, 200);
+    // a token in the file, bound to no tenant it names, decides nothing
+    rewrite_tokens(&s, &format!("{EMMA_TOKEN} acme\n{OPS_TOKEN} *\n"));
+    assert!(listed(&s, EMMA_TOKEN, "").is_empty());
+    let body = json!({"proposal": p, "mandate": emma_m}).to_string();
+    let d = as_token(&s, EMMA_TOKEN, "POST", "/v1/decide", &body).body;
+    assert_eq!(
+        (d["decision"].clone(), d["stage"].clone()),
+        (json!("DENY"), json!("authn"))
+    );
+    // a file that cannot be read as tokens refuses everyone (fail closed)
+    rewrite_tokens(&s, &format!("{EMMA_TOKEN}\n{OPS_TOKEN} *\n"));
+    assert_eq!(as_token(&s, OPS_TOKEN, "GET", "/v1/health", "").status, 401);
+}
+
+/// Issue #21, item 4: the pending index was one list of 1,000, so one
+/// agent's 1,000 PENDING proposals pushed another tenant's waiting
+/// operation out of its approvers' listing. Now each tenant has its own,
+/// and one mandate at most `MAX_PER_MANDATE` of its tenant's: a flood of
+/// 1,050 PENDING from one mandate pushes out neither noah's operation nor
+/// one of another of emma's mandates. (The operator's single token of the
+/// old file format reads every tenant's.)
+#[test]
+fn a_flood_of_pending_from_one_mandate_hides_no_other_operation() {
+    use intentplane::gateway::pending::{MAX_PER_MANDATE, MAX_PER_TENANT};
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    let noah_m = w.mandate(MandateSpec::bank("noah"));
+    let op_n = pending_for(&s, TOKEN, &noah_m, 0);
+    let other = w.emma();
+    let op_other = pending_for(&s, TOKEN, &other, 1);
+    let flooding = w.emma();
+    for i in 0..MAX_PER_TENANT + 50 {
+        pending_for(&s, TOKEN, &flooding, 10 + i);
+    }
+    let all = listed(&s, TOKEN, "");
+    assert!(all.contains(&op_n), "noah's operation was pushed out");
+    assert!(all.contains(&op_other), "another mandate's was pushed out");
+    assert_eq!(all.len(), 2 + MAX_PER_MANDATE, "the flood keeps its newest");
+    assert_eq!(listed(&s, TOKEN, "?for=noah"), vec![op_n.clone()]);
+}
+
+/// Issue #21, item 6: 4,096 unauthenticated challenges in 0.7 s locked
+/// every approver out (503) for two minutes. Now a flood in other names
+/// (known approvers and not) and in emma's own name, from the address she
+/// signs in from too, neither refuses her a challenge nor pushes out the
+/// one she holds: she signs in.
+#[test]
+fn a_flood_of_challenges_does_not_lock_an_approver_out() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    let no_token = [("Authorization", None)];
+    let ask = |who: &str| {
+        let r = request(
+            &s,
+            "POST",
+            "/v1/approver/challenge",
+            &json!({"approver": who}).to_string(),
+            &no_token,
+        );
+        assert_eq!(r.status, 200, "{who}: {}", r.body);
+        r.body["challenge"].as_str().unwrap().to_string()
+    };
+    let names = ["cfo", "noah", "clerk", "maria", "nobody", "x"];
+    let flood = |n: usize| {
+        for i in 0..n {
+            ask(names[i % names.len()]);
+        }
+    };
+    flood(100);
+    let mine = ask("emma");
+    flood(4096);
+    let login = json!({"approver": "emma", "challenge": mine,
+        "origin": "http://localhost", "purpose": "ipc approver login"});
+    let sig = w
+        .key("emma")
+        .sign(intentplane::canonical::to_jcs(&login).unwrap().as_bytes());
+    let body = json!({"login": login, "signature": sig}).to_string();
+    let r = request(&s, "POST", "/v1/approver/session", &body, &no_token);
+    assert_eq!(r.status, 200, "{}", r.body);
+    // and after it, a fresh sign-in works as well
+    assert!(sign_in(&s, "emma", w.key("emma"), "http://localhost").is_ok());
+}
+
+/// Issue #21, item 7: `ipc serve` took a world's fixed `clock` without a
+/// word (nothing ever expires at a fixed time). Now it refuses to start,
+/// unless `--allow-frozen-clock`, which it announces.
+#[test]
+fn serve_refuses_a_frozen_clock_unless_allowed() {
+    let w = TestWorld::new();
+    let m = write_mandate(&w, &w.emma());
+    for mode in [
+        &["--stdio"][..],
+        &["--listen", "unix:/nonexistent/x.sock"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+            .args(["serve", "--bundle", &path_str(&w.bundle_path)])
+            .args(["--world", &path_str(&w.world_path), "--ephemeral"])
+            .args(["--mandate", &path_str(&m)])
+            .args(mode)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("ipc::serve::frozen_clock"), "{err}");
+    }
+    let out = serve_cmd(&w, &m)
+        .args(["--stdio", "--ephemeral"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("--allow-frozen-clock"), "announced: {err}");
 }

@@ -75,7 +75,10 @@ fn list(a: &ListArgs, out: &mut dyn Write) -> u8 {
         Ok(o) => o,
         Err(e) => return failure(out, a.format, &e),
     };
-    let now = gw.now();
+    let now = match gw.now() {
+        Ok(n) => n,
+        Err(e) => return failure(out, a.format, &e),
+    };
     let shown: Vec<(PendingOp, &'static str)> = ops
         .into_iter()
         .map(|(op, ex)| {
@@ -145,7 +148,11 @@ fn show(a: &ShowArgs, out: &mut dyn Write) -> u8 {
         };
         return failure(out, a.format, &e);
     };
-    let s = op.status(executed, gw.now());
+    let now = match gw.now() {
+        Ok(n) => n,
+        Err(e) => return failure(out, a.format, &e),
+    };
+    let s = op.status(executed, now);
     let view = match shown(&gw, &op) {
         Ok(v) => v,
         Err(e) => return failure(out, a.format, &e),

@@ -107,7 +107,11 @@ fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> 
         return Err("give the approver's key with `--key`".into());
     };
     let key = crate::keys::load_secret(key_path).map_err(|e| e.to_string())?;
-    let expires = gw.now().saturating_add(args.ttl).min(op.expires_at);
+    let expires = gw
+        .now()
+        .map_err(|e| e.to_string())?
+        .saturating_add(args.ttl)
+        .min(op.expires_at);
     let signed = SignedApproval::issue(&args.approver, &args.operation, expires, &key)
         .map_err(|e| e.to_string())?;
     if args.submit {

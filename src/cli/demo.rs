@@ -212,7 +212,7 @@ impl Setup {
             return Err("claims".into());
         };
         let m = Mandate {
-            id: format!("m-{user}-{}", &random_id()[..8]),
+            id: format!("m-{user}-{}", &random_id().map_err(|e| e.to_string())?[..8]),
             pack: pack.into(),
             user: user.into(),
             owner: owner.into(),

@@ -52,6 +52,28 @@ pub struct GatewayArgs {
     /// `ipc serve` sets it from `--ephemeral` and refuses otherwise.
     #[arg(skip = true)]
     pub ephemeral_ok: bool,
+    /// Whether a world with a fixed `clock` may be run: `ipc run` (a
+    /// replay: true), `ipc serve` only with `--allow-frozen-clock`.
+    #[arg(skip = true)]
+    pub frozen_clock_ok: bool,
+    /// Whether a fixed clock is announced on stderr (`--allow-frozen-clock`).
+    #[arg(skip)]
+    pub announce_frozen_clock: bool,
+}
+
+/// A world with a fixed clock given to a long-running command.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error(
+    "the world fixes the clock at `{at}`: `ipc serve` would decide every request at that time, so no mandate, approval or signed change would ever expire"
+)]
+#[diagnostic(
+    code(ipc::serve::frozen_clock),
+    help(
+        "remove `clock` from the world to run on the system clock, or give `--allow-frozen-clock` to serve a fixed time on purpose (development and replays only)"
+    )
+)]
+pub struct FrozenClock {
+    pub at: String,
 }
 
 /// No store given to a command that must keep its state (`ipc serve`).
@@ -125,6 +147,17 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
         Some(w) => World::load(w, &bundle.table).map_err(|e| Box::new(e) as LoadError)?,
         None => World::empty(),
     };
+    if let Some(c) = world.clock {
+        let at = crate::gateway::json::format_time(c);
+        if !args.frozen_clock_ok {
+            return Err(Box::new(FrozenClock { at }));
+        }
+        if args.announce_frozen_clock {
+            eprintln!(
+                "warning: the world fixes the clock at `{at}` (--allow-frozen-clock): nothing expires while this runs"
+            );
+        }
+    }
     bundle
         .authenticate(
             &bundle_path.display().to_string(),

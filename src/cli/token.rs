@@ -116,10 +116,7 @@ pub fn run(args: &TokenArgs, out: &mut dyn Write) -> u8 {
 pub fn now_or(t: &Option<String>) -> Result<i64, String> {
     match t {
         Some(s) => parse_time_str(s),
-        None => Ok(std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0)),
+        None => crate::gateway::unix_now().map_err(|e| e.to_string()),
     }
 }
 

@@ -46,16 +46,16 @@ impl SignedApproval {
         operation_hash: &str,
         expires_at: i64,
         key: &SecretKey,
-    ) -> Result<Self, crate::canonical::CanonicalError> {
-        Self::sign(
+    ) -> Result<Self, IssueError> {
+        Ok(Self::sign(
             Approval {
                 approver: approver.to_string(),
                 operation_hash: operation_hash.to_string(),
                 expires_at,
-                nonce: random_id(),
+                nonce: random_id()?,
             },
             key,
-        )
+        )?)
     }
 }
 
@@ -110,23 +110,64 @@ impl SignedDecline {
     }
 }
 
-/// A random nonce (hex), for approvals and token ids.
-pub fn random_id() -> String {
+/// The operating system's random source failed: nothing random is made
+/// up in its place (a nonce, a mandate id, an approver's challenge or
+/// session token built from the time could be guessed).
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("the operating system's random source failed: {reason}")]
+#[diagnostic(
+    code(ipc::random),
+    help(
+        "nothing is issued without randomness: check `/dev/urandom` (or `getrandom`) on this machine"
+    )
+)]
+pub struct RandomError {
+    pub reason: String,
+}
+
+/// 16 random bytes from the operating system, as hex: for nonces, token
+/// ids, challenges and session tokens. An error when the OS cannot give
+/// them, never a stand-in (fail closed).
+pub fn random_id() -> Result<String, RandomError> {
+    random_with(|b| getrandom::fill(b).map_err(|e| e.to_string()))
+}
+
+fn random_with(fill: impl FnOnce(&mut [u8]) -> Result<(), String>) -> Result<String, RandomError> {
     let mut b = [0u8; 16];
-    if getrandom::fill(&mut b).is_err() {
-        // no OS randomness: fall back to time and counter, still unique here
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        return format!("{t:032x}");
-    }
-    hex::encode(b)
+    fill(&mut b).map_err(|reason| RandomError {
+        reason: reason.to_lowercase(),
+    })?;
+    Ok(hex::encode(b))
+}
+
+/// Why an approval could not be issued.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum IssueError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Canonical(#[from] crate::canonical::CanonicalError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Random(#[from] RandomError),
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failing random source is an error, never a time-based stand-in.
+    #[test]
+    fn a_failing_random_source_is_an_error() {
+        let e = random_with(|_| Err("no entropy".into())).unwrap_err();
+        assert!(e.to_string().contains("no entropy"), "{e}");
+        let ok = random_with(|b| {
+            b.fill(7);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(ok, "07".repeat(16));
+        assert_ne!(random_id().unwrap(), random_id().unwrap());
+    }
 
     /// The approval page signs the JCS its own code writes
     /// (`src/cli/serve/page/app.js`); `tests/py/test_approval_page.py`

@@ -143,11 +143,15 @@ pub fn issue(
             given.insert(d.name.clone(), Value::Array(vec![]));
         }
     }
+    let id = match &spec.id {
+        Some(id) => id.clone(),
+        None => format!(
+            "m-{}",
+            crate::gateway::approval::random_id().map_err(|e| e.to_string())?
+        ),
+    };
     let mandate = Mandate {
-        id: spec
-            .id
-            .clone()
-            .unwrap_or_else(|| format!("m-{}", crate::gateway::approval::random_id())),
+        id,
         pack: pack.name.clone(),
         user: spec.user.clone(),
         owner: spec.owner.clone().unwrap_or_else(|| spec.user.clone()),

@@ -22,6 +22,7 @@ pub mod registry;
 pub mod render;
 pub mod secret;
 mod stages;
+pub mod tenants;
 /// A test world — the shipped packs built into a bundle, fresh issuer and
 /// approver keys, the packs' registries, a fixed clock — and the helpers
 /// the tests share, for unit tests, integration tests and examples. Only in
@@ -46,6 +47,7 @@ use world::World;
 
 pub use mandate::{Budget, Mandate, MandateToken};
 pub use stages::{Consumed, money, receipt_body};
+pub use tenants::Tenants;
 
 /// What a caller hands the gateway for one decision: the agent's proposal
 /// (untrusted, exactly `{"action", "args"}`), the mandate token and any
@@ -193,11 +195,48 @@ pub(crate) struct ActionRt {
     pub resource_type: cedar_policy::EntityTypeName,
 }
 
+/// The system clock reads before 1970 (or past what seconds can hold):
+/// nothing is decided, issued or approved at a time that is not known.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("the system clock cannot be read: {reason}")]
+#[diagnostic(
+    code(ipc::clock),
+    help("set the machine's clock (NTP); nothing is decided without the time")
+)]
+pub struct ClockError {
+    pub reason: String,
+}
+
+impl From<ClockError> for StoreError {
+    fn from(e: ClockError) -> Self {
+        StoreError::Aborted(e.to_string())
+    }
+}
+
+/// Seconds since the epoch by the system clock.
+pub fn unix_now() -> Result<i64, ClockError> {
+    seconds_since_epoch(std::time::SystemTime::now())
+}
+
+fn seconds_since_epoch(t: std::time::SystemTime) -> Result<i64, ClockError> {
+    let d = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| ClockError {
+            reason: "it reads before 1970".into(),
+        })?;
+    i64::try_from(d.as_secs()).map_err(|_| ClockError {
+        reason: "it reads past the year 292 billion".into(),
+    })
+}
+
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum GatewayError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Clock(#[from] ClockError),
     #[error("cannot prepare action `{action}`: {reason}")]
     #[diagnostic(code(ipc::gateway::prepare))]
     Prepare { action: String, reason: String },
@@ -405,14 +444,14 @@ impl Gateway {
         &self.bundle_hash
     }
 
-    /// The time decisions are taken at: the world's fixed clock, or now.
-    pub fn now(&self) -> i64 {
-        self.world.clock.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs() as i64)
-                .unwrap_or(0)
-        })
+    /// The time decisions are taken at: the world's fixed clock, or now;
+    /// an error when the system clock cannot be read (never a made-up
+    /// time: a clock at 0 would let nothing expire).
+    pub fn now(&self) -> Result<i64, ClockError> {
+        match self.world.clock {
+            Some(t) => Ok(t),
+            None => unix_now(),
+        }
     }
 
     /// Decides on one input, in its own transaction.
@@ -440,7 +479,7 @@ impl Gateway {
         dispatch: Option<Dispatch<'_>>,
     ) -> Result<Decision, GatewayError> {
         Ok(self
-            .decide_with(std::slice::from_ref(input), dispatch)?
+            .decide_with(&[(input, &Tenants::All)], dispatch)?
             .pop()
             .unwrap_or_else(|| {
                 stages::deny_decision(None, Deny::new(Stage::Receipt, "no decision"))
@@ -451,20 +490,30 @@ impl Gateway {
     /// commit): all their executions and receipts are durable together, and
     /// none is reported before it is.
     pub fn decide_batch(&self, inputs: &[Input]) -> Result<Vec<Decision>, GatewayError> {
+        let all: Vec<(&Input, &Tenants)> = inputs.iter().map(|i| (i, &Tenants::All)).collect();
+        self.decide_batch_as(&all)
+    }
+
+    /// [`Self::decide_batch`], each input for a caller who may act only
+    /// for some tenants: a mandate of another owner is a DENY (authn).
+    pub fn decide_batch_as(
+        &self,
+        inputs: &[(&Input, &Tenants)],
+    ) -> Result<Vec<Decision>, GatewayError> {
         self.decide_with(inputs, None)
     }
 
     fn decide_with(
         &self,
-        inputs: &[Input],
+        inputs: &[(&Input, &Tenants)],
         dispatch: Option<Dispatch<'_>>,
     ) -> Result<Vec<Decision>, GatewayError> {
-        let now = self.now();
+        let now = self.now()?;
         let mut out: Vec<Decision> = vec![];
         let (_, relinks) = self.store.transaction_linked(&mut |tx: &mut dyn Tx| {
             out.clear();
-            for input in inputs {
-                let d = stages::run(self, tx, input, now, dispatch)?;
+            for (input, tenants) in inputs {
+                let d = stages::run(self, tx, input, tenants, now, dispatch)?;
                 out.push(d);
             }
             Ok(Value::Null)
@@ -489,6 +538,18 @@ impl Gateway {
 #[cfg(test)]
 mod tests {
     use serde_json::{Map, json};
+
+    /// A clock before the epoch is an error, not 0 (at 0 nothing expires).
+    #[test]
+    fn a_clock_before_the_epoch_is_an_error() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert!(super::seconds_since_epoch(UNIX_EPOCH - Duration::from_secs(1)).is_err());
+        assert_eq!(
+            super::seconds_since_epoch(UNIX_EPOCH + Duration::from_secs(7)).unwrap(),
+            7
+        );
+        assert!(super::unix_now().unwrap() > 1_700_000_000);
+    }
 
     /// Written directly, the operation hash is still the hash of the
     /// canonical form of `{mandate, bundle, action, resolved}`.

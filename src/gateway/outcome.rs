@@ -73,7 +73,7 @@ impl Gateway {
         operation_hash: &str,
         outcome: &ExternalOutcome,
     ) -> Result<ReceiptRef, StoreError> {
-        let now = self.now();
+        let now = self.now()?;
         let stored = serde_json::json!({
             "executor": outcome.executor,
             "is_error": outcome.is_error,
@@ -107,7 +107,7 @@ impl Gateway {
     /// Records a tool call the gateway did not decide (see [`ProxyCall`])
     /// as a receipt of its own, in the chain beside the decisions.
     pub fn record_call(&self, call: &ProxyCall<'_>) -> Result<ReceiptRef, StoreError> {
-        let now = self.now();
+        let now = self.now()?;
         let mut w = ObjectWriter::new();
         match call {
             ProxyCall::Passthrough {

@@ -14,11 +14,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 const NS: &str = "pending";
-/// The operation hashes recorded, oldest first (the store has no listing).
-const INDEX: &str = "#index";
-/// Most operations the index keeps (it is rewritten on each new PENDING);
-/// older ones leave the listing but stay approvable by their hash.
-const MAX_INDEX: usize = 1_000;
+/// The operation hashes recorded before the index was kept per tenant,
+/// oldest first: still read, never written.
+const LEGACY_INDEX: &str = "#index";
+/// The tenants (owners) with an index of their own.
+const TENANTS: &str = "#tenants";
+/// Per tenant, `#index/OWNER`: its operations, oldest first, each
+/// `[hash, mandate id]` (the store has no listing).
+const TENANT_INDEX: &str = "#index/";
+/// Most operations one tenant's index keeps, and most of one mandate in
+/// it (an index is rewritten on each new PENDING of its tenant). Past a
+/// bound the oldest of that tenant, or of that mandate, leaves the listing
+/// but stays approvable by its hash: one agent's flood of PENDING pushes
+/// out only its own mandate's operations, never another tenant's, nor
+/// another mandate's of its tenant while that one stays within its bound.
+pub const MAX_PER_TENANT: usize = 1_000;
+pub const MAX_PER_MANDATE: usize = 200;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,20 +138,43 @@ pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<(), StoreError> {
         op.declined_by = p.declined_by;
         op.approvals = p.approvals;
     } else {
-        let mut index = index(tx)?;
-        index.push(op.operation_hash.clone());
-        if index.len() > MAX_INDEX {
-            let cut = index.len() - MAX_INDEX;
-            index.drain(..cut);
+        let mut index = tenant_index(tx, &op.owner)?;
+        if index.is_empty() {
+            let mut tenants = names(tx, TENANTS)?;
+            if !tenants.contains(&op.owner) {
+                tenants.push(op.owner.clone());
+                tx.state_put(NS, TENANTS, &Value::from(tenants))?;
+            }
         }
-        tx.state_put(NS, INDEX, &Value::from(index))?;
+        index.push((op.operation_hash.clone(), op.mandate.clone()));
+        bound(&mut index, &op.mandate);
+        let v: Vec<Value> = index
+            .into_iter()
+            .map(|(h, m)| Value::from(vec![h, m]))
+            .collect();
+        tx.state_put(NS, &format!("{TENANT_INDEX}{}", op.owner), &Value::from(v))?;
     }
     let v = serde_json::to_value(&op).map_err(|e| StoreError::Aborted(e.to_string()))?;
     tx.state_put(NS, &op.operation_hash, &v)
 }
 
+/// Keeps one tenant's index within its bounds after `mandate` added one:
+/// that mandate's oldest leaves first, then the tenant's oldest.
+fn bound(index: &mut Vec<(String, String)>, mandate: &str) {
+    if index.iter().filter(|(_, m)| m == mandate).count() > MAX_PER_MANDATE
+        && let Some(i) = index.iter().position(|(_, m)| m == mandate)
+    {
+        index.remove(i);
+    }
+    if index.len() > MAX_PER_TENANT {
+        let cut = index.len() - MAX_PER_TENANT;
+        index.drain(..cut);
+    }
+}
+
 pub fn get(tx: &mut dyn Tx, hash: &str) -> Result<Option<PendingOp>, StoreError> {
-    if hash == INDEX {
+    // the index keys are no operation hash
+    if hash.starts_with('#') {
         return Ok(None);
     }
     match tx.state_get(NS, hash)? {
@@ -151,14 +185,38 @@ pub fn get(tx: &mut dyn Tx, hash: &str) -> Result<Option<PendingOp>, StoreError>
     }
 }
 
-/// Every recorded operation, oldest first.
+/// Every recorded operation in the listing, oldest first.
 pub fn all(tx: &mut dyn Tx) -> Result<Vec<PendingOp>, StoreError> {
+    of(tx, &crate::gateway::Tenants::All)
+}
+
+/// The recorded operations of `tenants` in the listing, oldest first:
+/// only their indexes are read.
+pub fn of(
+    tx: &mut dyn Tx,
+    tenants: &crate::gateway::Tenants,
+) -> Result<Vec<PendingOp>, StoreError> {
+    use crate::gateway::Tenants;
+    let owners: Vec<String> = match tenants {
+        Tenants::All => names(tx, TENANTS)?,
+        Tenants::Only(set) => set.iter().cloned().collect(),
+    };
     let mut out = vec![];
-    for h in index(tx)? {
-        if let Some(op) = get(tx, &h)? {
+    for h in names(tx, LEGACY_INDEX)? {
+        if let Some(op) = get(tx, &h)?
+            && tenants.allows(&op.owner)
+        {
             out.push(op);
         }
     }
+    for owner in owners {
+        for (h, _) in tenant_index(tx, &owner)? {
+            if let Some(op) = get(tx, &h)? {
+                out.push(op);
+            }
+        }
+    }
+    out.sort_by_key(|op| op.created_at);
     Ok(out)
 }
 
@@ -175,11 +233,26 @@ pub fn decline(tx: &mut dyn Tx, hash: &str, who: &str) -> Result<Option<PendingO
     Ok(Some(op))
 }
 
-fn index(tx: &mut dyn Tx) -> Result<Vec<String>, StoreError> {
-    Ok(match tx.state_get(NS, INDEX)? {
+/// A list of names kept under `key`.
+fn names(tx: &mut dyn Tx, key: &str) -> Result<Vec<String>, StoreError> {
+    Ok(match tx.state_get(NS, key)? {
         Some(Value::Array(items)) => items
             .into_iter()
             .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        _ => vec![],
+    })
+}
+
+/// One tenant's index: `(hash, mandate id)`, oldest first.
+fn tenant_index(tx: &mut dyn Tx, owner: &str) -> Result<Vec<(String, String)>, StoreError> {
+    Ok(match tx.state_get(NS, &format!("{TENANT_INDEX}{owner}"))? {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| match v.as_array().map(Vec::as_slice) {
+                Some([Value::String(h), Value::String(m)]) => Some((h.clone(), m.clone())),
+                _ => None,
+            })
             .collect(),
         _ => vec![],
     })
@@ -227,13 +300,16 @@ pub enum PendingError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Clock(#[from] crate::gateway::ClockError),
 }
 
 impl crate::gateway::Gateway {
     /// The pending operation under `hash`, if it can still be approved:
     /// known to the store, not expired, not executed.
     pub fn pending_op(&self, hash: &str) -> Result<PendingOp, PendingError> {
-        let now = self.now();
+        let now = self.now()?;
         let mut found: Option<(PendingOp, bool)> = None;
         self.store.transaction(&mut |tx| {
             found = match get(tx, hash)? {
@@ -258,10 +334,18 @@ impl crate::gateway::Gateway {
 
     /// Every recorded operation with whether it was executed, oldest first.
     pub fn pending_ops(&self) -> Result<Vec<(PendingOp, bool)>, StoreError> {
+        self.pending_ops_of(&crate::gateway::Tenants::All)
+    }
+
+    /// The recorded operations of `tenants`, with whether each executed.
+    pub fn pending_ops_of(
+        &self,
+        tenants: &crate::gateway::Tenants,
+    ) -> Result<Vec<(PendingOp, bool)>, StoreError> {
         let mut out = vec![];
         self.store.transaction(&mut |tx| {
             out.clear();
-            for op in all(tx)? {
+            for op in of(tx, tenants)? {
                 let executed = tx.executed(&op.operation_hash)?.is_some();
                 out.push((op, executed));
             }
@@ -293,7 +377,7 @@ impl crate::gateway::Gateway {
         crate::gateway::render::checked(self, &op)?;
         let invalid = |reason: String| PendingError::Invalid { reason };
         let value = serde_json::to_value(signed).map_err(|e| invalid(e.to_string()))?;
-        let now = self.now();
+        let now = self.now()?;
         Ok(self.with_receipt(&mut |tx| {
             let Some(mut op) = get(tx, &hash)? else {
                 return Err(StoreError::Aborted(format!(
@@ -313,7 +397,7 @@ impl crate::gateway::Gateway {
                 &self.bundle_hash,
                 &ap.approver,
                 "approve",
-                &hash,
+                &op,
                 now,
             ))
         })?)
@@ -348,7 +432,7 @@ impl crate::gateway::Gateway {
                 hash: op.operation_hash.clone(),
             });
         }
-        if self.now() >= expires_at {
+        if self.now()? >= expires_at {
             return Err(invalid(format!("the signature of `{who}` has expired")));
         }
         Ok(())
@@ -382,18 +466,18 @@ impl crate::gateway::Gateway {
                 hash: hash.into(),
             });
         }
-        let now = self.now();
+        let now = self.now()?;
         Ok(self.with_receipt(&mut |tx| {
-            if decline(tx, hash, who)?.is_none() {
+            let Some(op) = decline(tx, hash, who)? else {
                 return Err(StoreError::Aborted(format!(
                     "no pending operation `{hash}`"
                 )));
-            }
+            };
             Ok(approval_receipt(
                 &self.bundle_hash,
                 who,
                 "decline",
-                hash,
+                &op,
                 now,
             ))
         })?)
@@ -409,12 +493,13 @@ impl From<crate::gateway::render::RenderError> for PendingError {
     }
 }
 
-/// The receipt of an approver's act on a pending operation.
+/// The receipt of an approver's act on a pending operation; `owner` is the
+/// operation's tenant (whose callers may read the receipt).
 fn approval_receipt(
     bundle: &str,
     by: &str,
     change: &str,
-    hash: &str,
+    op: &PendingOp,
     now: i64,
 ) -> crate::canonical::Jcs {
     let mut w = crate::canonical::ObjectWriter::new();
@@ -422,7 +507,8 @@ fn approval_receipt(
         .str("by", by)
         .str("change", change)
         .str("kind", "approval")
-        .str("operation_hash", hash)
+        .str("operation_hash", &op.operation_hash)
+        .str("owner", &op.owner)
         .str("time", &crate::gateway::json::format_time(now));
     w.finish()
 }

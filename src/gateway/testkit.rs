@@ -283,7 +283,7 @@ impl MandateSpec {
         claims.insert("currency".into(), json!("EUR"));
         claims.insert("payee".into(), json!([]));
         MandateSpec {
-            id: format!("m-{user}-{}", random_id()),
+            id: format!("m-{user}-{}", random_id().expect("os randomness")),
             pack: "bank".into(),
             user: user.into(),
             owner: user.into(),
@@ -299,7 +299,7 @@ impl MandateSpec {
     /// A mandate on any pack, without claims: 100,000.00, 100 calls.
     pub fn for_pack(pack: &str, user: &str, owner: &str, scopes: &[&str]) -> Self {
         MandateSpec {
-            id: format!("m-{user}-{}", random_id()),
+            id: format!("m-{user}-{}", random_id().expect("os randomness")),
             pack: pack.into(),
             user: user.into(),
             owner: owner.into(),

@@ -191,6 +191,9 @@ pub enum TrustedError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Clock(#[from] crate::gateway::ClockError),
 }
 
 impl Gateway {
@@ -231,7 +234,7 @@ impl Gateway {
         {
             return Err(not_owner());
         }
-        if self.now() >= c.expires_at {
+        if self.now()? >= c.expires_at {
             return Err(TrustedError::Expired {
                 at: format_time(c.expires_at),
             });
@@ -357,7 +360,7 @@ impl Gateway {
             (RegistryShape::Set { .. }, _) => return Err(shape_err("set")),
             (RegistryShape::Keyed { .. }, _) => return Err(shape_err("keyed")),
         };
-        let now = self.now();
+        let now = self.now()?;
         let mut replayed = false;
         let link = self.with_receipt(&mut |tx| {
             if let Some(n) = nonce {

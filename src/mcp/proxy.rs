@@ -367,7 +367,7 @@ impl Proxy {
             .user_key
             .as_ref()
             .ok_or("no approval key for the user in this session")?;
-        let expires = self.inner.gateway.now() + 300;
+        let expires = self.inner.gateway.now().map_err(|e| e.to_string())? + 300;
         let sa = SignedApproval::issue(&self.inner.session.user, op, expires, key)
             .map_err(|e| e.to_string())?;
         serde_json::to_value(sa).map_err(|e| e.to_string())

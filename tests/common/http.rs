@@ -24,6 +24,8 @@ pub fn serve_cmd(w: &TestWorld, mandate: &Path) -> Command {
         &path_str(&w.world_path),
         "--mandate",
         &path_str(mandate),
+        // the test world fixes the clock (tests/common's `NOW`)
+        "--allow-frozen-clock",
     ]);
     c
 }
@@ -31,7 +33,7 @@ pub fn serve_cmd(w: &TestWorld, mandate: &Path) -> Command {
 pub fn write_mandate(w: &TestWorld, m: &Value) -> PathBuf {
     let p = w.dir.path().join(format!(
         "m-{}.json",
-        intentplane::gateway::approval::random_id()
+        intentplane::gateway::approval::random_id().unwrap()
     ));
     std::fs::write(&p, m.to_string()).unwrap();
     p
@@ -72,7 +74,7 @@ pub fn launch(
     let m = write_mandate(w, mandate);
     let token_file = w.dir.path().join(format!(
         "token-{}",
-        intentplane::gateway::approval::random_id()
+        intentplane::gateway::approval::random_id().unwrap()
     ));
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     use std::os::unix::fs::PermissionsExt;

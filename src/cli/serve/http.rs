@@ -1,10 +1,22 @@
 //! The HTTP routes (axum) and the checks in front of them. Every request
-//! passes, in order: the `Host` check (DNS rebinding: 421), the browser
-//! check (an `Origin` header or a cross-site `Sec-Fetch-Site`: 403), the
-//! bearer token (401), and on `POST` the content type (`application/json`,
-//! else 415). A body is read first (within `--body-timeout`), then the
-//! request waits for one of `--max-in-flight` slots: a slow client holds a
-//! connection, never a slot.
+//! passes the `Host` check (DNS rebinding: 421), then the checks of the
+//! router its route is in, each router with its own layer (never a list of
+//! exempt paths): the agent host's API (`api`: no browser — an `Origin`
+//! header or a cross-site `Sec-Fetch-Site` is a 403 —, the bearer token,
+//! 401, which names the tenants the caller may act for), `/metrics` (the
+//! same, or open with `--public-metrics`), the approval page (`page`: only
+//! this server's own origin; an approver session is the identity), the
+//! owner's route (no browser; the owner's signature is the identity); and
+//! on `POST` the content type (`application/json`, else 415). A route
+//! added to the API router gets the token check by being there; a path no
+//! router serves answers behind the API's checks. A body is read first
+//! (within `--body-timeout`), then the request waits for one of
+//! `--max-in-flight` slots: a slow client holds a connection, never a slot.
+//!
+//! A caller bound to some tenants decides only for mandates of those
+//! owners (else a DENY at authn, with its receipt), reads only their
+//! receipts and pending operations, and approves or declines only theirs
+//! (another's is unknown to it: 404).
 //!
 //! - `POST /v1/decide`: a proposal or an envelope, its decision as JSON.
 //! - `GET /v1/receipts?last=N` (the N newest) or `?after=SEQ&limit=N` (the
@@ -199,12 +211,28 @@ fn allowed_hosts(given: &[String], bound: std::net::SocketAddr) -> Vec<String> {
 }
 
 fn router(state: Shared) -> Router {
-    Router::new()
+    routes(state, Router::new())
+}
+
+/// Every router with its own checks; `extra` are more routes of the API
+/// (tests add some: whatever their path, the token guards them).
+fn routes(state: Shared, extra: Router<Shared>) -> Router {
+    use axum::middleware::from_fn_with_state as checked;
+    let api = Router::new()
         .route("/v1/decide", post(decide))
         .route("/v1/receipts", get(receipts))
         .route("/v1/approvals", get(approvals).post(submit_approval))
         .route("/v1/approvals/decline", post(decline))
-        .route("/v1/registry", post(super::owner::change))
+        .route("/v1/health", get(health))
+        .merge(extra)
+        .fallback(not_found)
+        .layer(checked(state.clone(), api_guard));
+    let metrics = Router::new()
+        .route("/metrics", get(metrics))
+        .layer(checked(state.clone(), metrics_guard));
+    // the page's routes carry an approver session, the registry route an
+    // owner's signature: the agent host's token is no part of either
+    let page = Router::new()
         .route("/approve", get(super::page::index))
         .route("/approve/app.js", get(super::page::app_js))
         .route("/approve/app.css", get(super::page::app_css))
@@ -214,12 +242,23 @@ fn router(state: Shared) -> Router {
         .route("/v1/approver/approve", post(super::page::approve))
         .route("/v1/approver/decline", post(super::page::decline))
         .route("/v1/approver/logout", post(super::page::logout))
-        .route("/v1/health", get(health))
-        .route("/metrics", get(metrics))
-        .fallback(not_found)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .layer(checked(state.clone(), page_guard));
+    let owner = Router::new()
+        .route("/v1/registry", post(super::owner::change))
+        .layer(checked(state.clone(), owner_guard));
+    Router::new()
+        .merge(page)
+        .merge(owner)
+        .merge(metrics)
+        .merge(api)
+        .layer(checked(state.clone(), host_guard))
         .with_state(state)
 }
+
+/// Who is calling the agent host's API: the tenants its token may act for
+/// (every tenant without a token file: a Unix socket's peer).
+#[derive(Clone)]
+pub(super) struct Caller(pub Arc<crate::gateway::Tenants>);
 
 /// A JSON answer.
 pub(super) fn answer(status: StatusCode, body: String) -> Response {
@@ -243,7 +282,9 @@ fn shown(v: &str) -> String {
     v.chars().take(100).collect()
 }
 
-async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
+/// The `Host` check, before any router's: a request for a name this
+/// server does not serve is a 421 (DNS rebinding).
+async fn host_guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
     let h = req.headers();
     if let Some(hosts) = &st.hosts {
         let host = h.get(header::HOST).and_then(|v| v.to_str().ok());
@@ -264,42 +305,106 @@ async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
             }
         }
     }
-    let path = req.uri().path();
-    let page = super::page::is_page_route(path);
-    let cross_site = h
-        .get("sec-fetch-site")
-        .is_some_and(|v| v.as_bytes() != b"none");
-    if page && !super::page::same_origin(h) {
+    next.run(req).await
+}
+
+/// The agent host's API: no browser, the bearer token (its tenants go
+/// with the request as its [`Caller`]), a JSON body.
+async fn api_guard(State(st): State<Shared>, mut req: Request, next: Next) -> Response {
+    if let Some(r) = no_browser(&st, req.headers()) {
+        return r;
+    }
+    let caller = match authenticate(&st, req.headers()) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    req.extensions_mut().insert(caller);
+    json_body(&st, req, next).await
+}
+
+/// `/metrics`: as the API (an operator's token: the counters are every
+/// tenant's), or open with `--public-metrics`.
+async fn metrics_guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    if let Some(r) = no_browser(&st, req.headers()) {
+        return r;
+    }
+    if !st.public_metrics {
+        match authenticate(&st, req.headers()) {
+            Ok(Caller(t)) if *t == crate::gateway::Tenants::All => {}
+            Ok(_) => {
+                st.metrics.refused("tenant");
+                return error(
+                    StatusCode::FORBIDDEN,
+                    "the counters are every tenant's: an operator's token (`*`) reads them",
+                );
+            }
+            Err(r) => return *r,
+        }
+    }
+    next.run(req).await
+}
+
+/// The approval page: only this server's own origin; the approver's
+/// session (checked by each route) is the identity, not the bearer token.
+async fn page_guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    if !super::page::same_origin(req.headers()) {
         st.metrics.refused("origin");
         return error(
             StatusCode::FORBIDDEN,
             "the approval page's routes answer only this server's own page",
         );
     }
-    if !page && (h.contains_key(header::ORIGIN) || cross_site) {
-        st.metrics.refused("origin");
-        return error(
-            StatusCode::FORBIDDEN,
-            "requests from a web page (an `Origin` or `Sec-Fetch-Site` header) are refused",
-        );
-    }
-    // the page's routes carry an approver session, the registry route an
-    // owner's signature: the agent host's token is no part of either
-    let open = page || path == "/v1/registry" || (st.public_metrics && path == "/metrics");
-    if let Some(tokens) = &st.tokens
-        && !open
-        && !bearer(h).is_some_and(|t| tokens.check(t))
-    {
-        st.metrics.refused("auth");
-        let mut r = error(
-            StatusCode::UNAUTHORIZED,
-            "a valid `Authorization: Bearer TOKEN` header is required",
-        );
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    json_body(&st, req, next).await
+}
+
+/// An owner's signed change: no browser; the signature is the identity.
+async fn owner_guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    if let Some(r) = no_browser(&st, req.headers()) {
         return r;
     }
-    if req.method() == Method::POST && !is_json(h) {
+    json_body(&st, req, next).await
+}
+
+/// A 403 for a request a web page sent (an `Origin` header or a
+/// cross-site `Sec-Fetch-Site`).
+fn no_browser(st: &AppState, h: &HeaderMap) -> Option<Response> {
+    let cross_site = h
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() != b"none");
+    if h.contains_key(header::ORIGIN) || cross_site {
+        st.metrics.refused("origin");
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "requests from a web page (an `Origin` or `Sec-Fetch-Site` header) are refused",
+        ));
+    }
+    None
+}
+
+/// The caller of a bearer token, or the 401; every tenant without a
+/// token file (a Unix socket: its peer is whoever may open it).
+fn authenticate(st: &AppState, h: &HeaderMap) -> Result<Caller, Box<Response>> {
+    let Some(tokens) = &st.tokens else {
+        return Ok(Caller(Arc::new(crate::gateway::Tenants::All)));
+    };
+    match bearer(h).and_then(|t| tokens.check(t)) {
+        Some(t) => Ok(Caller(t)),
+        None => {
+            st.metrics.refused("auth");
+            let mut r = error(
+                StatusCode::UNAUTHORIZED,
+                "a valid `Authorization: Bearer TOKEN` header is required",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            Err(Box::new(r))
+        }
+    }
+}
+
+/// On `POST`, a 415 unless the body is sent as JSON.
+async fn json_body(st: &AppState, req: Request, next: Next) -> Response {
+    if req.method() == Method::POST && !is_json(req.headers()) {
         st.metrics.refused("content_type");
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -362,7 +467,11 @@ pub(super) async fn read_text(st: &AppState, body: Body) -> Result<String, Respo
     Ok(text.to_string())
 }
 
-async fn decide(State(st): State<Shared>, body: Body) -> Response {
+async fn decide(
+    State(st): State<Shared>,
+    axum::Extension(Caller(tenants)): axum::Extension<Caller>,
+    body: Body,
+) -> Response {
     let text = match read_text(&st, body).await {
         Ok(t) => t,
         Err(r) => return r,
@@ -373,7 +482,16 @@ async fn decide(State(st): State<Shared>, body: Body) -> Response {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     };
     let (reply, answer) = tokio::sync::oneshot::channel();
-    if st.decider.send(Job { input, reply }).await.is_err() {
+    if st
+        .decider
+        .send(Job {
+            input,
+            tenants,
+            reply,
+        })
+        .await
+        .is_err()
+    {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     }
     match answer.await {
@@ -403,6 +521,8 @@ async fn decide(State(st): State<Shared>, body: Body) -> Response {
 /// A decision to take, and where its answer goes.
 struct Job {
     input: Input,
+    /// Whom the caller may act for.
+    tenants: Arc<crate::gateway::Tenants>,
     reply: tokio::sync::oneshot::Sender<Result<Decision, Failed>>,
 }
 
@@ -418,19 +538,21 @@ struct Failed {
 /// between callers: the store sees one body per batch.
 fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
     while let Some(first) = jobs.blocking_recv() {
-        let mut inputs = vec![first.input];
+        let mut inputs = vec![(first.input, first.tenants)];
         let mut replies = vec![first.reply];
         while inputs.len() < MAX_BATCH {
             match jobs.try_recv() {
                 Ok(j) => {
-                    inputs.push(j.input);
+                    inputs.push((j.input, j.tenants));
                     replies.push(j.reply);
                 }
                 Err(_) => break,
             }
         }
+        let batch: Vec<(&Input, &crate::gateway::Tenants)> =
+            inputs.iter().map(|(i, t)| (i, &**t)).collect();
         let decided =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gw.decide_batch(&inputs)));
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gw.decide_batch_as(&batch)));
         match decided {
             Ok(Ok(ds)) if ds.len() == replies.len() => {
                 for (r, d) in replies.into_iter().zip(ds) {
@@ -530,7 +652,18 @@ fn page(query: &str) -> Result<ReceiptRange, String> {
     }
 }
 
-async fn receipts(State(st): State<Shared>, uri: Uri) -> Response {
+/// `GET /v1/receipts`: a page of the chain. A caller bound to some
+/// tenants gets, of the receipts the page spans, those of its tenants (a
+/// receipt's tenant: its mandate's owner, or the `owner` of an approval
+/// or registry receipt; a receipt of none — a proposal without a valid
+/// mandate, an outcome — is an operator's only), and the header
+/// `Ipc-Scanned-Through: SEQ` (the last receipt the page spanned: page
+/// on with `after=SEQ`).
+async fn receipts(
+    State(st): State<Shared>,
+    axum::Extension(Caller(tenants)): axum::Extension<Caller>,
+    uri: Uri,
+) -> Response {
     let page = match page(uri.query().unwrap_or("")) {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
@@ -538,10 +671,44 @@ async fn receipts(State(st): State<Shared>, uri: Uri) -> Response {
     let Ok(_slot) = st.slots.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     };
-    read_store(&st, "the receipts", move |gw| {
-        gw.store().receipts_range(page)
+    if *tenants == crate::gateway::Tenants::All {
+        return read_store(&st, "the receipts", move |gw| {
+            gw.store().receipts_range(page)
+        })
+        .await;
+    }
+    let read = blocking(&st, "the receipts", move |gw| {
+        gw.store().receipts_range(page).map(|rs| {
+            let last = rs.last().map(|r| r.seq);
+            let mine: Vec<_> = rs
+                .into_iter()
+                .filter(|r| receipt_tenant(&r.body).is_some_and(|t| tenants.allows(t)))
+                .collect();
+            (last, mine)
+        })
     })
-    .await
+    .await;
+    match read {
+        Ok((last, mine)) => {
+            let mut r = json_ok(&st, &mine);
+            if let Some(seq) = last
+                && let Ok(v) = HeaderValue::from_str(&seq.to_string())
+            {
+                r.headers_mut().insert("ipc-scanned-through", v);
+            }
+            r
+        }
+        Err(r) => r,
+    }
+}
+
+/// The tenant a receipt belongs to: its mandate's owner (a decision), or
+/// its `owner` (an approval, a registry change).
+pub(crate) fn receipt_tenant(body: &Value) -> Option<&str> {
+    body.get("mandate")
+        .and_then(|m| m.get("owner"))
+        .or_else(|| body.get("owner"))
+        .and_then(Value::as_str)
 }
 
 /// Runs a read of the store off the async workers (the store is blocking)
@@ -551,26 +718,42 @@ pub(super) async fn read_store<T: serde::Serialize + Send + 'static>(
     what: &str,
     read: impl FnOnce(&crate::gateway::Gateway) -> Result<T, crate::store::StoreError> + Send + 'static,
 ) -> Response {
+    match blocking(st, what, read).await {
+        Ok(v) => json_ok(st, &v),
+        Err(r) => r,
+    }
+}
+
+/// A read of the store off the async workers, or the counted 500.
+async fn blocking<T: Send + 'static>(
+    st: &Shared,
+    what: &str,
+    read: impl FnOnce(&crate::gateway::Gateway) -> Result<T, crate::store::StoreError> + Send + 'static,
+) -> Result<T, Response> {
     let gw = st.gw.clone();
     match tokio::task::spawn_blocking(move || read(&gw)).await {
-        Ok(Ok(v)) => json_ok(st, &v),
+        Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => {
             st.metrics.store_error();
-            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+            Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
         }
         Err(_) => {
             st.metrics.error();
-            error(
+            Err(error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("cannot read {what}"),
-            )
+            ))
         }
     }
 }
 
 /// `GET /v1/approvals[?for=NAME]`: the operations waiting for approval, as
-/// the store holds them (never the agent's copy).
-async fn approvals(State(st): State<Shared>, uri: Uri) -> Response {
+/// the store holds them (never the agent's copy), of the caller's tenants.
+async fn approvals(
+    State(st): State<Shared>,
+    axum::Extension(Caller(tenants)): axum::Extension<Caller>,
+    uri: Uri,
+) -> Response {
     let mut for_whom: Option<String> = None;
     for pair in uri
         .query()
@@ -592,8 +775,8 @@ async fn approvals(State(st): State<Shared>, uri: Uri) -> Response {
         }
     }
     read_store(&st, "the approvals", move |gw| {
-        let now = gw.now();
-        gw.pending_ops().map(|ops| {
+        let now = gw.now()?;
+        gw.pending_ops_of(&tenants).map(|ops| {
             let ops: Vec<_> = ops
                 .into_iter()
                 .filter(|(op, executed)| op.status(*executed, now) == "waiting")
@@ -625,6 +808,10 @@ pub(super) fn pending_error(st: &AppState, e: crate::gateway::pending::PendingEr
             st.metrics.store_error();
             StatusCode::INTERNAL_SERVER_ERROR
         }
+        P::Clock(_) => {
+            st.metrics.error();
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
     };
     coded_error(status, &e)
 }
@@ -641,21 +828,50 @@ pub(super) fn coded_error(status: StatusCode, e: &dyn miette::Diagnostic) -> Res
 /// `POST /v1/approvals`: a signed approval, submitted by the operation hash
 /// it names; kept with the pending operation (with a receipt) and counted
 /// when the operation is proposed again.
-async fn submit_approval(State(st): State<Shared>, body: Body) -> Response {
+async fn submit_approval(
+    State(st): State<Shared>,
+    axum::Extension(Caller(tenants)): axum::Extension<Caller>,
+    body: Body,
+) -> Response {
     let signed: crate::gateway::approval::SignedApproval = match read_json(&st, body).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    submit_signed(&st, signed).await
+    submit_signed(&st, signed, &tenants).await
 }
 
-/// Records a signed approval; the answer says how it went.
+/// Refuses an operation of a tenant the caller may not act for as if the
+/// store did not know it (nothing of another tenant's shows, not even
+/// that it exists).
+fn of_tenants(
+    gw: &Gateway,
+    hash: &str,
+    tenants: &crate::gateway::Tenants,
+) -> Result<(), crate::gateway::pending::PendingError> {
+    match gw.pending_op(hash) {
+        Ok(op) if !tenants.allows(&op.owner) => {
+            Err(crate::gateway::pending::PendingError::Unknown { hash: hash.into() })
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Records a signed approval for a caller acting for `tenants`; the
+/// answer says how it went.
 pub(super) async fn submit_signed(
     st: &Shared,
     signed: crate::gateway::approval::SignedApproval,
+    tenants: &Arc<crate::gateway::Tenants>,
 ) -> Response {
     let gw = st.gw.clone();
-    match tokio::task::spawn_blocking(move || gw.submit_approval(&signed)).await {
+    let tenants = tenants.clone();
+    match tokio::task::spawn_blocking(move || {
+        of_tenants(&gw, &signed.approval.operation_hash, &tenants)?;
+        gw.submit_approval(&signed)
+    })
+    .await
+    {
         Ok(Ok(r)) => json_ok(st, &json!({"ok": true, "receipt": r})),
         Ok(Err(e)) => pending_error(st, e),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the approval failed"),
@@ -666,20 +882,32 @@ pub(super) async fn submit_signed(
 /// {"approver", "operation_hash", "expires_at", "verdict": "decline"},
 /// "signature"}`), recorded with a receipt; the operation proposed again
 /// is then a DENY. The agent host's token alone declines nothing.
-async fn decline(State(st): State<Shared>, body: Body) -> Response {
+async fn decline(
+    State(st): State<Shared>,
+    axum::Extension(Caller(tenants)): axum::Extension<Caller>,
+    body: Body,
+) -> Response {
     match read_json(&st, body).await {
-        Ok(signed) => decline_signed(&st, signed).await,
+        Ok(signed) => decline_signed(&st, signed, &tenants).await,
         Err(r) => r,
     }
 }
 
-/// Records a signed decline; the answer says how it went.
+/// Records a signed decline for a caller acting for `tenants`; the answer
+/// says how it went.
 pub(super) async fn decline_signed(
     st: &Shared,
     signed: crate::gateway::approval::SignedDecline,
+    tenants: &Arc<crate::gateway::Tenants>,
 ) -> Response {
     let gw = st.gw.clone();
-    match tokio::task::spawn_blocking(move || gw.decline_signed(&signed)).await {
+    let tenants = tenants.clone();
+    match tokio::task::spawn_blocking(move || {
+        of_tenants(&gw, &signed.decline.operation_hash, &tenants)?;
+        gw.decline_signed(&signed)
+    })
+    .await
+    {
         Ok(Ok(r)) => json_ok(st, &json!({"ok": true, "receipt": r})),
         Ok(Err(e)) => pending_error(st, e),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the decline failed"),
@@ -768,6 +996,85 @@ mod tests {
         assert_eq!(allowed_hosts(&given, "0.0.0.0:1".parse().unwrap()), given);
     }
 
+    /// Issue #21, item 7: authentication was skipped for any path under
+    /// `/approve/`, `/v1/approver/` or `/v1/registry`; a route added there
+    /// by mistake was open. Now a route of the API router asks for the
+    /// token whatever its path, and a path no router serves answers behind
+    /// the API's checks.
+    #[test]
+    fn a_route_under_a_formerly_exempt_path_needs_the_token() {
+        use axum::routing::get;
+        let dir = tempfile::tempdir().unwrap();
+        let tf = dir.path().join("token");
+        std::fs::write(&tf, "router-test-token-0123456789\n").unwrap();
+        let w = TestWorld::new();
+        let (decider, _queue) = tokio::sync::mpsc::channel(1);
+        let state = Arc::new(AppState {
+            gw: Arc::new(w.gateway()),
+            mandate: None,
+            tokens: Some(super::TokenFile::open(&tf).unwrap()),
+            hosts: None,
+            public_metrics: false,
+            body_timeout: Duration::from_secs(5),
+            metrics: Metrics::default(),
+            sessions: super::super::page::Sessions::default(),
+            slots: tokio::sync::Semaphore::new(4),
+            decider,
+        });
+        let extra = [
+            "/v1/approver/secret",
+            "/approve/secret",
+            "/v1/registry/secret",
+            "/metrics/secret",
+        ];
+        let mut more = axum::Router::new();
+        for p in extra {
+            more = more.route(p, get(|| async { "the secret" }));
+        }
+        let app = super::routes(state, more);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let call = |path: &str, token: Option<&str>| -> StatusCode {
+            use hyper::service::Service;
+            let mut req = axum::http::Request::get(path);
+            if let Some(t) = token {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            let req = req.body(axum::body::Body::empty()).unwrap();
+            let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+            rt.block_on(svc.call(req)).unwrap().status()
+        };
+        for p in extra {
+            assert_eq!(call(p, None), StatusCode::UNAUTHORIZED, "{p}");
+            assert_eq!(
+                call(p, Some("not-the-token-0123456789")),
+                StatusCode::UNAUTHORIZED,
+                "{p}"
+            );
+            assert_eq!(
+                call(p, Some("router-test-token-0123456789")),
+                StatusCode::OK,
+                "{p}"
+            );
+        }
+        // what no router serves: behind the token too
+        assert_eq!(call("/v1/approver/nothing", None), StatusCode::UNAUTHORIZED);
+        assert_eq!(call("/approve/nothing", None), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            call("/approve/nothing", Some("router-test-token-0123456789")),
+            StatusCode::NOT_FOUND
+        );
+        // the page itself and its API stay open to the page
+        assert_eq!(call("/approve", None), StatusCode::OK);
+        assert_eq!(call("/metrics", None), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            call("/metrics", Some("router-test-token-0123456789")),
+            StatusCode::OK
+        );
+    }
+
     /// A store that refuses to hand over the whole chain (or a snapshot
     /// of it) and counts the receipt rows it reads.
     struct Counting {
@@ -832,7 +1139,8 @@ mod tests {
         let get = |query: &str| -> Vec<u64> {
             store.rows.store(0, Ordering::SeqCst);
             let uri: Uri = format!("/v1/receipts?{query}").parse().unwrap();
-            let resp = rt.block_on(receipts(State(state.clone()), uri));
+            let all = super::Caller(Arc::new(crate::gateway::Tenants::All));
+            let resp = rt.block_on(receipts(State(state.clone()), axum::Extension(all), uri));
             assert_eq!(resp.status(), StatusCode::OK, "{query}");
             let body = rt.block_on(resp.into_body().collect()).unwrap().to_bytes();
             let page: Vec<Value> = serde_json::from_slice(&body).unwrap();

@@ -6,6 +6,7 @@
 //! size and count —, and a write timeout (a client that never reads its
 //! answers is dropped).
 
+use super::page::Peer;
 use super::{HttpConfig, ListenAddr, ServeError};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -115,18 +116,20 @@ pub(crate) async fn accept_loop(
             a = accept(&listener) => a,
             _ = &mut shutdown => break,
         };
-        let svc = TowerToHyperService::new(app.clone());
         let http = http.clone();
         let write_timeout = config.write_timeout;
         match accepted {
             Ok(Stream::Tcp(s)) => {
                 let _ = s.set_nodelay(true);
+                let peer = s.peer_addr().map_or(Peer(None), |a| Peer::of(a.ip()));
+                let svc = with_peer(&app, peer);
                 tokio::spawn(async move {
                     let _permit = permit;
                     serve_one(http, s, svc, write_timeout).await;
                 });
             }
             Ok(Stream::Unix(s)) => {
+                let svc = with_peer(&app, Peer(None));
                 tokio::spawn(async move {
                     let _permit = permit;
                     serve_one(http, s, svc, write_timeout).await;
@@ -146,6 +149,12 @@ pub(crate) async fn accept_loop(
     if let Listener::Unix(_, p) = &listener {
         let _ = std::fs::remove_file(p);
     }
+}
+
+/// The app, with the client's address on each request of the connection
+/// (the approval page bounds its challenges per address).
+fn with_peer(app: &axum::Router, peer: Peer) -> TowerToHyperService<axum::Router> {
+    TowerToHyperService::new(app.clone().layer(axum::Extension(peer)))
 }
 
 enum Stream {

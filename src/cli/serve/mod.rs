@@ -31,9 +31,11 @@ pub struct ServeArgs {
     /// address needs `--auth-token-file`.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// The bearer token callers must send (`Authorization: Bearer TOKEN`),
-    /// read from this file: re-read when the file changes, on a token that
-    /// does not match, and on SIGHUP.
+    /// The bearer tokens callers must send (`Authorization: Bearer TOKEN`),
+    /// each with the tenants it may act for (`TOKEN acme,globex`, `TOKEN *`
+    /// for an operator; one token alone: an operator's), read from this
+    /// file: re-read when the file changes, on a token that does not match,
+    /// and on SIGHUP.
     #[arg(long, value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
     /// A `Host` the server answers to (repeatable; `name` or `name:port`),
@@ -67,6 +69,11 @@ pub struct ServeArgs {
     /// connection is dropped.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub write_timeout: u64,
+    /// Serve a world that fixes the `clock` (development and replays only:
+    /// at a fixed time nothing expires). Without it `ipc serve` refuses
+    /// such a world.
+    #[arg(long)]
+    pub allow_frozen_clock: bool,
     /// Mandate token for inputs that carry none.
     #[arg(long, value_name = "FILE")]
     pub mandate: Option<PathBuf>,
@@ -118,7 +125,7 @@ pub enum ServeError {
     #[diagnostic(
         code(ipc::serve::token_file),
         help(
-            "the file holds one token of at least 16 printable characters (`head -c 32 /dev/urandom | base64 > FILE`)"
+            "one token a line with the tenants it may act for (`TOKEN acme,globex`, `TOKEN *` for an operator; `sha256:HEX` of a token instead of it), each token at least 16 printable characters (`head -c 32 /dev/urandom | base64`); a file of one token alone is an operator's"
         )
     )]
     TokenFile { path: String, reason: String },
@@ -231,6 +238,8 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
     };
     let mut gateway_args = args.gateway.clone();
     gateway_args.ephemeral_ok = args.ephemeral;
+    gateway_args.frozen_clock_ok = args.allow_frozen_clock;
+    gateway_args.announce_frozen_clock = args.allow_frozen_clock;
     let Some((gw, mandate)) = super::gateway::load_with_mandate(&gateway_args, &args.mandate)
     else {
         return 1;

@@ -34,6 +34,10 @@ pub(super) async fn change(State(st): State<Shared>, body: Body) -> Response {
                     st.metrics.store_error();
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
+                TrustedError::Clock(_) => {
+                    st.metrics.error();
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
                 _ => StatusCode::BAD_REQUEST,
             };
             super::http::coded_error(status, &e)

@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -68,11 +68,143 @@ struct SignedLogin {
     signature: String,
 }
 
+/// Outstanding challenges one client address holds for one approver
+/// name, and in all; past a bound the client's own oldest is evicted.
+const PER_NAME: usize = 4;
+const PER_ADDRESS: usize = 32;
+
+/// Where a request came from: the client's IP address (an IPv6 address
+/// by its /64, what one host is usually given), or `None` on a Unix
+/// socket. Set on every request by the accept loop (`listen.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Peer(pub Option<std::net::IpAddr>);
+
+impl Peer {
+    pub(crate) fn of(addr: std::net::IpAddr) -> Peer {
+        use std::net::IpAddr;
+        Peer(Some(match addr {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => {
+                    let s = v6.segments();
+                    IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+                }
+            },
+            v4 => v4,
+        }))
+    }
+}
+
+struct Challenge {
+    approver: String,
+    peer: Peer,
+    /// Order of issue (the oldest has the smallest).
+    seq: u64,
+    until: Instant,
+}
+
+/// The outstanding challenges, bounded per approver name and client
+/// address, per address and in all, so that no flood of sign-ins pushes
+/// out the challenge of an approver signing in from elsewhere. Every
+/// operation is logarithmic but the one evicting when all are held
+/// (linear in the addresses): a flood costs the lock little.
+#[derive(Default)]
+struct Challenges {
+    held: HashMap<String, Challenge>,
+    /// By order of issue, which is the order of expiry (one TTL).
+    order: BTreeMap<u64, String>,
+    /// Per address, its challenges by order of issue.
+    by_peer: HashMap<Peer, BTreeMap<u64, String>>,
+    next: u64,
+}
+
+impl Challenges {
+    /// Holds `c` for `approver`, asked from `peer`. The expired go first;
+    /// then, past a bound, the client's own oldest: of those it holds for
+    /// that name ([`PER_NAME`]), of those it holds in all
+    /// ([`PER_ADDRESS`]); and when [`MAX_HELD`] are held, the oldest of the
+    /// address holding the most. A client that floods pushes out its own
+    /// challenges: another's only once every address holds as few as that
+    /// one, so an approver asking from an address of their own keeps theirs
+    /// unless the flood comes from thousands of addresses (or, behind a
+    /// proxy, from the same one).
+    ///
+    /// No bound counts one name across addresses: anyone may ask in any
+    /// name, and such a bound would let them push out the approver's own.
+    fn hold(&mut self, c: String, approver: &str, peer: Peer, now: Instant) {
+        while let Some((_, k)) = self.order.first_key_value() {
+            if self.held.get(k).is_some_and(|h| h.until > now) {
+                break;
+            }
+            let k = k.clone();
+            self.take(&k);
+        }
+        let own: Vec<&String> = self
+            .by_peer
+            .get(&peer)
+            .map(|m| {
+                m.values()
+                    .filter(|k| self.held.get(*k).is_some_and(|h| h.approver == approver))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if own.len() >= PER_NAME
+            && let Some(k) = own.first().map(|k| (*k).clone())
+        {
+            self.take(&k);
+        }
+        let first_of = |m: &BTreeMap<u64, String>| m.first_key_value().map(|(_, k)| k.clone());
+        if let Some(m) = self.by_peer.get(&peer)
+            && m.len() >= PER_ADDRESS
+            && let Some(k) = first_of(m)
+        {
+            self.take(&k);
+        }
+        while self.held.len() >= MAX_HELD {
+            // the address holding the most; of two, the one asking longest
+            let heaviest = self
+                .by_peer
+                .values()
+                .max_by_key(|m| (m.len(), std::cmp::Reverse(m.keys().next().copied())));
+            let Some(k) = heaviest.and_then(first_of) else {
+                break;
+            };
+            self.take(&k);
+        }
+        self.next += 1;
+        let seq = self.next;
+        self.order.insert(seq, c.clone());
+        self.by_peer.entry(peer).or_default().insert(seq, c.clone());
+        self.held.insert(
+            c,
+            Challenge {
+                approver: approver.to_string(),
+                peer,
+                until: now + CHALLENGE_TTL,
+                seq,
+            },
+        );
+    }
+
+    /// Removes a challenge (used, expired or evicted).
+    fn take(&mut self, c: &str) -> Option<Challenge> {
+        let h = self.held.remove(c)?;
+        self.order.remove(&h.seq);
+        if let Some(m) = self.by_peer.get_mut(&h.peer) {
+            m.remove(&h.seq);
+            if m.is_empty() {
+                self.by_peer.remove(&h.peer);
+            }
+        }
+        Some(h)
+    }
+}
+
 /// Challenges and sessions, in memory (a restart signs everyone out).
 #[derive(Default)]
 pub(crate) struct Sessions {
-    /// Challenge to (approver, until).
-    challenges: Mutex<HashMap<String, (String, Instant)>>,
+    /// Challenge to the approver it was issued to, whence, until when.
+    challenges: Mutex<Challenges>,
     /// SHA-256 of a session token to (approver, until).
     sessions: Mutex<HashMap<[u8; 32], (String, Instant)>>,
 }
@@ -102,26 +234,43 @@ fn digest(token: &str) -> [u8; 32] {
 }
 
 impl Sessions {
-    fn challenge(&self, approver: &str) -> Option<String> {
-        let c = crate::gateway::approval::random_id();
-        hold(&self.challenges, c.clone(), approver, CHALLENGE_TTL).then_some(c)
+    /// A challenge for `approver`, asked from `peer`. One for a name that
+    /// is no approver of this gateway (`known` false) is not held: it
+    /// signs nobody in, and costs nothing.
+    fn challenge(
+        &self,
+        approver: &str,
+        known: bool,
+        peer: Peer,
+    ) -> Result<String, crate::gateway::approval::RandomError> {
+        let c = crate::gateway::approval::random_id()?;
+        if known {
+            let mut m = self.challenges.lock().unwrap_or_else(|e| e.into_inner());
+            m.hold(c.clone(), approver, peer, Instant::now());
+        }
+        Ok(c)
     }
 
     /// The approver a challenge was issued to, if still valid; used up.
     fn take_challenge(&self, c: &str) -> Option<String> {
         let mut m = self.challenges.lock().unwrap_or_else(|e| e.into_inner());
-        m.remove(c)
-            .filter(|(_, until)| *until > Instant::now())
-            .map(|(who, _)| who)
+        m.take(c)
+            .filter(|h| h.until > Instant::now())
+            .map(|h| h.approver)
     }
 
-    fn open(&self, approver: &str) -> Option<String> {
+    /// A session token for `approver` (256 bits from the OS), or `None`
+    /// when too many are open; an error without randomness.
+    fn open(
+        &self,
+        approver: &str,
+    ) -> Result<Option<String>, crate::gateway::approval::RandomError> {
         let token = format!(
             "{}{}",
-            crate::gateway::approval::random_id(),
-            crate::gateway::approval::random_id()
+            crate::gateway::approval::random_id()?,
+            crate::gateway::approval::random_id()?
         );
-        hold(&self.sessions, digest(&token), approver, SESSION_TTL).then_some(token)
+        Ok(hold(&self.sessions, digest(&token), approver, SESSION_TTL).then_some(token))
     }
 
     fn approver(&self, token: &str) -> Option<String> {
@@ -176,11 +325,6 @@ pub(super) fn same_origin(h: &HeaderMap) -> bool {
     site_ok && origin_ok
 }
 
-/// Whether a path is the page's (static files and the approver's API).
-pub(super) fn is_page_route(path: &str) -> bool {
-    path == "/approve" || path.starts_with("/approve/") || path.starts_with("/v1/approver/")
-}
-
 fn asset(kind: &'static str, body: &'static str) -> Response {
     let mut r = (StatusCode::OK, body).into_response();
     let h = r.headers_mut();
@@ -215,7 +359,11 @@ pub(super) async fn app_css() -> Response {
 }
 
 /// `POST /v1/approver/challenge {"approver"}`: a challenge to sign.
-pub(super) async fn challenge(State(st): State<Shared>, body: Body) -> Response {
+pub(super) async fn challenge(
+    State(st): State<Shared>,
+    peer: Option<axum::Extension<Peer>>,
+    body: Body,
+) -> Response {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Ask {
@@ -225,16 +373,15 @@ pub(super) async fn challenge(State(st): State<Shared>, body: Body) -> Response 
         Ok(a) => a,
         Err(r) => return r,
     };
-    match st.sessions.challenge(&ask.approver) {
-        Some(c) => json_ok(
+    let known = st.gw.world().approvers.contains_key(&ask.approver);
+    let peer = peer.map_or(Peer(None), |p| p.0);
+    match st.sessions.challenge(&ask.approver, known, peer) {
+        Ok(c) => json_ok(
             &st,
             &json!({"challenge": c, "purpose": LOGIN_PURPOSE,
                 "expires_in": CHALLENGE_TTL.as_secs()}),
         ),
-        None => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many sign-ins at once: try again in a minute",
-        ),
+        Err(e) => super::http::coded_error(StatusCode::INTERNAL_SERVER_ERROR, &e),
     }
 }
 
@@ -270,15 +417,16 @@ pub(super) async fn session(State(st): State<Shared>, headers: HeaderMap, body: 
         return refused("the signature is not by this approver's key");
     }
     match st.sessions.open(&l.approver) {
-        Some(token) => json_ok(
+        Ok(Some(token)) => json_ok(
             &st,
             &json!({"session": token, "approver": l.approver,
                 "expires_in": SESSION_TTL.as_secs()}),
         ),
-        None => error(
+        Ok(None) => error(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many sessions at once: try again later",
         ),
+        Err(e) => super::http::coded_error(StatusCode::INTERNAL_SERVER_ERROR, &e),
     }
 }
 
@@ -312,7 +460,7 @@ pub(super) async fn operations(State(st): State<Shared>, headers: HeaderMap) -> 
         Err(r) => return *r,
     };
     super::http::read_store(&st, "the approvals", move |gw| {
-        let now = gw.now();
+        let now = gw.now()?;
         let ops = gw.pending_ops()?;
         let mut shown: Vec<serde_json::Value> = vec![];
         for (op, executed) in ops
@@ -360,7 +508,7 @@ pub(super) async fn approve(State(st): State<Shared>, headers: HeaderMap, body: 
     if let Err(r) = same_approver(&st, &who, &signed.approval.approver) {
         return *r;
     }
-    super::http::submit_signed(&st, signed).await
+    super::http::submit_signed(&st, signed, &all()).await
 }
 
 /// `POST /v1/approver/decline`: the signed-in approver's signed decline.
@@ -376,7 +524,13 @@ pub(super) async fn decline(State(st): State<Shared>, headers: HeaderMap, body: 
     if let Err(r) = same_approver(&st, &who, &signed.decline.approver) {
         return *r;
     }
-    super::http::decline_signed(&st, signed).await
+    super::http::decline_signed(&st, signed, &all()).await
+}
+
+/// The session is the identity on the page: its approver acts only on
+/// what [`PendingOp::approvable_by`] lets them, whatever tenant.
+fn all() -> std::sync::Arc<crate::gateway::Tenants> {
+    std::sync::Arc::new(crate::gateway::Tenants::All)
 }
 
 /// `POST /v1/approver/logout`: ends the session.
@@ -434,50 +588,113 @@ mod tests {
         }
     }
 
-    #[test]
-    fn page_routes() {
-        for p in [
-            "/approve",
-            "/approve/app.js",
-            "/v1/approver/session",
-            "/v1/approver/operations",
-        ] {
-            assert!(is_page_route(p), "{p}");
-        }
-        for p in [
-            "/v1/decide",
-            "/v1/approvals",
-            "/v1/registry",
-            "/approver",
-            "/v1/approverx",
-        ] {
-            assert!(!is_page_route(p), "{p}");
-        }
-    }
+    const HERE: Peer = Peer(None);
 
     #[test]
     fn a_challenge_is_single_use_and_bound_to_its_approver() {
         let s = Sessions::default();
-        let c = s.challenge("emma").unwrap();
+        let c = s.challenge("emma", true, HERE).unwrap();
         assert_eq!(s.take_challenge(&c).as_deref(), Some("emma"));
         assert_eq!(s.take_challenge(&c), None);
-        let t = s.open("emma").unwrap();
+        // a name no approver has gets a challenge that is not held
+        let c = s.challenge("nobody", false, HERE).unwrap();
+        assert_eq!(s.take_challenge(&c), None);
+        let t = s.open("emma").unwrap().unwrap();
         assert_eq!(s.approver(&t).as_deref(), Some("emma"));
         assert_eq!(s.approver("not-a-token"), None);
         s.close(&t);
         assert_eq!(s.approver(&t), None);
     }
 
+    fn peer(i: u32) -> Peer {
+        Peer::of(std::net::IpAddr::V4(std::net::Ipv4Addr::from(
+            0x0a00_0000 + i,
+        )))
+    }
+
+    /// Issue #21, item 6: 4,096 challenges asked in 0.7 s locked every
+    /// approver out. Now a flood from other addresses, in other names and
+    /// in the approver's own name, never pushes out the challenge of an
+    /// approver who asked from an address of their own, nor stops a new
+    /// one; and the memory held stays bounded.
     #[test]
-    fn a_flood_of_sign_ins_is_bounded() {
+    fn a_flood_of_challenges_does_not_lock_an_approver_out() {
         let s = Sessions::default();
-        let held: Vec<String> = (0..MAX_HELD).filter_map(|_| s.challenge("emma")).collect();
+        let emma_at = peer(1);
+        let names = ["cfo", "noah", "clerk", "emma"];
+        let flood = |n: u32| {
+            for i in 0..n {
+                let name = names[(i % 4) as usize];
+                s.challenge(name, true, peer(100 + i % 300)).unwrap();
+            }
+        };
+        flood(1000);
+        let mine = s.challenge("emma", true, emma_at).unwrap();
+        flood(4096);
+        {
+            let m = s.challenges.lock().unwrap();
+            assert!(m.held.len() <= MAX_HELD);
+            for h in m.held.values() {
+                let same = |o: &&Challenge| o.peer == h.peer;
+                assert!(m.held.values().filter(same).count() <= PER_ADDRESS);
+                let pair = |o: &&Challenge| o.peer == h.peer && o.approver == h.approver;
+                assert!(m.held.values().filter(pair).count() <= PER_NAME);
+            }
+        }
+        assert_eq!(s.take_challenge(&mine).as_deref(), Some("emma"));
+        // and after the flood, a new one is held too
+        let again = s.challenge("emma", true, emma_at).unwrap();
+        flood(4096);
+        assert_eq!(s.take_challenge(&again).as_deref(), Some("emma"));
+        // one address alone floods only itself (many names, one address)
+        let lone = s.challenge("cfo", true, peer(2)).unwrap();
+        for i in 0..4096 {
+            s.challenge(names[i % 4], true, peer(3)).unwrap();
+        }
+        let m = s.challenges.lock().unwrap();
+        assert!(m.held.values().filter(|h| h.peer == peer(3)).count() <= PER_ADDRESS);
+        drop(m);
+        assert_eq!(s.take_challenge(&lone).as_deref(), Some("cfo"));
+        // all held: a flood from 200 addresses (32 each, to the brim)
+        // pushes out its own, never the approver's single one
+        let mine = s.challenge("emma", true, emma_at).unwrap();
+        for i in 0..(MAX_HELD as u32 + 2000) {
+            let name = format!("approver-{}", i % 64);
+            s.challenge(&name, true, peer(1000 + i % 200)).unwrap();
+        }
+        {
+            let m = s.challenges.lock().unwrap();
+            assert_eq!(m.held.len(), MAX_HELD);
+            assert_eq!(m.order.len(), MAX_HELD);
+            assert_eq!(
+                m.by_peer.values().map(BTreeMap::len).sum::<usize>(),
+                MAX_HELD
+            );
+        }
+        assert_eq!(s.take_challenge(&mine).as_deref(), Some("emma"));
+    }
+
+    /// An IPv6 client is bounded by its /64, and IPv4-mapped is IPv4.
+    #[test]
+    fn peers_are_grouped_by_host() {
+        let a: std::net::IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: std::net::IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        let c: std::net::IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(Peer::of(a), Peer::of(b));
+        assert_ne!(Peer::of(a), Peer::of(c));
+        let m: std::net::IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(Peer::of(m), peer(1));
+    }
+
+    /// Sessions stay bounded too.
+    #[test]
+    fn a_flood_of_sessions_is_bounded() {
+        let s = Sessions::default();
+        let held: Vec<String> = (0..MAX_HELD)
+            .filter_map(|_| s.open("emma").unwrap())
+            .collect();
         assert_eq!(held.len(), MAX_HELD);
-        assert_eq!(s.challenge("emma"), None, "full of live challenges");
-        // one used up makes room for one more
-        assert!(s.take_challenge(&held[0]).is_some());
-        assert!(s.challenge("emma").is_some());
-        assert_eq!(s.challenge("emma"), None);
+        assert_eq!(s.open("emma").unwrap(), None, "full of live sessions");
     }
 
     #[test]

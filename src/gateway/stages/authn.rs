@@ -107,6 +107,20 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     if mandate.issued_at > r.now + SKEW {
         return Err(deny(format!("mandate `{}` is not valid yet", mandate.id)).into());
     }
+    if !r.tenants.allows(&mandate.owner) {
+        // the receipt names the mandate refused: its tenant sees the try
+        let owner = mandate.owner.clone();
+        r.mandate = Some(mandate);
+        return Err(deny(format!(
+            "the caller may act for `{}`, not for the mandate's owner `{}`",
+            crate::gateway::json::echo(&r.tenants.shown()),
+            crate::gateway::json::echo(&owner)
+        ))
+        .hint(Some(
+            "send it with a token bound to that tenant (the server's token file)".into(),
+        ))
+        .into());
+    }
     if r.tx.revoked(&mandate.id)? {
         return Err(deny(format!("mandate `{}` has been revoked", mandate.id)).into());
     }

@@ -37,13 +37,20 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     Ok(())
 }
 
-/// The amount this action spends (its budget parameter), 0 if none.
+/// The amount this action spends (its budget parameter), 0 for an action
+/// without one. A budget parameter without an integer value is a DENY,
+/// never a spend of 0 (fail closed).
 pub(super) fn amount_of(r: &Run<'_>) -> Result<i64, Deny> {
     let Some(a) = r.action else { return Ok(0) };
     let Some(p) = &a.table.action.budget else {
         return Ok(0);
     };
-    let v = r.resolved.get(p).and_then(|v| v.as_i64()).unwrap_or(0);
+    let Some(v) = r.resolved.get(p).and_then(|v| v.as_i64()) else {
+        return Err(Deny::new(
+            Stage::Budget,
+            format!("the budget parameter `{p}` has no amount: nothing is spent unaccounted"),
+        ));
+    };
     if v < 0 {
         return Err(Deny::new(Stage::Budget, format!("`{p}` is negative")));
     }

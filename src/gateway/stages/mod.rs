@@ -36,6 +36,9 @@ pub(crate) struct Run<'a> {
     pub tx: &'a mut dyn Tx,
     pub now: i64,
     pub input: &'a Input,
+    /// The tenants the caller may act for (authn refuses a mandate of
+    /// another owner).
+    pub tenants: &'a crate::gateway::Tenants,
     pub mandate: Option<Arc<Mandate>>,
     pub action: Option<&'a ActionRt>,
     pub args: BTreeMap<String, Arg>,
@@ -87,6 +90,7 @@ pub(crate) fn run(
     gw: &Gateway,
     tx: &mut dyn Tx,
     input: &Input,
+    tenants: &crate::gateway::Tenants,
     now: i64,
     dispatch: Option<crate::gateway::Dispatch<'_>>,
 ) -> Result<Decision, StoreError> {
@@ -95,6 +99,7 @@ pub(crate) fn run(
         tx,
         now,
         input,
+        tenants,
         mandate: None,
         action: None,
         args: BTreeMap::new(),

@@ -43,3 +43,57 @@ fn budget_caps_the_amount_and_the_calls() {
         "calls are used up",
     );
 }
+
+/// A budget parameter without an integer amount is a DENY (it read as 0
+/// before: a spend nobody counted).
+#[test]
+fn a_missing_budget_value_is_a_deny() {
+    use crate::gateway::stages::Run;
+    use crate::store::Store;
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let action = gw.actions.get("payment.transfer").unwrap();
+    assert_eq!(action.table.action.budget.as_deref(), Some("amount"));
+    let input = crate::gateway::Input::default();
+    let store = crate::store::memory::MemoryStore::new();
+    for resolved in [
+        json!({}),
+        json!({"amount": "4.00"}),
+        json!({"amount": null}),
+    ] {
+        let mut amount = None;
+        store
+            .transaction(&mut |tx| {
+                let r = Run {
+                    gw: &gw,
+                    tx,
+                    now: now(),
+                    input: &input,
+                    tenants: &crate::gateway::Tenants::All,
+                    mandate: None,
+                    action: Some(action),
+                    args: Default::default(),
+                    resolved: resolved.as_object().unwrap().clone(),
+                    secrets: Default::default(),
+                    origins: Default::default(),
+                    facts: Default::default(),
+                    level: 0,
+                    policies: vec![],
+                    operation_hash: None,
+                    approvers: vec![],
+                    nonces: vec![],
+                    spent: None,
+                    result: None,
+                    replayed: false,
+                };
+                amount = Some(super::amount_of(&r).map_err(|d| d.reason));
+                Ok(serde_json::Value::Null)
+            })
+            .unwrap();
+        let reason = amount.unwrap().unwrap_err();
+        assert!(
+            reason.contains("`amount` has no amount"),
+            "{resolved}: {reason}"
+        );
+    }
+}
