@@ -190,7 +190,7 @@ fn summary(shown: &Shown) -> String {
 
 /// The operation as its approver sees it, or the store's failure.
 fn shown(gw: &Gateway, op: &PendingOp) -> Result<Shown, crate::store::StoreError> {
-    crate::gateway::render::show(gw, op, gw.now())
+    crate::gateway::render::show(gw, op, gw.now()?)
 }
 
 fn failure(out: &mut dyn Write, format: Format, e: &dyn miette::Diagnostic) -> u8 {

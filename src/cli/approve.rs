@@ -68,7 +68,11 @@ fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> 
         }
     };
     // shown on stderr: stdout carries the signed approval
-    let shown = match crate::gateway::render::show(&gw, &op, gw.now()) {
+    let shown = match gw
+        .now()
+        .map_err(crate::store::StoreError::from)
+        .and_then(|now| crate::gateway::render::show(&gw, &op, now))
+    {
         Ok(s) => s,
         Err(e) => {
             eprint!("{}", super::bundle::render_error(&e, false));

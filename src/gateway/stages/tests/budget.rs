@@ -70,6 +70,7 @@ fn a_missing_budget_value_is_a_deny() {
                     now: now(),
                     input: &input,
                     tenants: &crate::gateway::Tenants::All,
+                    dispatch: None,
                     mandate: None,
                     action: Some(action),
                     args: Default::default(),
