@@ -842,7 +842,8 @@ async fn elicitation_shows_hostile_text_escaped_in_both_eras() {
             "{m}"
         );
         assert!(
-            !m.chars().any(|c| c != '\n' && (c.is_control() || matches!(c, '\u{202e}' | '\u{200b}'))),
+            !m.chars()
+                .any(|c| c != '\n' && (c.is_control() || matches!(c, '\u{202e}' | '\u{200b}'))),
             "{m}"
         );
         assert!(m.contains("\\u{1b}[2J\\u{202e}\\u{200b}"), "{m}");

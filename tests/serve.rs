@@ -916,7 +916,10 @@ fn an_approver_signs_in_with_their_key_and_acts_only_on_their_operations() {
             .clone()
     };
     assert_eq!(value("amount")["items"], json!([["1,500.00 EUR"]]));
-    assert_eq!(value("payee_iban")["items"], json!([["DE44 5001 0517 5407 3249 31"]]));
+    assert_eq!(
+        value("payee_iban")["items"],
+        json!([["DE44 5001 0517 5407 3249 31"]])
+    );
     assert_eq!(value("payee_iban")["origin_kind"], "registry");
     assert_eq!(value("payee_iban")["origin"], "registry.beneficiaries");
     assert_eq!(value("currency")["origin_kind"], "mandate");

@@ -720,7 +720,10 @@ fn ipc_approve_refuses_a_record_whose_shown_values_do_not_hash_to_it() {
     let w = TestWorld::new();
     let db = w.dir.path().join("s.db");
     let m = w.emma();
-    let subject = format!("{}\npayee_iban  DE00 (from registry.beneficiaries)\u{1b}[2J\u{202e}card 4111 1111 1111 1111", "x".repeat(60));
+    let subject = format!(
+        "{}\npayee_iban  DE00 (from registry.beneficiaries)\u{1b}[2J\u{202e}card 4111 1111 1111 1111",
+        "x".repeat(60)
+    );
     let mut p = transfer(LANDLORD, json!("1500.00"));
     p["args"]["subject"] = json!(subject);
     let line = json!({"proposal": p, "mandate": m}).to_string() + "\n";
@@ -731,16 +734,38 @@ fn ipc_approve_refuses_a_record_whose_shown_values_do_not_hash_to_it() {
 
     let out = ipc_args(&with_gateway(&w, &db, &["approvals", "show"], &[&op]), "");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // whole (the tail past 80 characters), escaped, and no forged line
     assert!(text.contains("card 4111 1111 1111 1111"), "{text}");
-    assert!(text.contains("x\\n\n    | payee_iban  DE00 (from "), "{text}");
+    assert!(
+        text.contains("x\\n\n    | payee_iban  DE00 (from "),
+        "{text}"
+    );
     assert!(text.contains("\\u{1b}[2J\\u{202e}"), "{text}");
-    assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text}");
-    assert_eq!(text.lines().filter(|l| l.trim_start().starts_with("payee_iban")).count(), 1, "{text}");
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.trim_start().starts_with("payee_iban"))
+            .count(),
+        1,
+        "{text}"
+    );
     // the registry's name beside the trusted value, the IBAN in fours
-    assert!(text.contains("  payee_iban  from registry.beneficiaries: "), "{text}");
-    assert!(text.contains("    | DE44 5001 0517 5407 3249 31\n"), "{text}");
+    assert!(
+        text.contains("  payee_iban  from registry.beneficiaries: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("    | DE44 5001 0517 5407 3249 31\n"),
+        "{text}"
+    );
 
     // the stored record now shows 1.00 under the 1,500.00 operation's hash
     {
@@ -763,11 +788,21 @@ fn ipc_approve_refuses_a_record_whose_shown_values_do_not_hash_to_it() {
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(err.contains("    | 1.00 EUR"), "{err}");
         assert!(err.contains("ipc::approvals::mismatch"), "{err}");
-        assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
     // the gateway's own submission path (the page) refuses it too
     let gw = w.gateway_with(intentplane::store::open(&db, false).unwrap());
-    let signed = intentplane::gateway::approval::SignedApproval::issue("emma", &op, now() + 600, w.key("emma")).unwrap();
+    let signed = intentplane::gateway::approval::SignedApproval::issue(
+        "emma",
+        &op,
+        now() + 600,
+        w.key("emma"),
+    )
+    .unwrap();
     let e = gw.submit_approval(&signed).unwrap_err();
     assert!(e.to_string().contains("refused to sign"), "{e}");
     assert!(gw.pending_op(&op).unwrap().approvals.is_empty());
@@ -779,7 +814,8 @@ fn a_value_too_long_to_show_is_not_approvable() {
     let w = TestWorld::new();
     let gw = w.gateway();
     let m = w.mandate(MandateSpec::bank("emma"));
-    let p = json!({"action": "user.update_info", "args": {"street": "Hauptstr. 1", "city": "Berlin"}});
+    let p =
+        json!({"action": "user.update_info", "args": {"street": "Hauptstr. 1", "city": "Berlin"}});
     let op = decide(&gw, p, &m).operation_hash.unwrap();
     // a record with a value past the bound (the contract keeps these short;
     // the bound holds whatever the pack allows)
@@ -792,12 +828,23 @@ fn a_value_too_long_to_show_is_not_approvable() {
             Ok(Value::Null)
         })
         .unwrap();
-    let signed = intentplane::gateway::approval::SignedApproval::issue("emma", &op, now() + 600, w.key("emma")).unwrap();
+    let signed = intentplane::gateway::approval::SignedApproval::issue(
+        "emma",
+        &op,
+        now() + 600,
+        w.key("emma"),
+    )
+    .unwrap();
     let e = gw.submit_approval(&signed).unwrap_err();
     assert!(e.to_string().contains("cannot be approved"), "{e}");
-    let shown = intentplane::gateway::render::show(&gw, &gw.pending_op(&op).unwrap(), now()).unwrap();
+    let shown =
+        intentplane::gateway::render::show(&gw, &gw.pending_op(&op).unwrap(), now()).unwrap();
     assert!(shown.refusal.is_some());
-    assert!(shown.text().contains("too long to be shown whole"), "{}", shown.text());
+    assert!(
+        shown.text().contains("too long to be shown whole"),
+        "{}",
+        shown.text()
+    );
 }
 
 /// An expired approval kept in the store never blocks its operation: a
@@ -821,9 +868,18 @@ fn an_expired_approval_never_stops_a_fresh_one() {
     let gw = gw.fork(later, store);
     let pending = gw.pending_op(&op).unwrap();
     assert!(pending.approved_by(gw.now()).is_empty());
-    assert_eq!(pending.expired_approvals(gw.now()), vec!["emma".to_string()]);
+    assert_eq!(
+        pending.expired_approvals(gw.now()),
+        vec!["emma".to_string()]
+    );
     let shown = intentplane::gateway::render::show(&gw, &pending, gw.now()).unwrap();
-    assert!(shown.text().contains("expired     the approval of emma expired"), "{}", shown.text());
+    assert!(
+        shown
+            .text()
+            .contains("expired     the approval of emma expired"),
+        "{}",
+        shown.text()
+    );
     // alone it counts for nothing: still pending, not refused
     assert_eq!(decide(&gw, p.clone(), &m).decision, Outcome::Pending);
     // a fresh approval is accepted and counts
@@ -863,7 +919,10 @@ fn inline_tools_are_approved_and_their_registries_changed_with_config() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     for name in ["issuer", "emma", "cfo"] {
-        SecretKey::generate().unwrap().write_pair(&d.join(name)).unwrap();
+        SecretKey::generate()
+            .unwrap()
+            .write_pair(&d.join(name))
+            .unwrap();
     }
     std::fs::write(
         d.join("world.toml"),
@@ -927,7 +986,12 @@ when = "amount > 1_000.00"
         .execute_externally();
     let decide = |iban: &str| {
         let proposal = tool
-            .to_proposal(&json!({"iban": iban, "amount": 2500.0}).as_object().unwrap().clone())
+            .to_proposal(
+                &json!({"iban": iban, "amount": 2500.0})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            )
             .unwrap();
         gw.decide(&input(proposal, &mandate, vec![])).unwrap()
     };
@@ -948,7 +1012,10 @@ when = "amount > 1_000.00"
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     let listed = run(&["approvals", "list", "--for", "cfo"]);
-    assert!(listed.contains(&op) && listed.contains("1 operation waiting"), "{listed}");
+    assert!(
+        listed.contains(&op) && listed.contains("1 operation waiting"),
+        "{listed}"
+    );
     let shown = run(&["approvals", "show", &op]);
     assert!(
         shown.contains("  iban  from registry.vendors: ACME Office Supplies\n    | DE89 3704 0044 0532 0130 00\n"),
@@ -957,7 +1024,17 @@ when = "amount > 1_000.00"
     assert!(shown.contains("    | 2,500.00\n"), "{shown}");
     for who in ["cfo", "emma"] {
         let key = path_str(&d.join(format!("{who}.key")));
-        let out = run(&["approve", "--as", who, "--key", &key, "--operation", &op, "--yes", "--submit"]);
+        let out = run(&[
+            "approve",
+            "--as",
+            who,
+            "--key",
+            &key,
+            "--operation",
+            &op,
+            "--yes",
+            "--submit",
+        ]);
         assert!(out.contains("approved"), "{out}");
     }
     let d1 = decide("DE89 3704 0044 0532 0130 00");
@@ -967,14 +1044,26 @@ when = "amount > 1_000.00"
     let other = "DE02 1203 0000 0000 2020 51";
     assert_eq!(decide(other).stage, intentplane::gateway::Stage::Provenance);
     let out = run(&[
-        "registry", "add", "--pack", "pay", "--registry", "vendors", "--owner", "emma",
-        "--record", r#"{"name": "Stadtwerke Nord"}"#, other,
+        "registry",
+        "add",
+        "--pack",
+        "pay",
+        "--registry",
+        "vendors",
+        "--owner",
+        "emma",
+        "--record",
+        r#"{"name": "Stadtwerke Nord"}"#,
+        other,
     ]);
     assert!(out.contains("added to pay/vendors"), "{out}");
     let d2 = decide(other);
     assert_eq!(d2.decision, Outcome::Pending, "{d2:#?}");
     let shown = run(&["approvals", "show", d2.operation_hash.as_deref().unwrap()]);
-    assert!(shown.contains("from registry.vendors: Stadtwerke Nord"), "{shown}");
+    assert!(
+        shown.contains("from registry.vendors: Stadtwerke Nord"),
+        "{shown}"
+    );
     // a command that decides does not take the proxy's configuration
     let out = ipc_in(&["run", "--config", &c], "");
     assert!(!out.status.success());

@@ -95,8 +95,7 @@ pub type LoadError = Box<dyn Diagnostic + Send + Sync>;
 pub fn load_trusted(args: &GatewayArgs) -> Result<Gateway, LoadError> {
     match &args.config {
         Some(config) => {
-            let setup =
-                crate::mcp::config::load(config).map_err(|r| Box::new(r) as LoadError)?;
+            let setup = crate::mcp::config::load(config).map_err(|r| Box::new(r) as LoadError)?;
             Gateway::new(&setup.bundle, setup.world, setup.store)
                 .map(Gateway::execute_externally)
                 .map_err(|e| Box::new(e) as LoadError)

@@ -302,8 +302,11 @@ impl crate::gateway::Gateway {
             };
             // an expired approval counts for nothing: dropped, so that it
             // never stands in the way of this one
-            op.approvals
-                .retain(|a| a["approval"]["expires_at"].as_i64().is_some_and(|e| now < e));
+            op.approvals.retain(|a| {
+                a["approval"]["expires_at"]
+                    .as_i64()
+                    .is_some_and(|e| now < e)
+            });
             if !op.approvals.contains(&value) {
                 op.approvals.push(value.clone());
             }

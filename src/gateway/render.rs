@@ -340,9 +340,7 @@ fn read(ty: &Type, text: &str) -> Result<Value, String> {
             let number = text.split(' ').next().unwrap_or("").replace(',', "");
             crate::gateway::json::parse_money(&Value::String(number)).map(Value::from)
         }
-        Type::Date | Type::Timestamp => {
-            crate::gateway::json::parse_time_str(text).map(Value::from)
-        }
+        Type::Date | Type::Timestamp => crate::gateway::json::parse_time_str(text).map(Value::from),
         Type::Int => int(text),
         Type::Duration => int(text.strip_suffix(" s").unwrap_or(text)),
         Type::Bool => match text {
@@ -882,7 +880,10 @@ pub fn parse(text: &str, ty: &dyn Fn(&str, &str) -> Option<Type>) -> Result<Pars
             }
             let name = unescape(rest.split(' ').next().unwrap_or(""))?;
             if name.is_empty() || params.iter().any(|p| p.name == name) {
-                return Err(format!("the parameter `{}` is empty or repeated", escape(&name)));
+                return Err(format!(
+                    "the parameter `{}` is empty or repeated",
+                    escape(&name)
+                ));
             }
             params.push(Param {
                 name,

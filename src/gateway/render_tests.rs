@@ -13,11 +13,21 @@ fn world() -> &'static (TestWorld, Gateway) {
     })
 }
 
-fn op(action: &str, mandate: &str, resolved: Map<String, Value>, origins: Map<String, Value>) -> PendingOp {
+fn op(
+    action: &str,
+    mandate: &str,
+    resolved: Map<String, Value>,
+    origins: Map<String, Value>,
+) -> PendingOp {
     let gw = &world().1;
     PendingOp {
-        operation_hash: crate::gateway::operation_hash(mandate, gw.bundle_hash(), action, &resolved)
-            .unwrap(),
+        operation_hash: crate::gateway::operation_hash(
+            mandate,
+            gw.bundle_hash(),
+            action,
+            &resolved,
+        )
+        .unwrap(),
         pack: "bank".into(),
         action: action.into(),
         mandate: mandate.into(),
@@ -106,18 +116,38 @@ fn hostile_text() -> impl Strategy<Value = String> {
 fn a_newline_forges_no_label_and_controls_are_shown() {
     let subject = "rent\n  payee_iban  from registry.beneficiaries: landlord\n    | DE44 5001\u{1b}[2J\u{202e}";
     let o = transfer(subject, "DE44500105175407324931", 150_000, "EUR", "m-1");
-    let s = shown(&o, vec![vec![None], vec![Some("landlord".into())], vec![None], vec![None], vec![None]]);
+    let s = shown(
+        &o,
+        vec![
+            vec![None],
+            vec![Some("landlord".into())],
+            vec![None],
+            vec![None],
+            vec![None],
+        ],
+    );
     let text = s.text();
     assert_eq!(
-        text.lines().filter(|l| l.starts_with("  payee_iban")).count(),
+        text.lines()
+            .filter(|l| l.starts_with("  payee_iban"))
+            .count(),
         1,
         "{text}"
     );
     assert!(!text.chars().any(|c| c != '\n' && hidden(c)), "{text}");
-    assert!(text.contains("    | rent\\n\n    |   payee_iban  from"), "{text}");
+    assert!(
+        text.contains("    | rent\\n\n    |   payee_iban  from"),
+        "{text}"
+    );
     assert!(text.contains("\\u{1b}[2J\\u{202e}"), "{text}");
-    assert!(text.contains("    | DE44 5001 0517 5407 3249 31\n"), "{text}");
-    assert!(text.contains("  payee_iban  from registry.beneficiaries: landlord\n"), "{text}");
+    assert!(
+        text.contains("    | DE44 5001 0517 5407 3249 31\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  payee_iban  from registry.beneficiaries: landlord\n"),
+        "{text}"
+    );
     assert!(text.contains("    | 1,500.00 EUR\n"), "{text}");
     let p = parse(&text, &types).unwrap();
     assert_eq!(p.resolved, o.resolved);
@@ -134,13 +164,19 @@ fn long_values_are_folded_never_cut_and_too_long_is_refused() {
     let text = s.text();
     let joined: String = s.values.iter().find(|f| f.name == "subject").unwrap().items[0].concat();
     assert_eq!(joined, body);
-    assert!(text.lines().all(|l| l.chars().count() <= FOLD + 6 || !l.starts_with("    ")));
+    assert!(
+        text.lines()
+            .all(|l| l.chars().count() <= FOLD + 6 || !l.starts_with("    "))
+    );
     assert!(s.check(&world().1, &o.operation_hash).is_ok());
     let long = "x".repeat(MAX_VALUE_CHARS + 1);
     let o = transfer(&long, "DE44500105175407324931", 150_000, "EUR", "m-1");
     let s = shown(&o, vec![]);
     let e = s.check(&world().1, &o.operation_hash).unwrap_err();
-    assert!(matches!(e, RenderError::TooLong { chars, .. } if chars == MAX_VALUE_CHARS + 1), "{e}");
+    assert!(
+        matches!(e, RenderError::TooLong { chars, .. } if chars == MAX_VALUE_CHARS + 1),
+        "{e}"
+    );
     assert!(s.text().contains("REFUSED"), "{}", s.text());
     assert!(s.refusal.as_deref().unwrap().contains("cannot be approved"));
 }
@@ -159,23 +195,44 @@ fn shown_values_that_do_not_hash_to_the_operation_are_refused() {
 #[test]
 fn lists_show_each_element_with_its_registry_name() {
     let resolved = json!({"to": ["a@x.com", "b\n@y.com"], "cc": [], "subject": "hi"});
-    let origins = json!({"to": ["registry.contacts", "mandate.recipients"], "cc": [], "subject": "proposal"});
+    let origins =
+        json!({"to": ["registry.contacts", "mandate.recipients"], "cc": [], "subject": "proposal"});
     let o = op(
         "email.send",
         "m-2",
         resolved.as_object().unwrap().clone(),
         origins.as_object().unwrap().clone(),
     );
-    let s = shown(&o, vec![vec![Some("Alice  (boss)".into()), None], vec![], vec![None]]);
+    let s = shown(
+        &o,
+        vec![vec![Some("Alice  (boss)".into()), None], vec![], vec![None]],
+    );
     let text = s.text();
-    assert!(text.contains("    - a@x.com\n      (Alice  (boss))\n    - b\\n\n    | @y.com\n"), "{text}");
-    assert!(text.contains("  cc  from the agent's proposal\n    (none)\n"), "{text}");
+    assert!(
+        text.contains("    - a@x.com\n      (Alice  (boss))\n    - b\\n\n    | @y.com\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  cc  from the agent's proposal\n    (none)\n"),
+        "{text}"
+    );
     assert_eq!(parse(&text, &types).unwrap().resolved, o.resolved);
 }
 
 #[test]
 fn escape_and_unescape_are_inverse() {
-    for s in ["", " ", "a b", " a", "a ", "\\u{41}", "\\", "é€😀", "\u{301}e", "\u{0}\u{7f}\u{9f}"] {
+    for s in [
+        "",
+        " ",
+        "a b",
+        " a",
+        "a ",
+        "\\u{41}",
+        "\\",
+        "é€😀",
+        "\u{301}e",
+        "\u{0}\u{7f}\u{9f}",
+    ] {
         let e = escape(s);
         assert!(!e.chars().any(hidden), "{e}");
         assert_eq!(unescape(&e).unwrap(), s, "{e}");

@@ -214,7 +214,12 @@ pub fn second_half(gw: &Gateway, op: &str, user: &str, dropped: &[Value]) -> boo
 /// What a four-eyes refusal tells the agent (and through it the user)
 /// happens next: which half is given out of band and how (the exact
 /// command), and which half is then asked through this client.
-pub fn four_eyes_next(gw: &Gateway, d: &Decision, session: &SessionConfig, config: &std::path::Path) -> String {
+pub fn four_eyes_next(
+    gw: &Gateway,
+    d: &Decision,
+    session: &SessionConfig,
+    config: &std::path::Path,
+) -> String {
     let op = d.operation_hash.as_deref().unwrap_or("");
     let user = &session.user;
     let (owner, roles) = match gw.pending_op(op) {
