@@ -738,8 +738,9 @@ async fn a_decision_without_a_recorded_outcome_is_outcome_unknown() {
     assert!(h.executed("send_money").is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn four_eyes_is_refused_until_the_second_approver_signs_out_of_band() {
+/// A proxy for the clerk of acme and a vendor's IBAN change (four eyes):
+/// the harness, the arguments, and the first call's refusal.
+async fn four_eyes_pending() -> (Harness, Map<String, Value>, CallToolResult) {
     let spec = MandateSpec::for_pack("ap", "clerk", "acme", &["vendors.write"]);
     let h = harness(Opts {
         spec: Some(spec),
@@ -752,6 +753,12 @@ async fn four_eyes_is_refused_until_the_second_approver_signs_out_of_band() {
     );
     let r = h.call("update_vendor", a.clone()).await;
     assert!(is_error(&r));
+    (h, a, r)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_eyes_is_refused_until_the_second_approver_signs_out_of_band() {
+    let (h, a, r) = four_eyes_pending().await;
     let t = text(&r);
     assert!(t.contains("four eyes"), "{t}");
     assert!(t.contains("must be approved by"), "{t}");
@@ -801,18 +808,7 @@ async fn four_eyes_is_refused_until_the_second_approver_signs_out_of_band() {
 /// asked through the client, and the operation runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_eyes_submitted_to_the_store_then_the_user_through_the_client() {
-    let spec = MandateSpec::for_pack("ap", "clerk", "acme", &["vendors.write"]);
-    let h = harness(Opts {
-        spec: Some(spec),
-        tools: testkit::ap_tools(),
-        ..Opts::default()
-    })
-    .await;
-    let a = args(
-        json!({"vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "iban": "es91 2100 0418 4502 0005 1332"}),
-    );
-    let r = h.call("update_vendor", a.clone()).await;
-    assert!(is_error(&r));
+    let (h, a, r) = four_eyes_pending().await;
     let op = r.structured_content.as_ref().unwrap()["operation_hash"]
         .as_str()
         .unwrap()

@@ -768,17 +768,12 @@ fn ipc_approve_refuses_a_record_whose_shown_values_do_not_hash_to_it() {
     );
 
     // the stored record now shows 1.00 under the 1,500.00 operation's hash
-    {
-        let store = intentplane::store::open(&db, false).unwrap();
-        store
-            .transaction(&mut |tx| {
-                let mut rec = tx.state_get("pending", &op)?.unwrap();
-                rec["resolved"]["amount"] = json!(100);
-                tx.state_put("pending", &op, &rec)?;
-                Ok(Value::Null)
-            })
-            .unwrap();
-    }
+    edit_pending(
+        intentplane::store::open(&db, false).unwrap().as_ref(),
+        &op,
+        "amount",
+        json!(100),
+    );
     let key = path_str(&w.dir.path().join("emma.key"));
     for extra in [&[][..], &["--submit"][..]] {
         let mut tail = vec!["--as", "emma", "--key", &key, "--operation", &op, "--yes"];
@@ -796,16 +791,27 @@ fn ipc_approve_refuses_a_record_whose_shown_values_do_not_hash_to_it() {
     }
     // the gateway's own submission path (the page) refuses it too
     let gw = w.gateway_with(intentplane::store::open(&db, false).unwrap());
-    let signed = intentplane::gateway::approval::SignedApproval::issue(
-        "emma",
-        &op,
-        now() + 600,
-        w.key("emma"),
-    )
-    .unwrap();
-    let e = gw.submit_approval(&signed).unwrap_err();
+    let e = gw.submit_approval(&emma_approves(&w, &op)).unwrap_err();
     assert!(e.to_string().contains("refused to sign"), "{e}");
     assert!(gw.pending_op(&op).unwrap().approvals.is_empty());
+}
+
+/// Sets one resolved value of the pending record `op` in the store,
+/// behind the gateway's back (its hash unchanged).
+fn edit_pending(store: &dyn Store, op: &str, param: &str, value: Value) {
+    store
+        .transaction(&mut |tx| {
+            let mut rec = tx.state_get("pending", op)?.unwrap();
+            rec["resolved"][param] = value.clone();
+            tx.state_put("pending", op, &rec)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+}
+
+fn emma_approves(w: &TestWorld, op: &str) -> intentplane::gateway::approval::SignedApproval {
+    intentplane::gateway::approval::SignedApproval::issue("emma", op, now() + 600, w.key("emma"))
+        .unwrap()
 }
 
 /// A value longer than the bound is not approvable, with the reason.
@@ -820,22 +826,8 @@ fn a_value_too_long_to_show_is_not_approvable() {
     // a record with a value past the bound (the contract keeps these short;
     // the bound holds whatever the pack allows)
     let long = "y".repeat(intentplane::gateway::render::MAX_VALUE_CHARS + 1);
-    gw.store()
-        .transaction(&mut |tx| {
-            let mut rec = tx.state_get("pending", &op)?.unwrap();
-            rec["resolved"]["street"] = json!(long);
-            tx.state_put("pending", &op, &rec)?;
-            Ok(Value::Null)
-        })
-        .unwrap();
-    let signed = intentplane::gateway::approval::SignedApproval::issue(
-        "emma",
-        &op,
-        now() + 600,
-        w.key("emma"),
-    )
-    .unwrap();
-    let e = gw.submit_approval(&signed).unwrap_err();
+    edit_pending(gw.store().as_ref(), &op, "street", json!(long));
+    let e = gw.submit_approval(&emma_approves(&w, &op)).unwrap_err();
     assert!(e.to_string().contains("cannot be approved"), "{e}");
     let shown =
         intentplane::gateway::render::show(&gw, &gw.pending_op(&op).unwrap(), now()).unwrap();
