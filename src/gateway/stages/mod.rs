@@ -14,6 +14,7 @@ mod receipt;
 
 pub use budget::money;
 pub use receipt::{Consumed, body as receipt_body};
+pub(crate) use receipt::append_alone as append_receipt_alone;
 
 use super::{ActionRt, Decision, Deny, Gateway, Input, Mandate, Outcome, ReceiptRef, Stage};
 use crate::store::{StoreError, Tx};
