@@ -16,14 +16,13 @@
 //! core, which each of those forms keeps.
 
 mod common;
+use common::cli::ipc;
 use common::*;
 use intentplane::bundle::Bundle;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
 /// Each secret parameter of the bundle: (its action, its name).
@@ -235,18 +234,6 @@ fn no_line_leaves_a_secret_in_the_store_or_a_decision() {
     if let Err(e) = result {
         panic!("{e}");
     }
-}
-
-fn ipc(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ipc"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    child.wait_with_output().unwrap()
 }
 
 /// The same lines (a fixed sample of every shape) through `ipc run` and

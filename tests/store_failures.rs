@@ -15,6 +15,7 @@
 //! they say so loudly and pass, except under `CI`.
 
 mod common;
+use common::cli::{ipc, lines};
 use common::*;
 use intentplane::canonical::Jcs;
 use intentplane::gateway::{Input, Outcome};
@@ -23,29 +24,8 @@ use intentplane::store::{
     StoreError, Tx, TxFn,
 };
 use serde_json::{Value, json};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
-
-fn ipc(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(std::env::var("IPC_BIN_OLD").unwrap_or(env!("CARGO_BIN_EXE_ipc").into()))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    child.wait_with_output().unwrap()
-}
-
-fn lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 /// Values holding a NUL where the gateway reads them: a reference it
 /// resolves in the owner's registry, a critical IBAN, the account, and a
@@ -135,7 +115,7 @@ fn a_nul_is_refused_at_contract_with_a_receipt_on_sqlite() {
     let gw = w.gateway();
     for hostile in hostile_proposals() {
         let d = decide(&gw, hostile.clone(), &w.emma());
-        assert_deny(&d, "contract", "NUL character (U+0000)");
+        assert_deny(&d, "contract", "NUL character (`\\u{0}`, U+0000)");
         assert!(d.receipt.is_some());
     }
 }

@@ -199,7 +199,9 @@ fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
 /// the one character a store cannot take.
 fn storable(s: &str) -> Result<(), String> {
     if s.contains('\0') {
-        return Err("holds a NUL character (U+0000), which is never a valid value".into());
+        return Err(
+            "holds a NUL character (`\\u{0}`, U+0000), which is never a valid value".into(),
+        );
     }
     Ok(())
 }

@@ -188,7 +188,8 @@ fn attributable(gw: &Gateway, p: &Value) -> bool {
     o.len() == 2
         && args.iter().all(|(k, v)| {
             a.table.action.param(k).is_some_and(|p| !p.secret)
-                && !holds_secret_key(v, &gw.secret_params)
+                && (!matches!(v, Value::Array(_) | Value::Object(_))
+                    || !holds_secret_key(v, &gw.secret_params))
         })
 }
 
