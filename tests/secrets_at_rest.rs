@@ -370,3 +370,66 @@ fn sha2_digest(b: &[u8]) -> Vec<u8> {
     use sha2::Digest;
     sha2::Sha256::digest(b).to_vec()
 }
+
+// ---- item 2: a secret echoed by the executor ------------------------------
+
+/// Reproduced on 0e4128b: a downstream that echoes a password holding `"`
+/// and `\` inside JSON text had the echo stored JSON-escaped (the scrub
+/// looked for the clear text only), and the outcome receipt's
+/// `result_hash` was the bare SHA-256 of the answer. Now the answer of a
+/// call that carried a secret is not stored, the agent's copy is scrubbed
+/// in every JSON encoding, and the hash is salted.
+#[test]
+fn an_echoed_secret_is_never_stored_and_its_hash_is_salted() {
+    use intentplane::gateway::outcome::{ExternalOutcome, hash_any};
+    let w = TestWorld::new();
+    let dir = tempfile::tempdir().unwrap();
+    let store = intentplane::store::sqlite::SqliteStore::open(dir.path().join("s.db")).unwrap();
+    let gw = w.gateway_with(Arc::new(store)).execute_externally();
+    let m = w.emma();
+    let core = "Zmq7777dddddd-horse";
+    let password = format!("q\"u\\{core}");
+    let proposal = serde_json::json!({"action": "user.update_password",
+        "args": {"new_password": password}});
+    let d = decide(&gw, proposal.clone(), &m);
+    let op = d.operation_hash.clone().unwrap();
+    let d = gw
+        .decide(&input(proposal, &m, vec![w.approve("emma", &op)]))
+        .unwrap();
+    assert_eq!(d.decision, intentplane::gateway::Outcome::Allow, "{d:#?}");
+    // the tool's answer: the echo in clear, and inside JSON text, escaped
+    // once and twice
+    let echo = serde_json::json!({"status": "changed", "echo": password});
+    let text = echo.to_string();
+    let answer = serde_json::json!({
+        "structuredContent": echo,
+        "content": [{"type": "text", "text": text},
+                    {"type": "text", "text": serde_json::json!({"inner": text}).to_string()}],
+    });
+    let shown = d.secrets.scrub(&answer);
+    let shown_text = shown.to_string();
+    assert!(leak(shown_text.as_bytes(), core).is_none(), "{shown_text}");
+    assert!(shown_text.contains("changed"));
+    gw.record_outcome(
+        &op,
+        &ExternalOutcome {
+            executor: "mcp:bank/change_password".into(),
+            is_error: false,
+            result: shown.clone(),
+        },
+    )
+    .unwrap();
+    let recs = gw.store().receipts().unwrap();
+    let outcome = &recs.last().unwrap().body;
+    assert_eq!(outcome["kind"], "outcome");
+    let rh = outcome["result_hash"].as_str().unwrap();
+    assert_ne!(rh, hash_any(&shown), "salted, not the bare hash");
+    assert!(rh.starts_with("salted:sha256:"), "{outcome}");
+    let stored = gw.outcome(&op).unwrap().unwrap();
+    assert!(!stored.is_error);
+    assert!(stored.result.get("withheld").is_some(), "{stored:?}");
+    // nowhere in the store's files, in any encoding
+    drop(gw);
+    let n = files_hold_none(dir.path(), "s.db", &[core.to_string()]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(n >= 1);
+}
