@@ -926,11 +926,7 @@ async fn secret_never_stored(password: &str, core: &str) {
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(h.user.shown().len(), 1, "step-up, always");
-    assert!(
-        !h.user.shown()[0].contains(core),
-        "{}",
-        h.user.shown()[0]
-    );
+    assert!(!h.user.shown()[0].contains(core), "{}", h.user.shown()[0]);
     let done = h.executed("change_password");
     assert_eq!(done.len(), 1);
     assert_eq!(

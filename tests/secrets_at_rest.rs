@@ -212,10 +212,16 @@ fn no_line_leaves_a_secret_in_the_store_or_a_decision() {
         let cores: Vec<String> = batch.iter().map(|c| c.core.clone()).collect();
         for c in &batch {
             let input = intentplane::cli::gateway::parse_line(&c.line(), Some(&m));
-            let d = gw.decide(&input).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let d = gw
+                .decide(&input)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(d.receipt.is_some(), "{d:?}");
             let text = serde_json::to_string(&d).unwrap();
-            prop_assert!(leak(text.as_bytes(), &c.core).is_none(), "{}: {text}", c.line());
+            prop_assert!(
+                leak(text.as_bytes(), &c.core).is_none(),
+                "{}: {text}",
+                c.line()
+            );
         }
         let recs = serde_json::to_string(&gw.store().receipts().unwrap()).unwrap();
         for core in &cores {
@@ -267,7 +273,16 @@ fn no_line_leaves_a_secret_in_the_outputs_of_run_and_serve() {
         if mode == "serve" {
             args.push("--stdio");
         }
-        args.extend(["--bundle", &b, "--world", &wp, "--store", &db, "--mandate", &mp]);
+        args.extend([
+            "--bundle",
+            &b,
+            "--world",
+            &wp,
+            "--store",
+            &db,
+            "--mandate",
+            &mp,
+        ]);
         let out = ipc(&args, &input);
         assert!(
             out.status.success(),
@@ -313,7 +328,8 @@ fn a_refused_line_keeps_its_shape_and_a_salted_hash() {
     let gw = w.gateway();
     let m = w.emma();
     // an action spelled wrong: the values are withheld, the keys stay
-    let line = r#"{"action":"user.updat_password","args":{"new_password":"Zmq0000aaaaaa-long","n":7}}"#;
+    let line =
+        r#"{"action":"user.updat_password","args":{"new_password":"Zmq0000aaaaaa-long","n":7}}"#;
     let d = gw
         .decide(&intentplane::cli::gateway::parse_line(line, Some(&m)))
         .unwrap();
@@ -362,7 +378,10 @@ fn a_refused_line_keeps_its_shape_and_a_salted_hash() {
     assert!(d.receipt.is_some());
     let recs = gw.store().receipts().unwrap();
     let body = &recs.last().unwrap().body;
-    assert_eq!(body["proposal"], transfer(LANDLORD, serde_json::json!("1.00")));
+    assert_eq!(
+        body["proposal"],
+        transfer(LANDLORD, serde_json::json!("1.00"))
+    );
     assert!(body.get("proposal_withheld").is_none());
 }
 
@@ -430,6 +449,7 @@ fn an_echoed_secret_is_never_stored_and_its_hash_is_salted() {
     assert!(stored.result.get("withheld").is_some(), "{stored:?}");
     // nowhere in the store's files, in any encoding
     drop(gw);
-    let n = files_hold_none(dir.path(), "s.db", &[core.to_string()]).unwrap_or_else(|e| panic!("{e}"));
+    let n =
+        files_hold_none(dir.path(), "s.db", &[core.to_string()]).unwrap_or_else(|e| panic!("{e}"));
     assert!(n >= 1);
 }

@@ -20,7 +20,7 @@ use common::*;
 use intentplane::canonical::Jcs;
 use intentplane::gateway::{Input, Outcome};
 use intentplane::store::{
-    ChainLink, ReceiptRange, ReceiptRecord, Relink, RegistryRow, Snapshot, Spent, Store,
+    ChainLink, ReceiptRange, ReceiptRecord, RegistryRow, Relink, Snapshot, Spent, Store,
     StoreError, Tx, TxFn,
 };
 use serde_json::{Value, json};
@@ -74,7 +74,14 @@ fn three_lines_three_decisions(w: &TestWorld, store: &str, hostile: &Value) {
             path_str(&m),
         );
         args.extend([
-            "--bundle", &b, "--world", &wp, "--store", store, "--mandate", &mp,
+            "--bundle",
+            &b,
+            "--world",
+            &wp,
+            "--store",
+            store,
+            "--mandate",
+            &mp,
         ]);
         let out = ipc(&args, &input);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -220,7 +227,10 @@ impl Tx for FailingTx<'_> {
 }
 
 impl Failing {
-    fn wrap<'a>(&self, f: &'a mut TxFn<'_>) -> impl FnMut(&mut dyn Tx) -> Result<Value, StoreError> + 'a {
+    fn wrap<'a>(
+        &self,
+        f: &'a mut TxFn<'_>,
+    ) -> impl FnMut(&mut dyn Tx) -> Result<Value, StoreError> + 'a {
         let poison = self.poison;
         move |tx: &mut dyn Tx| {
             f(&mut FailingTx {
@@ -290,7 +300,10 @@ fn one_failing_decision_is_denied_alone(inner: Arc<dyn Store>) {
     assert_deny(&ds[1], "receipt", "the store refused this decision");
     let reason = ds[1].reason.clone().unwrap();
     assert!(reason.contains("ipc::store::backend"), "{reason}");
-    assert!(!reason.contains("injected"), "never the store's text: {reason}");
+    assert!(
+        !reason.contains("injected"),
+        "never the store's text: {reason}"
+    );
     assert_eq!(ds[1].action.as_deref(), Some("payment.transfer"));
     // every decision has its own receipt, in the chain
     let recs = gw.store().receipts().unwrap();
@@ -306,7 +319,9 @@ fn one_failing_decision_is_denied_alone(inner: Arc<dyn Store>) {
     assert_eq!(denied.body["decision"], "DENY");
     assert_eq!(denied.body["stage"], "receipt");
     // the two others executed once: run again, both are replays
-    let again = gw.decide_batch(&[batch[0].clone(), batch[2].clone()]).unwrap();
+    let again = gw
+        .decide_batch(&[batch[0].clone(), batch[2].clone()])
+        .unwrap();
     assert!(again.iter().all(|d| d.replayed), "{again:#?}");
     let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
     assert!(audit.is_ok(), "{audit:?}");

@@ -13,8 +13,8 @@ mod provenance;
 mod receipt;
 
 pub use budget::money;
-pub use receipt::{Consumed, body as receipt_body};
 pub(crate) use receipt::append_alone as append_receipt_alone;
+pub use receipt::{Consumed, body as receipt_body};
 
 use super::{ActionRt, Decision, Deny, Gateway, Input, Mandate, Outcome, ReceiptRef, Stage};
 use crate::store::{StoreError, Tx};

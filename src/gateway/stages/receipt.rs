@@ -250,7 +250,9 @@ fn attribute(gw: &Gateway, p: &Value, resolved: &Map<String, Value>) -> Value {
 /// `v` with the value under any key of `names`, at any depth, withheld.
 fn withhold_named(v: &Value, names: &[String]) -> Value {
     match v {
-        Value::Array(items) => Value::Array(items.iter().map(|i| withhold_named(i, names)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|i| withhold_named(i, names)).collect())
+        }
         Value::Object(m) => Value::Object(
             m.iter()
                 .map(|(k, v)| {
@@ -365,7 +367,8 @@ fn body_with(
     };
     if let Some(h) = withheld {
         let mut hw = ObjectWriter::new();
-        hw.value("bytes", &Value::from(h.bytes))?.str("hash", &h.hash);
+        hw.value("bytes", &Value::from(h.bytes))?
+            .str("hash", &h.hash);
         w.jcs("proposal_withheld", &hw.finish());
     }
     w.opt_str("reason", d.reason.as_deref())
