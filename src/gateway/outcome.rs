@@ -113,8 +113,8 @@ impl Gateway {
     /// refused: the first one stands. The receipt holds the salted hash of
     /// the answer; the answer of an operation that carried a secret (its
     /// resolved values hold a commitment) is not stored at all, whatever
-    /// encoding an echo of the secret would take in it: only
-    /// `{"withheld": ...}`, with the status and the hash.
+    /// encoding an echo of the secret would take in it: only a tool result
+    /// whose text is [`WITHHELD_ANSWER`], with the status and the hash.
     pub fn record_outcome(
         &self,
         operation_hash: &str,
@@ -132,8 +132,13 @@ impl Gateway {
                     "the operation `{operation_hash}` already has an outcome"
                 )));
             }
+            // an MCP tool result, so that a retried call is answered with
+            // the sentence
             let result = if carried_secret(&executed) {
-                serde_json::json!({ "withheld": WITHHELD_ANSWER })
+                serde_json::json!({
+                    "content": [{"type": "text", "text": WITHHELD_ANSWER}],
+                    "isError": outcome.is_error,
+                })
             } else {
                 outcome.result.clone()
             };
