@@ -242,9 +242,10 @@ fn no_line_leaves_a_secret_in_the_store_or_a_decision() {
     }
 }
 
-/// The same lines (a fixed sample of every shape) through `ipc run` and
-/// `ipc serve --stdio`: their stdout and stderr, `ipc receipts show`, and
-/// the store's files hold no marker; each line has its decision.
+/// The same lines (a fixed sample of every shape) through `ipc run`,
+/// `ipc serve --stdio` and `ipc serve --listen`: their stdout and stderr,
+/// `ipc receipts show`, the HTTP answers and `GET /v1/receipts`, and the
+/// store's files hold no marker; each line has its decision.
 #[test]
 fn no_line_leaves_a_secret_in_the_outputs_of_run_and_serve() {
     let w = TestWorld::new();
@@ -317,6 +318,34 @@ fn no_line_leaves_a_secret_in_the_outputs_of_run_and_serve() {
         let n = files_hold_none(w.dir.path(), prefix, &cores).unwrap_or_else(|e| panic!("{e}"));
         assert!(n >= 1);
     }
+    // and over HTTP: each line posted as it is, then `GET /v1/receipts`
+    let db = path_str(&w.dir.path().join("http.db"));
+    let log = w.dir.path().join("http.stderr");
+    let s = common::http::launch(
+        &w,
+        &w.emma(),
+        "127.0.0.1:0",
+        &db,
+        "t0ken-for-the-test",
+        &[],
+        std::fs::File::create(&log).unwrap().into(),
+    );
+    for c in &batch {
+        let r = common::http::request(&s, "POST", "/v1/decide", &c.line(), &[]);
+        let text = r.body.to_string();
+        assert!(leak(text.as_bytes(), &c.core).is_none(), "{text}");
+    }
+    let r = common::http::get(&s, "/v1/receipts?last=1000");
+    assert_eq!(r.status, 200);
+    let text = r.body.to_string();
+    assert!(text.contains("secret:withheld"), "{text}");
+    drop(s);
+    let stderr = std::fs::read(&log).unwrap();
+    for core in &cores {
+        assert!(leak(text.as_bytes(), core).is_none(), "{text}");
+        assert!(leak(&stderr, core).is_none());
+    }
+    files_hold_none(w.dir.path(), "http.db", &cores).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// What a refused line's receipt keeps: its shape and the values the
