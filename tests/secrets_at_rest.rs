@@ -16,7 +16,7 @@
 //! core, which each of those forms keeps.
 
 mod common;
-use common::cli::ipc;
+use common::cli::{decide_lines, ipc};
 use common::*;
 use intentplane::bundle::Bundle;
 use proptest::prelude::*;
@@ -263,28 +263,9 @@ fn no_line_leaves_a_secret_in_the_outputs_of_run_and_serve() {
     let cores: Vec<String> = batch.iter().map(|c| c.core.clone()).collect();
     let mpath = w.dir.path().join("m.json");
     std::fs::write(&mpath, w.emma().to_string()).unwrap();
-    let (b, wp, mp) = (
-        path_str(&w.bundle_path),
-        path_str(&w.world_path),
-        path_str(&mpath),
-    );
     for (mode, prefix) in [("run", "run.db"), ("serve", "serve.db")] {
         let db = path_str(&w.dir.path().join(prefix));
-        let mut args = vec![mode];
-        if mode == "serve" {
-            args.push("--stdio");
-        }
-        args.extend([
-            "--bundle",
-            &b,
-            "--world",
-            &wp,
-            "--store",
-            &db,
-            "--mandate",
-            &mp,
-        ]);
-        let out = ipc(&args, &input);
+        let out = decide_lines(mode, &w, &db, &mpath, &input);
         assert!(
             out.status.success(),
             "{mode}: {}",

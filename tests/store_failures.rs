@@ -15,7 +15,7 @@
 //! they say so loudly and pass, except under `CI`.
 
 mod common;
-use common::cli::{ipc, lines};
+use common::cli::{decide_lines, ipc, lines};
 use common::*;
 use intentplane::canonical::Jcs;
 use intentplane::gateway::{Input, Outcome};
@@ -64,26 +64,7 @@ fn three_lines_three_decisions(w: &TestWorld, store: &str, hostile: &Value) {
         transfer(LANDLORD, json!("2.00"))
     );
     for mode in ["run", "serve"] {
-        let mut args = vec![mode];
-        if mode == "serve" {
-            args.push("--stdio");
-        }
-        let (b, wp, mp) = (
-            path_str(&w.bundle_path),
-            path_str(&w.world_path),
-            path_str(&m),
-        );
-        args.extend([
-            "--bundle",
-            &b,
-            "--world",
-            &wp,
-            "--store",
-            store,
-            "--mandate",
-            &mp,
-        ]);
-        let out = ipc(&args, &input);
+        let out = decide_lines(mode, w, store, &m, &input);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{mode} {hostile}: {err}");
         let ds = lines(&out);

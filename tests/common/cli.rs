@@ -25,3 +25,35 @@ pub fn lines(out: &Output) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// `ipc run` (`mode` "run") or `ipc serve --stdio` (`mode` "serve") of the
+/// test world's bundle and world on `store`, with `mandate` (a file) for
+/// the lines that carry none, over `stdin`.
+pub fn decide_lines(
+    mode: &str,
+    w: &intentplane::gateway::testkit::TestWorld,
+    store: &str,
+    mandate: &std::path::Path,
+    stdin: &str,
+) -> Output {
+    let (b, wp, mp) = (
+        w.bundle_path.display().to_string(),
+        w.world_path.display().to_string(),
+        mandate.display().to_string(),
+    );
+    let mut args = vec![mode];
+    if mode == "serve" {
+        args.push("--stdio");
+    }
+    args.extend([
+        "--bundle",
+        &b,
+        "--world",
+        &wp,
+        "--store",
+        store,
+        "--mandate",
+        &mp,
+    ]);
+    ipc(&args, stdin)
+}
