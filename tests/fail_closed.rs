@@ -292,6 +292,7 @@ fn world_without_bundle_keys(w: &TestWorld) -> PathBuf {
 fn start(bundle: &Path, world: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
         "run",
+        "--ephemeral",
         "--bundle",
         bundle.to_str().unwrap(),
         "--world",

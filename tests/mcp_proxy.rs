@@ -242,7 +242,15 @@ async fn only_configured_tools_are_listed_and_a_refused_call_leaves_a_receipt() 
         let rec = recs.last().unwrap();
         assert_eq!(rec["kind"], "refused");
         assert_eq!(rec["tool"], hidden);
+        // salted: the bare SHA-256 would let a reader test guesses
         assert_eq!(
+            rec["arguments_hash"],
+            h.proxy
+                .gateway()
+                .salted_hash("arguments", &json!({"path": "/etc/passwd"}))
+                .unwrap()
+        );
+        assert_ne!(
             rec["arguments_hash"],
             intentplane::gateway::outcome::hash_any(&json!({"path": "/etc/passwd"}))
         );
@@ -266,11 +274,12 @@ async fn only_configured_tools_are_listed_and_a_refused_call_leaves_a_receipt() 
         "{rec}"
     );
     assert!(tool.chars().count() < 100, "{rec}");
-    assert!(
-        rec["arguments_hash"]
-            .as_str()
+    assert_eq!(
+        rec["arguments_hash"],
+        h.proxy
+            .gateway()
+            .salted_hash("arguments", &json!({"n": 18_446_744_073_709_551_615u64}))
             .unwrap()
-            .starts_with("sha256-text:")
     );
     assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
@@ -291,13 +300,15 @@ async fn passthrough_is_forwarded_without_a_decision_and_leaves_a_receipt() {
     assert_eq!(rec["tool"], "read_inbox");
     assert_eq!(rec["server"], "demo");
     assert_eq!(rec["is_error"], json!(false), "a boolean, not a string");
+    let gw = h.proxy.gateway();
     assert_eq!(
         rec["arguments_hash"],
-        intentplane::gateway::outcome::hash_any(&json!({}))
+        gw.salted_hash("arguments", &json!({})).unwrap()
     );
     assert_eq!(
         rec["result_hash"],
-        intentplane::gateway::outcome::hash_any(&serde_json::to_value(&r).unwrap())
+        gw.salted_hash("result", &serde_json::to_value(&r).unwrap())
+            .unwrap()
     );
     assert!(rec.get("decision").is_none());
     assert!(!rec.to_string().contains("we changed banks"), "only a hash");
@@ -975,8 +986,25 @@ fn the_mcp_demo_plays_the_story() {
 /// The downstream receives the password itself, not its commitment; the
 /// store (receipts, executions, the outcome, pending operations: the
 /// SQLite files' bytes) never holds it, even though the bank echoes it.
+///
+/// Issue #21, item 2, reproduced on 0e4128b with the second password (a
+/// `"` and a `\`): the echo inside the answer's JSON text was stored
+/// JSON-escaped, in clear, and the outcome receipt's unsalted
+/// `result_hash` covered it. Now the answer of a call that carried a
+/// secret is not stored (its status and salted hash are), and the agent's
+/// copy is scrubbed in every JSON encoding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_reaches_the_downstream_and_never_the_store() {
+    // (the password, a piece of it every JSON encoding keeps as it is)
+    for (password, core) in [
+        ("Tr0ub4dor&3-horse-staple", "Tr0ub4dor&3-horse-staple"),
+        ("q\"u\\o-correct-horse-battery", "o-correct-horse-battery"),
+    ] {
+        secret_never_stored(password, core).await;
+    }
+}
+
+async fn secret_never_stored(password: &str, core: &str) {
     let mut tools = testkit::demo_tools();
     tools.push(testkit::password_tool());
     let h = harness(Opts {
@@ -984,17 +1012,12 @@ async fn a_secret_reaches_the_downstream_and_never_the_store() {
         ..Opts::default()
     })
     .await;
-    let password = "Tr0ub4dor&3-horse-staple";
     let r = h
         .call("change_password", args(json!({"password": password})))
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(h.user.shown().len(), 1, "step-up, always");
-    assert!(
-        !h.user.shown()[0].contains(password),
-        "{}",
-        h.user.shown()[0]
-    );
+    assert!(!h.user.shown()[0].contains(core), "{}", h.user.shown()[0]);
     let done = h.executed("change_password");
     assert_eq!(done.len(), 1);
     assert_eq!(
@@ -1007,11 +1030,40 @@ async fn a_secret_reaches_the_downstream_and_never_the_store() {
     assert_eq!(outcome["kind"], "outcome");
     let op = outcome["operation_hash"].as_str().unwrap();
     let stored = h.proxy.gateway().outcome(op).unwrap().unwrap();
-    assert!(!stored.result.to_string().contains(password), "{stored:?}");
-    assert!(stored.result.to_string().contains("secret:withheld"));
-    assert!(!text(&r).contains(password), "{}", text(&r));
+    assert!(!stored.result.to_string().contains(core), "{stored:?}");
+    assert!(
+        stored
+            .result
+            .to_string()
+            .contains(intentplane::gateway::outcome::WITHHELD_ANSWER),
+        "{stored:?}"
+    );
+    assert!(!stored.is_error);
+    // a retried call is answered from the store, with that sentence
+    let again = h
+        .call("change_password", args(json!({"password": password})))
+        .await;
+    assert!(!is_error(&again), "{}", text(&again));
+    assert!(
+        text(&again).contains(intentplane::gateway::outcome::WITHHELD_ANSWER),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(h.executed("change_password").len(), 1, "never run twice");
+    // the agent's answer: the bank's, the echo withheld in every encoding
+    let answer = serde_json::to_string(&r).unwrap();
+    assert!(!answer.contains(core), "{answer}");
+    assert!(answer.contains("secret:withheld"), "{answer}");
+    assert!(answer.contains("changed"), "{answer}");
+    // the receipt's result hash is salted: not the bare hash of the answer
+    let rh = outcome["result_hash"].as_str().unwrap();
+    assert!(rh.starts_with("salted:sha256:"), "{outcome}");
+    assert_ne!(
+        rh,
+        intentplane::gateway::outcome::hash_any(&serde_json::to_value(&r).unwrap())
+    );
     let dump = format!("{:?}", h.store.snapshot().unwrap());
-    assert!(!dump.contains(password));
+    assert!(!dump.contains(core));
     let mut executed = None;
     h.store
         .transaction(&mut |tx| {
@@ -1021,7 +1073,7 @@ async fn a_secret_reaches_the_downstream_and_never_the_store() {
         .unwrap();
     let executed = executed.unwrap().to_string();
     assert!(executed.contains("secret:sha256:"), "{executed}");
-    assert!(!executed.contains(password), "{executed}");
+    assert!(!executed.contains(core), "{executed}");
     drop(h.client);
     let mut files = 0;
     for e in std::fs::read_dir(h.tw.dir.path()).unwrap().flatten() {
@@ -1030,9 +1082,7 @@ async fn a_secret_reaches_the_downstream_and_never_the_store() {
             files += 1;
             let bytes = std::fs::read(e.path()).unwrap();
             assert!(
-                !bytes
-                    .windows(password.len())
-                    .any(|w| w == password.as_bytes()),
+                !bytes.windows(core.len()).any(|w| w == core.as_bytes()),
                 "{name} holds the password"
             );
         }

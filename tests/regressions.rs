@@ -258,6 +258,7 @@ fn json_duplicate_keys_are_refused() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipc"))
         .args([
             "run",
+            "--ephemeral",
             "--bundle",
             &path_str(&w.bundle_path),
             "--world",

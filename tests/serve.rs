@@ -432,12 +432,14 @@ fn serve_without_a_store_refuses_to_start_unless_ephemeral() {
     );
 }
 
+/// `ipc run --ephemeral` (without it, `ipc run` refuses to start, as
+/// `ipc serve` does: `tests/store_failures.rs`).
 #[test]
 fn run_without_a_store_says_so() {
     let w = TestWorld::new();
     let m = write_mandate(&w, &w.emma());
     let mut child = Command::new(env!("CARGO_BIN_EXE_ipc"))
-        .args(["run", "--bundle", &path_str(&w.bundle_path)])
+        .args(["run", "--ephemeral", "--bundle", &path_str(&w.bundle_path)])
         .args(["--world", &path_str(&w.world_path)])
         .args(["--mandate", &path_str(&m)])
         .stdin(Stdio::piped())

@@ -43,14 +43,15 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "FILE")]
     pub world: Option<PathBuf>,
     /// The store: an SQLite file or a `postgres://USER@HOST/DB` URL (no
-    /// password in it); overrides the world's. Without either, an
-    /// in-memory store that ends with the process (`ipc serve` then needs
-    /// `--ephemeral`).
+    /// password in it); overrides the world's. Without either, the command
+    /// refuses to start (`ipc::serve::no_store`) unless `--ephemeral` asks
+    /// for an in-memory store that ends with the process.
     #[arg(long, value_name = "FILE|URL")]
     pub store: Option<PathBuf>,
-    /// Whether running without a store is allowed: `ipc run` (true) warns,
-    /// `ipc serve` sets it from `--ephemeral` and refuses otherwise.
-    #[arg(skip = true)]
+    /// Whether running without a store is allowed: `ipc run` and `ipc
+    /// serve` set it from `--ephemeral` (and then warn); every command
+    /// refuses to start without a store otherwise.
+    #[arg(skip = false)]
     pub ephemeral_ok: bool,
     /// Whether a world with a fixed `clock` may be run: `ipc run` (a
     /// replay: true), `ipc serve` only with `--allow-frozen-clock`.
@@ -76,10 +77,11 @@ pub struct FrozenClock {
     pub at: String,
 }
 
-/// No store given to a command that must keep its state (`ipc serve`).
+/// No store given to a command that must keep its state (`ipc run`,
+/// `ipc serve`, and the commands of the trusted side).
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[error(
-    "no store: `ipc serve` would forget approvals, budgets and executed operations when it stops"
+    "no store: the gateway would forget approvals, budgets and executed operations when it stops"
 )]
 #[diagnostic(
     code(ipc::serve::no_store),
@@ -191,7 +193,8 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
 /// receipt holding the raw line.
 pub fn parse_line(line: &str, default_mandate: Option<&Value>) -> Input {
     parse_envelope(line, default_mandate).unwrap_or_else(|d| Input {
-        proposal: Value::String(line.chars().take(4096).collect()),
+        // the receipt decides what it keeps of it (`stages/receipt.rs`)
+        proposal: Value::String(line.to_string()),
         mandate: default_mandate.cloned(),
         approvals: vec![],
         malformed: Some(d.reason),

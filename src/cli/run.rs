@@ -17,6 +17,11 @@ pub struct RunArgs {
     /// Mandate token for lines that carry none.
     #[arg(long, value_name = "FILE")]
     pub mandate: Option<PathBuf>,
+    /// Run on an in-memory store: approvals, budgets and idempotency last
+    /// only as long as the process (`ipc run` refuses to start without a
+    /// store otherwise).
+    #[arg(long)]
+    pub ephemeral: bool,
     /// Lines decided per transaction.
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
@@ -25,7 +30,9 @@ pub struct RunArgs {
 }
 
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> u8 {
-    let Some((gw, mandate)) = super::gateway::load_with_mandate(&args.gateway, &args.mandate)
+    let mut gateway_args = args.gateway.clone();
+    gateway_args.ephemeral_ok = args.ephemeral;
+    let Some((gw, mandate)) = super::gateway::load_with_mandate(&gateway_args, &args.mandate)
     else {
         return 1;
     };

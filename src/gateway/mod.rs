@@ -177,6 +177,14 @@ pub struct Decision {
     pub secrets: secret::SecretValues,
 }
 
+impl Decision {
+    /// A DENY (stage receipt) that no receipt records: the answer for an
+    /// input whose decision the store could not write at all.
+    pub fn unrecorded(reason: &str) -> Decision {
+        stages::deny_decision(None, Deny::new(Stage::Receipt, reason))
+    }
+}
+
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ReceiptRef {
     pub seq: u64,
@@ -290,6 +298,9 @@ pub struct Gateway {
     pub(crate) regexes: HashMap<String, regex::Regex>,
     /// Every action executes elsewhere (see [`Gateway::execute_externally`]).
     pub(crate) external: bool,
+    /// The names of the parameters any action declares `secret`, sorted:
+    /// what a receipt never keeps in clear, wherever it appears in a line.
+    pub(crate) secret_params: Vec<String>,
 }
 
 impl Gateway {
@@ -351,6 +362,16 @@ impl Gateway {
                 },
             );
         }
+        let mut secret_params: Vec<String> = bundle
+            .table
+            .actions
+            .iter()
+            .flat_map(|a| a.action.params.iter())
+            .filter(|p| p.secret)
+            .map(|p| p.name.clone())
+            .collect();
+        secret_params.sort();
+        secret_params.dedup();
         Ok(Gateway {
             bundle_hash: bundle.hash.clone(),
             actions,
@@ -359,6 +380,7 @@ impl Gateway {
             verified: Mutex::new(HashMap::new()),
             regexes,
             external: false,
+            secret_params,
         })
     }
 
@@ -376,6 +398,7 @@ impl Gateway {
             verified: Mutex::new(HashMap::new()),
             regexes: self.regexes.clone(),
             external: self.external,
+            secret_params: self.secret_params.clone(),
         }
     }
 
@@ -489,6 +512,13 @@ impl Gateway {
     /// Decides on several inputs in order, in one transaction (group
     /// commit): all their executions and receipts are durable together, and
     /// none is reported before it is.
+    ///
+    /// A store error on one decision never takes the others with it: the
+    /// batch's transaction rolled back, each input is decided again in a
+    /// transaction of its own, and one whose own transaction fails too is a
+    /// DENY (stage receipt) whose receipt is written in a fresh transaction
+    /// that holds nothing else (see [`Gateway::deny_store_failure`]). Only
+    /// a store that cannot even write that receipt is an `Err`.
     pub fn decide_batch(&self, inputs: &[Input]) -> Result<Vec<Decision>, GatewayError> {
         let all: Vec<(&Input, &Tenants)> = inputs.iter().map(|i| (i, &Tenants::All)).collect();
         self.decide_batch_as(&all)
@@ -500,9 +530,61 @@ impl Gateway {
         &self,
         inputs: &[(&Input, &Tenants)],
     ) -> Result<Vec<Decision>, GatewayError> {
-        self.decide_with(inputs, None)
+        let first = match self.decide_with(inputs, None) {
+            Err(GatewayError::Store(e)) => e,
+            other => return other,
+        };
+        let mut out = Vec::with_capacity(inputs.len());
+        for one in inputs {
+            let alone = if inputs.len() == 1 {
+                Err(GatewayError::Store(StoreError::Backend(first.to_string())))
+            } else {
+                self.decide_with(std::slice::from_ref(one), None)
+            };
+            match alone {
+                Ok(mut d) => out.append(&mut d),
+                Err(GatewayError::Store(e)) => out.push(self.deny_store_failure(one.0, &e)?),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
     }
 
+    /// The DENY of an input whose decision the store refused (its
+    /// transaction rolled back, nothing of it committed), with a receipt of
+    /// its own. The reason names the store error's code, not its text (a
+    /// database's message may quote what it refused).
+    fn deny_store_failure(&self, input: &Input, e: &StoreError) -> Result<Decision, GatewayError> {
+        let code = miette::Diagnostic::code(e)
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "ipc::store::backend".into());
+        let deny = Deny::new(
+            Stage::Receipt,
+            format!("the store refused this decision (`{code}`): nothing of it was committed"),
+        );
+        let action = input
+            .proposal
+            .get("action")
+            .and_then(Value::as_str)
+            .filter(|a| self.actions.contains_key(*a))
+            .map(str::to_string);
+        let now = self.now()?;
+        let mut d = stages::deny_decision(action, deny);
+        let mut link = None;
+        self.store.transaction(&mut |tx: &mut dyn Tx| {
+            link = Some(stages::append_receipt_alone(self, tx, input, &d, now)?);
+            Ok(Value::Null)
+        })?;
+        d.receipt = link.map(|l| ReceiptRef {
+            seq: l.seq,
+            hash: l.hash,
+        });
+        Ok(d)
+    }
+
+    /// The inputs decided in one transaction (see [`Gateway::decide_batch`]),
+    /// each for the tenants its caller may act for, with `dispatch` for a
+    /// gateway that executes externally.
     fn decide_with(
         &self,
         inputs: &[(&Input, &Tenants)],

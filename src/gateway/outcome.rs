@@ -7,7 +7,7 @@
 use super::{Gateway, ReceiptRef};
 use crate::canonical::ObjectWriter;
 use crate::gateway::json::format_time;
-use crate::store::StoreError;
+use crate::store::{StoreError, Tx};
 use serde_json::Value;
 
 /// Where outcomes are kept in the store's state, by operation hash.
@@ -27,9 +27,11 @@ pub struct ExternalOutcome {
 
 /// A tool call through the MCP proxy that no decision covers, recorded so
 /// that every call leaves a receipt. Neither the arguments nor the result
-/// are kept, only their hashes: a read may carry and return anything (up
-/// to the client's and the downstream's limits, personal data included),
-/// and the hash lets an auditor holding a copy check it against the chain.
+/// are kept, only their salted hashes ([`salted_hash_any`]): a read may
+/// carry and return anything (up to the client's and the downstream's
+/// limits, personal data included), and the hash lets an auditor holding a
+/// copy and the store check it against the chain, while a reader of the
+/// receipts alone cannot test guesses of a short value against it.
 pub enum ProxyCall<'a> {
     /// Forwarded as is (a read-only tool), with the downstream's status.
     Passthrough {
@@ -64,34 +66,89 @@ pub fn hash_any(v: &Value) -> String {
     })
 }
 
+/// The salted hash ([`crate::gateway::secret::salted_hash`]) of a JSON
+/// value's canonical text, or of its serde_json text when it has no
+/// canonical form: what receipts hold of arguments and results.
+pub fn salted_hash_any(tx: &mut dyn Tx, domain: &str, v: &Value) -> Result<String, StoreError> {
+    let text = crate::canonical::value_to_jcs(v)
+        .unwrap_or_else(|_| serde_json::to_string(v).unwrap_or_default());
+    crate::gateway::secret::salted_hash(tx, domain, text.as_bytes())
+}
+
+/// Whether an executed operation's record (`{"execute_with": resolved}`)
+/// holds a commitment: the call carried a secret.
+fn carried_secret(executed: &Value) -> bool {
+    let mut stack = vec![executed];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(m) => stack.extend(m.values()),
+            v if crate::gateway::secret::is_commitment(v) => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// What is stored, and answered on a retried call, in place of the answer
+/// of a call that carried a secret.
+pub const WITHHELD_ANSWER: &str =
+    "the operation was executed; its answer is not kept because the call carried a secret";
+
 impl Gateway {
+    /// The salted hash of `v` under this gateway's store (see
+    /// [`salted_hash_any`]), for an auditor holding a copy of what a
+    /// receipt hashed (`domain`: `result` or `arguments`).
+    pub fn salted_hash(&self, domain: &str, v: &Value) -> Result<String, StoreError> {
+        let mut out = String::new();
+        self.store.transaction(&mut |tx| {
+            out = salted_hash_any(tx, domain, v)?;
+            Ok(Value::Null)
+        })?;
+        Ok(out)
+    }
+
     /// Records `outcome` for the operation `operation_hash` with its receipt,
     /// in one transaction. A second outcome for the same operation is
-    /// refused: the first one stands.
+    /// refused: the first one stands. The receipt holds the salted hash of
+    /// the answer; the answer of an operation that carried a secret (its
+    /// resolved values hold a commitment) is not stored at all, whatever
+    /// encoding an echo of the secret would take in it: only a tool result
+    /// whose text is [`WITHHELD_ANSWER`], with the status and the hash.
     pub fn record_outcome(
         &self,
         operation_hash: &str,
         outcome: &ExternalOutcome,
     ) -> Result<ReceiptRef, StoreError> {
         let now = self.now()?;
-        let stored = serde_json::json!({
-            "executor": outcome.executor,
-            "is_error": outcome.is_error,
-            "result": outcome.result,
-        });
         self.with_receipt(&mut |tx| {
-            if tx.executed(operation_hash)?.is_none() {
+            let Some(executed) = tx.executed(operation_hash)? else {
                 return Err(StoreError::Aborted(format!(
                     "no decision executed the operation `{operation_hash}`"
                 )));
-            }
+            };
             if tx.state_get(OUTCOME_NS, operation_hash)?.is_some() {
                 return Err(StoreError::Aborted(format!(
                     "the operation `{operation_hash}` already has an outcome"
                 )));
             }
+            // an MCP tool result, so that a retried call is answered with
+            // the sentence
+            let result = if carried_secret(&executed) {
+                serde_json::json!({
+                    "content": [{"type": "text", "text": WITHHELD_ANSWER}],
+                    "isError": outcome.is_error,
+                })
+            } else {
+                outcome.result.clone()
+            };
+            let stored = serde_json::json!({
+                "executor": outcome.executor,
+                "is_error": outcome.is_error,
+                "result": result,
+            });
             tx.state_put(OUTCOME_NS, operation_hash, &stored)?;
-            let result_hash = hash_any(&outcome.result);
+            let result_hash = salted_hash_any(tx, "result", &outcome.result)?;
             let mut w = ObjectWriter::new();
             w.str("bundle", &self.bundle_hash)
                 .str("executor", &outcome.executor)
@@ -108,39 +165,46 @@ impl Gateway {
     /// as a receipt of its own, in the chain beside the decisions.
     pub fn record_call(&self, call: &ProxyCall<'_>) -> Result<ReceiptRef, StoreError> {
         let now = self.now()?;
-        let mut w = ObjectWriter::new();
-        match call {
-            ProxyCall::Passthrough {
-                server,
-                tool,
-                arguments,
-                is_error,
-                result,
-            } => {
-                w.str("arguments_hash", &hash_any(arguments))
+        self.with_receipt(&mut |tx| {
+            let mut w = ObjectWriter::new();
+            match call {
+                ProxyCall::Passthrough {
+                    server,
+                    tool,
+                    arguments,
+                    is_error,
+                    result,
+                } => {
+                    w.str(
+                        "arguments_hash",
+                        &salted_hash_any(tx, "arguments", arguments)?,
+                    )
                     .str("bundle", &self.bundle_hash)
                     .bool("is_error", *is_error)
                     .str("kind", "passthrough")
-                    .str("result_hash", &hash_any(result))
+                    .str("result_hash", &salted_hash_any(tx, "result", result)?)
                     .str("server", server)
                     .str("time", &format_time(now))
                     .str("tool", tool);
-            }
-            ProxyCall::Refused {
-                tool,
-                arguments,
-                reason,
-            } => {
-                w.str("arguments_hash", &hash_any(arguments))
+                }
+                ProxyCall::Refused {
+                    tool,
+                    arguments,
+                    reason,
+                } => {
+                    w.str(
+                        "arguments_hash",
+                        &salted_hash_any(tx, "arguments", arguments)?,
+                    )
                     .str("bundle", &self.bundle_hash)
                     .str("kind", "refused")
                     .str("reason", reason)
                     .str("time", &format_time(now))
                     .str("tool", &crate::gateway::json::echo(tool));
+                }
             }
-        }
-        let body = w.finish();
-        self.with_receipt(&mut |_| Ok(body.clone()))
+            Ok(w.finish())
+        })
     }
 
     /// The recorded outcome of an operation, if any.

@@ -46,6 +46,24 @@ pub fn commitment(
     Ok(format!("secret:sha256:{}", hex::encode(h.finalize())))
 }
 
+/// `salted:sha256:<hex>` of `salt ‖ domain ‖ bytes` (each followed by
+/// U+001F), with the salt of the commitments: what a receipt holds in
+/// place of something it does not keep (a refused line, an executor's
+/// answer, a tool call's arguments). Whoever holds the store can check a
+/// copy against it; a reader of the receipts alone cannot test guesses of
+/// a low-entropy value (a password, a PIN) against it. `domain` says what
+/// was hashed (`proposal`, `result`, `arguments`).
+pub fn salted_hash(tx: &mut dyn Tx, domain: &str, bytes: &[u8]) -> Result<String, StoreError> {
+    use sha2::{Digest, Sha256};
+    let salt = salt(tx)?;
+    let mut h = Sha256::new();
+    for part in [salt.as_bytes(), domain.as_bytes(), bytes] {
+        h.update(part);
+        h.update([0x1f]);
+    }
+    Ok(format!("salted:sha256:{}", hex::encode(h.finalize())))
+}
+
 /// Whether a resolved value is a commitment (what the gateway shows for a
 /// secret).
 pub fn is_commitment(v: &Value) -> bool {
@@ -91,15 +109,30 @@ impl SecretValues {
     }
 
     /// `value` with every occurrence of a secret's clear text replaced by
-    /// `secret:withheld`: what may be stored of an executor's answer (a
-    /// tool that echoes the password must not put it in the store).
+    /// `secret:withheld`, in clear and JSON-escaped once, twice and three
+    /// times (a tool that answers JSON text holding the echo, or JSON text
+    /// of that): what the agent is answered with. The store keeps nothing
+    /// of such an answer ([`crate::gateway::Gateway::record_outcome`]),
+    /// since no scrub knows every encoding a downstream may choose.
     pub fn scrub(&self, value: &Value) -> Value {
-        let texts: Vec<&str> = self
-            .0
-            .values()
-            .filter_map(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .collect();
+        let mut forms: Vec<String> = vec![];
+        for s in self.0.values().filter_map(Value::as_str) {
+            let mut form = s.to_string();
+            for _ in 0..4 {
+                if !form.is_empty() && !forms.contains(&form) {
+                    forms.push(form.clone());
+                }
+                // the text between the quotes of its JSON string
+                let quoted = serde_json::to_string(&form).unwrap_or_default();
+                form = quoted
+                    .get(1..quoted.len().saturating_sub(1))
+                    .unwrap_or_default()
+                    .to_string();
+            }
+        }
+        // the longest first: an escaped form holds pieces of the shorter
+        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        let texts: Vec<&str> = forms.iter().map(String::as_str).collect();
         if texts.is_empty() {
             return value.clone();
         }

@@ -3,5 +3,6 @@
 //! dev-dependency on itself turns on for tests and examples).
 
 pub use intentplane::gateway::testkit::*;
+pub mod cli;
 pub mod http;
 pub mod pg;

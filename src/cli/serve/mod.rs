@@ -256,13 +256,18 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
     }
 }
 
-/// One line in, its decision out, each committed on its own.
+/// One line in, its decision out, each committed on its own. A store that
+/// cannot record a decision (not even its DENY, see
+/// [`crate::gateway::Gateway::decide_batch`]) does not end the loop: that
+/// line is answered with a DENY that has no receipt, the error goes to
+/// stderr, the next line is read, and the exit code is 1.
 fn stdio(
     gw: &crate::gateway::Gateway,
     mandate: Option<&serde_json::Value>,
     out: &mut dyn Write,
 ) -> u8 {
     let mut stdin = std::io::stdin().lock();
+    let mut failed = false;
     loop {
         let input = match next_line(&mut stdin) {
             Ok(None) => break,
@@ -276,11 +281,24 @@ fn stdio(
                 return 1;
             }
         };
-        if super::run::flush(gw, &mut vec![input], out).is_err() {
+        let d = match gw.decide(&input) {
+            Ok(d) => d,
+            Err(e) => {
+                eprint!("{}", super::bundle::render_error(&e, false));
+                failed = true;
+                crate::gateway::Decision::unrecorded(
+                    "the store failed: this line was not decided and nothing of it was committed",
+                )
+            }
+        };
+        if serde_json::to_writer(&mut *out, &d).is_err()
+            || out.write_all(b"\n").is_err()
+            || out.flush().is_err()
+        {
             return 1;
         }
     }
-    0
+    u8::from(failed)
 }
 
 #[cfg(test)]

@@ -128,7 +128,10 @@ fn accepts_ref(p: &Param) -> bool {
 fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
     if let Value::Object(o) = v {
         return match (o.len(), o.get("ref")) {
-            (1, Some(Value::String(id))) if accepts_ref(p) => Ok(Arg::Ref(id.clone())),
+            (1, Some(Value::String(id))) if accepts_ref(p) => {
+                storable(id)?;
+                Ok(Arg::Ref(id.clone()))
+            }
             (1, Some(_)) if accepts_ref(p) => Err("a `ref` is a string id".into()),
             _ if accepts_ref(p) => Err("an object here must be exactly `{\"ref\": ID}`".into()),
             _ => Err(format!("expected {ty}, found an object")),
@@ -166,6 +169,7 @@ fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
             let Some(s) = v.as_str() else {
                 return Err(format!("expected {ty} (a string), found {}", kind(v)));
             };
+            storable(s)?;
             // the parameter's own limit first: a 100,001-character subject
             // is refused for its `max_len 140`, not for the global bound
             let limit = p
@@ -186,6 +190,20 @@ fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
         }
     };
     Ok(Arg::Val(val))
+}
+
+/// A text every store keeps as it is: PostgreSQL's `text` cannot hold
+/// U+0000 (the statement fails and aborts its transaction), so a NUL is
+/// refused here, on every store alike, before any lookup or write sees it.
+/// Rust strings are valid UTF-8 (a lone surrogate never parses), so NUL is
+/// the one character a store cannot take.
+fn storable(s: &str) -> Result<(), String> {
+    if s.contains('\0') {
+        return Err(
+            "holds a NUL character (`\\u{0}`, U+0000), which is never a valid value".into(),
+        );
+    }
+    Ok(())
 }
 
 fn validate(

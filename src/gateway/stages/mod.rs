@@ -13,6 +13,7 @@ mod provenance;
 mod receipt;
 
 pub use budget::money;
+pub(crate) use receipt::append_alone as append_receipt_alone;
 pub use receipt::{Consumed, body as receipt_body};
 
 use super::{ActionRt, Decision, Deny, Gateway, Input, Mandate, Outcome, ReceiptRef, Stage};

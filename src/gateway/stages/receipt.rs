@@ -17,55 +17,272 @@
 use super::Run;
 use crate::canonical::{CanonicalError, Jcs, ObjectWriter};
 use crate::gateway::json::format_time;
-use crate::gateway::{Decision, Mandate};
-use crate::store::{ChainLink, StoreError};
-use serde_json::Value;
+use crate::gateway::{Decision, Gateway, Input, Mandate};
+use crate::store::{ChainLink, StoreError, Tx};
+use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreError> {
     let consumed = r.spent.map(|amount| Consumed {
         amount,
         nonces: &r.nonces,
     });
-    let redacted = redact_secrets(r, d);
-    let body = body(
+    write(
+        r.gw,
+        r.tx,
         r.now,
-        &r.gw.bundle_hash,
         r.mandate.as_deref(),
-        redacted.as_ref().unwrap_or(&r.input.proposal),
+        r.input,
         d,
         consumed.as_ref(),
     )
-    .map_err(|e| StoreError::Backend(format!("cannot encode the receipt: {e}")))?;
-    r.tx.append_receipt_jcs(&body)
 }
 
-/// The proposal as the receipt keeps it when it names an action with
-/// `secret` parameters: each secret argument replaced by its commitment
-/// (or, when it never got one — a refused value —, by `secret:withheld`).
-/// `None`: nothing to hide, the proposal is kept as it came.
-/// The commitments are read from the decision: the run's own `resolved`
-/// has been moved into it by then.
-fn redact_secrets(r: &Run<'_>, d: &Decision) -> Option<Value> {
-    let name = r.input.proposal.get("action")?.as_str()?;
-    let params = &r.gw.actions.get(name)?.table.action.params;
-    let args = r.input.proposal.get("args")?.as_object()?;
-    // on the decision path: nothing is copied unless a secret is present
-    let is_secret = |p: &&crate::ir::Param| p.secret && args.contains_key(&p.name);
-    if !params.iter().any(|p| is_secret(&p)) {
-        return None;
-    }
-    let mut p = r.input.proposal.clone();
-    if let Some(Value::Object(args)) = p.get_mut("args") {
-        for s in params.iter().filter(is_secret).map(|p| p.name.as_str()) {
-            if let Some(v) = args.get_mut(s) {
-                *v = match d.resolved.get(s) {
-                    Some(c) if crate::gateway::secret::is_commitment(c) => c.clone(),
-                    _ => Value::String("secret:withheld".into()),
-                };
+/// The receipt of a decision taken outside a run (a DENY for a decision the
+/// store refused, [`crate::gateway::Gateway::decide_batch`]): no verified
+/// mandate, nothing consumed; the proposal kept as every receipt keeps it.
+pub(crate) fn append_alone(
+    gw: &Gateway,
+    tx: &mut dyn Tx,
+    input: &Input,
+    d: &Decision,
+    now: i64,
+) -> Result<ChainLink, StoreError> {
+    write(gw, tx, now, None, input, d, None)
+}
+
+fn write(
+    gw: &Gateway,
+    tx: &mut dyn Tx,
+    now: i64,
+    mandate: Option<&Mandate>,
+    input: &Input,
+    d: &Decision,
+    consumed: Option<&Consumed<'_>>,
+) -> Result<ChainLink, StoreError> {
+    let kept = kept_proposal(gw, tx, input, &d.resolved)?;
+    let body = body_with(
+        now,
+        &gw.bundle_hash,
+        mandate,
+        &kept.proposal,
+        kept.withheld.as_ref(),
+        d,
+        consumed,
+    )
+    .map_err(|e| StoreError::Backend(format!("cannot encode the receipt: {e}")))?;
+    tx.append_receipt_jcs(&body)
+}
+
+/// What a receipt keeps of the agent's proposal, and, when that is not
+/// the proposal as it came, the salted hash of what came.
+struct Kept<'a> {
+    proposal: Cow<'a, Value>,
+    withheld: Option<Withheld>,
+}
+
+/// `"proposal_withheld": {"bytes": N, "hash": "salted:sha256:..."}`: the
+/// length and salted hash ([`crate::gateway::secret::salted_hash`], domain
+/// `proposal`) of what the agent sent — the line as read for a line that
+/// did not parse, else the proposal's canonical JSON (its serde_json text
+/// when it has no canonical form).
+struct Withheld {
+    bytes: usize,
+    hash: String,
+}
+
+/// A raw line that did not parse is kept as its first this many characters
+/// (a bundle that declares no secret parameter).
+const RAW_KEPT: usize = 4096;
+
+/// The stand-in for a value a receipt does not keep.
+const WITHHELD: &str = "secret:withheld";
+
+/// What the receipt keeps of the proposal (see
+/// `docs/decisions/secrets-in-refused-lines.md`). A bundle that declares a
+/// `secret` parameter keeps no value in clear that the bundle's schema
+/// cannot attribute to a declared non-secret parameter:
+/// - a line that did not parse (not JSON, a duplicate key, an unknown
+///   envelope key, ...): no text at all, only its length and salted hash;
+/// - a proposal that parsed: `action` (a string) and, for an action of the
+///   bundle, the values of its declared parameters; a secret parameter's
+///   value is its commitment when the decision has one, else withheld; a
+///   value under a key some action declares secret is withheld at any
+///   depth; everything else (an unknown action's arguments, an unknown
+///   parameter, an extra key, a proposal that is no object) keeps its
+///   shape, keys, numbers and booleans, each text withheld (only a `Text`
+///   parameter can be secret).
+///
+/// A bundle without secret parameters keeps the proposal as it came (a raw
+/// line cut to 4,096 characters). On the decision path nothing is copied
+/// unless something is withheld.
+fn kept_proposal<'a>(
+    gw: &Gateway,
+    tx: &mut dyn Tx,
+    input: &'a Input,
+    resolved: &Map<String, Value>,
+) -> Result<Kept<'a>, StoreError> {
+    let p = &input.proposal;
+    let raw = match (&input.malformed, p) {
+        (Some(_), Value::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let names = &gw.secret_params;
+    if names.is_empty() {
+        let proposal = match raw {
+            Some(s) if s.chars().nth(RAW_KEPT).is_some() => {
+                Cow::Owned(Value::String(s.chars().take(RAW_KEPT).collect()))
             }
+            _ => Cow::Borrowed(p),
+        };
+        return Ok(Kept {
+            proposal,
+            withheld: None,
+        });
+    }
+    let kept = if input.malformed.is_some() {
+        withhold_all(p)
+    } else if attributable(gw, p) {
+        return Ok(Kept {
+            proposal: Cow::Borrowed(p),
+            withheld: None,
+        });
+    } else {
+        attribute(gw, p, resolved)
+    };
+    if kept == *p {
+        return Ok(Kept {
+            proposal: Cow::Borrowed(p),
+            withheld: None,
+        });
+    }
+    let text = match raw {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(
+            crate::canonical::value_to_jcs(p)
+                .unwrap_or_else(|_| serde_json::to_string(p).unwrap_or_default()),
+        ),
+    };
+    let hash = crate::gateway::secret::salted_hash(tx, "proposal", text.as_bytes())?;
+    Ok(Kept {
+        proposal: Cow::Owned(kept),
+        withheld: Some(Withheld {
+            bytes: text.len(),
+            hash,
+        }),
+    })
+}
+
+/// Whether the receipt can keep `p` as it came: exactly `action` and
+/// `args`, an action of the bundle, only its declared non-secret
+/// parameters, and no key some action declares secret inside their values.
+fn attributable(gw: &Gateway, p: &Value) -> bool {
+    let Value::Object(o) = p else { return false };
+    let (Some(Value::String(name)), Some(Value::Object(args))) = (o.get("action"), o.get("args"))
+    else {
+        return false;
+    };
+    let Some(a) = gw.actions.get(name.as_str()) else {
+        return false;
+    };
+    o.len() == 2
+        && args.iter().all(|(k, v)| {
+            a.table.action.param(k).is_some_and(|p| !p.secret)
+                && (!matches!(v, Value::Array(_) | Value::Object(_))
+                    || !holds_secret_key(v, &gw.secret_params))
+        })
+}
+
+/// Whether a key of `names` appears anywhere inside `v`.
+fn holds_secret_key(v: &Value, names: &[String]) -> bool {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(m) => {
+                if m.keys().any(|k| names.iter().any(|n| n == k)) {
+                    return true;
+                }
+                stack.extend(m.values());
+            }
+            _ => {}
         }
     }
-    Some(p)
+    false
+}
+
+/// `p` with every value the bundle's schema cannot attribute withheld (see
+/// [`kept_proposal`]).
+fn attribute(gw: &Gateway, p: &Value, resolved: &Map<String, Value>) -> Value {
+    let Value::Object(o) = p else {
+        return withhold_all(p);
+    };
+    let action = o
+        .get("action")
+        .and_then(Value::as_str)
+        .and_then(|n| gw.actions.get(n));
+    let names = &gw.secret_params;
+    let kept = o.iter().map(|(k, v)| {
+        let v = match (k.as_str(), v, action) {
+            ("action", Value::String(_), _) => v.clone(),
+            ("args", Value::Object(args), Some(a)) => Value::Object(
+                args.iter()
+                    .map(|(name, v)| {
+                        let v = match a.table.action.param(name) {
+                            Some(p) if p.secret => match resolved.get(name) {
+                                Some(c) if crate::gateway::secret::is_commitment(c) => c.clone(),
+                                _ => Value::String(WITHHELD.into()),
+                            },
+                            Some(_) => withhold_named(v, names),
+                            None => withhold_all(v),
+                        };
+                        (name.clone(), v)
+                    })
+                    .collect(),
+            ),
+            _ => withhold_all(v),
+        };
+        (k.clone(), v)
+    });
+    Value::Object(kept.collect())
+}
+
+/// `v` with the value under any key of `names`, at any depth, withheld.
+fn withhold_named(v: &Value, names: &[String]) -> Value {
+    match v {
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|i| withhold_named(i, names)).collect())
+        }
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let v = if names.iter().any(|n| n == k) {
+                        Value::String(WITHHELD.into())
+                    } else {
+                        withhold_named(v, names)
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// `v`'s shape and keys, every text withheld (only a `Text` parameter can
+/// be secret: numbers, booleans and nulls stay, such as the integer beyond
+/// 2^53 that a receipt keeps as `proposal_text`).
+fn withhold_all(v: &Value) -> Value {
+    match v {
+        Value::String(_) => Value::String(WITHHELD.into()),
+        Value::Array(items) => Value::Array(items.iter().map(withhold_all).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), withhold_all(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// What an executed decision took from the store: the amount spent from
@@ -85,6 +302,20 @@ pub fn body(
     bundle: &str,
     mandate: Option<&Mandate>,
     proposal: &Value,
+    d: &Decision,
+    consumed: Option<&Consumed<'_>>,
+) -> Result<Jcs, CanonicalError> {
+    body_with(now, bundle, mandate, proposal, None, d, consumed)
+}
+
+/// [`body`], with the length and salted hash of a proposal the receipt
+/// does not keep as it came.
+fn body_with(
+    now: i64,
+    bundle: &str,
+    mandate: Option<&Mandate>,
+    proposal: &Value,
+    withheld: Option<&Withheld>,
     d: &Decision,
     consumed: Option<&Consumed<'_>>,
 ) -> Result<Jcs, CanonicalError> {
@@ -134,6 +365,12 @@ pub fn body(
             &serde_json::to_string(proposal).unwrap_or_else(|e| format!("(unencodable: {e})")),
         ),
     };
+    if let Some(h) = withheld {
+        let mut hw = ObjectWriter::new();
+        hw.value("bytes", &Value::from(h.bytes))?
+            .str("hash", &h.hash);
+        w.jcs("proposal_withheld", &hw.finish());
+    }
     w.opt_str("reason", d.reason.as_deref())
         .bool("replayed", d.replayed)
         .map("resolved", &d.resolved)?
