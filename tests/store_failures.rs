@@ -89,7 +89,7 @@ fn three_lines_three_decisions(w: &TestWorld, store: &str, hostile: &Value) {
 }
 
 fn random() -> String {
-    intentplane::gateway::approval::random_id()
+    intentplane::gateway::approval::random_id().unwrap()
 }
 
 #[test]
