@@ -454,14 +454,12 @@ impl Gateway {
             Err(GatewayError::Store(e)) => e,
             other => return other,
         };
+        if let [input] = inputs {
+            return Ok(vec![self.deny_store_failure(input, &first)?]);
+        }
         let mut out = Vec::with_capacity(inputs.len());
         for input in inputs {
-            let alone = if inputs.len() == 1 {
-                Err(GatewayError::Store(StoreError::Backend(first.to_string())))
-            } else {
-                self.decide_together(std::slice::from_ref(input))
-            };
-            match alone {
+            match self.decide_together(std::slice::from_ref(input)) {
                 Ok(mut d) => out.append(&mut d),
                 Err(GatewayError::Store(e)) => out.push(self.deny_store_failure(input, &e)?),
                 Err(e) => return Err(e),
