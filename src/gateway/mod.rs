@@ -534,14 +534,12 @@ impl Gateway {
             Err(GatewayError::Store(e)) => e,
             other => return other,
         };
+        if let [(input, _)] = inputs {
+            return Ok(vec![self.deny_store_failure(input, &first)?]);
+        }
         let mut out = Vec::with_capacity(inputs.len());
         for one in inputs {
-            let alone = if inputs.len() == 1 {
-                Err(GatewayError::Store(StoreError::Backend(first.to_string())))
-            } else {
-                self.decide_with(std::slice::from_ref(one), None)
-            };
-            match alone {
+            match self.decide_with(std::slice::from_ref(one), None) {
                 Ok(mut d) => out.append(&mut d),
                 Err(GatewayError::Store(e)) => out.push(self.deny_store_failure(one.0, &e)?),
                 Err(e) => return Err(e),
