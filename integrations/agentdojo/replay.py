@@ -127,7 +127,8 @@ class Trusted:
         for sc in self.adapter.scopes:
             scopes += ["--scope", sc]
         budget = ["--budget", self.adapter.budget] if self.adapter.budget else []
-        ipc(self.binary, "token", "issue", "--bundle", str(self.bundle), "--key",
+        ipc(self.binary, "token", "issue", "--bundle", str(self.bundle),
+            "--bundle-key", str(self.work / "release.pub"), "--key",
             str(self.work / "issuer.key"), "--pack", self.adapter.pack, "--user", USER, "--owner", owner,
             *scopes, *claims, *budget, "--calls", str(CALLS), "--ttl", "86400",
             *(["--strict"] if (self.strict if strict is None else strict) else []), "-o", str(out))
