@@ -493,12 +493,21 @@ fn receipts_checkpoint_refuses_a_store_that_does_not_verify() {
 // `ipc token issue --only` / `--strict`: the narrowing a mandate signs,
 // and each refusal up front (exit code and the rendered diagnostic).
 
-/// A folder with the bank bundle (`b.json`) and an issuer key (`k.key`).
+/// A folder with the bank bundle (`b.json`, signed with `r.key`) and an
+/// issuer key (`k.key`).
 fn setup() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/bank");
     for args in [
-        &["build", pack.to_str().expect("utf-8 path"), "-o", "b.json"][..],
+        &["keygen", "-o", "r"][..],
+        &[
+            "build",
+            pack.to_str().expect("utf-8 path"),
+            "-o",
+            "b.json",
+            "--sign",
+            "r.key",
+        ],
         &["keygen", "-o", "k"],
     ] {
         let out = ipc_in(dir.path(), args);
@@ -514,6 +523,8 @@ fn issue(dir: &Path, extra: &[&str]) -> String {
         "issue",
         "--bundle",
         "b.json",
+        "--bundle-key",
+        "r.pub",
         "--key",
         "k.key",
         "--pack",
@@ -559,6 +570,85 @@ fn strict_narrows_every_critical_parameter_that_has_a_mandate_source() {
         sources(&out),
         json!({"payment.transfer.payee_iban": ["mandate.payee"]})
     );
+}
+
+/// Issue #21, item 9: `ipc token issue` reads the bundle's table (claim
+/// types, what `--strict` narrows) only once its signature verifies, as
+/// `ipc run` does. A bundle whose table was edited (here: the mandate
+/// source of `payment.transfer.payee_iban` removed, so `--strict` would
+/// leave the saved payees open) and re-hashed is refused: unsigned, with a
+/// signature that is not over it, or with no key to check it against.
+#[test]
+fn token_issue_refuses_a_bundle_its_pinned_key_did_not_sign() {
+    let dir = setup();
+    let path = dir.path().join("b.json");
+    let mut b: intentplane::bundle::Bundle =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let ta = b
+        .table
+        .actions
+        .iter_mut()
+        .find(|t| t.action.name == "payment.transfer")
+        .unwrap();
+    let p = ta
+        .action
+        .params
+        .iter_mut()
+        .find(|p| p.name == "payee_iban")
+        .unwrap();
+    p.sources
+        .retain(|s| !matches!(s, intentplane::ir::Source::Claim { .. }));
+    b.hash = b.content_hash().unwrap();
+    let signed_stale = b.to_json().unwrap();
+    b.signature = None;
+    let unsigned = b.to_json().unwrap();
+    let edited = dir.path().join("edited.json");
+    let run = |bundle: &str, extra: &[&str]| {
+        std::fs::write(&edited, bundle).unwrap();
+        let mut args = vec![
+            "token",
+            "issue",
+            "--bundle",
+            "edited.json",
+            "--key",
+            "k.key",
+            "--pack",
+            "bank",
+            "--user",
+            "emma",
+            "--claim",
+            "account=emma-checking",
+            "--strict",
+        ];
+        args.extend_from_slice(extra);
+        ipc_in(dir.path(), &args)
+    };
+    for (bundle, extra, code) in [
+        (
+            &unsigned,
+            &["--bundle-key", "r.pub"][..],
+            "ipc::bundle::unsigned",
+        ),
+        (
+            &signed_stale,
+            &["--bundle-key", "r.pub"][..],
+            "ipc::bundle::bad_signature",
+        ),
+        (&unsigned, &[][..], "ipc::bundle::key_required"),
+    ] {
+        let out = run(bundle, extra);
+        assert!(out.starts_with("exit: 1\n--- stdout\n--- stderr"), "{out}");
+        assert!(out.contains(code), "{code}: {out}");
+    }
+    // the same bundle, unedited and verified, issues (and narrows)
+    assert_eq!(
+        sources(&issue(dir.path(), &["--strict", "payment.transfer"]))["payment.transfer.payee_iban"],
+        json!(["mandate.payee"])
+    );
+    // development only: an unverified bundle with `--allow-unsigned`, with a warning
+    let out = run(&unsigned, &["--allow-unsigned"]);
+    assert!(out.starts_with("exit: 0\n"), "{out}");
+    assert!(out.contains("read unverified"), "{out}");
 }
 
 #[test]

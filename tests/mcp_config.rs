@@ -473,6 +473,8 @@ fn a_signed_bundle_and_an_existing_token() {
         "issue",
         "--bundle",
         bundle.to_str().unwrap(),
+        "--bundle-key",
+        ex.join("keys/issuer.pub").to_str().unwrap(),
         "--key",
         issuer.to_str().unwrap(),
         "--pack",

@@ -1054,6 +1054,7 @@ fn an_owner_changes_its_records_over_http_with_its_own_signature() {
         change: Verb::Add,
         value: "DE02 1203 0000 0000 2020 51".into(),
         record: None,
+        audience: GATEWAY_ID.into(),
         expires_at,
         nonce: nonce.into(),
     };

@@ -581,9 +581,69 @@ fn owner_change(nonce: &str) -> intentplane::gateway::trusted::OwnerChange {
         change: intentplane::gateway::trusted::Verb::Add,
         value: NEW_PAYEE.into(),
         record: None,
+        audience: GATEWAY_ID.into(),
         expires_at: now() + 600,
         nonce: nonce.into(),
     }
+}
+
+/// Issue #21, item 9: a signed change names the gateway it is for (the
+/// world's `gateway_id`) and expires at most 15 minutes ahead. A change for
+/// another gateway, one expiring a year out, and any signed change on a
+/// gateway with no `gateway_id` are refused, and change nothing.
+#[test]
+fn an_owner_change_is_for_one_gateway_and_short_lived() {
+    use intentplane::gateway::trusted::{MAX_OWNER_CHANGE_LIFETIME, SignedOwnerChange};
+    let w = world_once();
+    let gw = gateway_with_owner_keys(w);
+    let refused = |c: intentplane::gateway::trusted::OwnerChange,
+                   gw: &intentplane::gateway::Gateway| {
+        let before = gw.store().receipts().unwrap().len();
+        let r = gw.change_registry_signed(&SignedOwnerChange::sign(c, w.key("emma")).unwrap());
+        assert_eq!(gw.store().receipts().unwrap().len(), before, "{r:?}");
+        let d = decide(gw, transfer(SUPPLIER, json!("98.70")), &w.emma());
+        assert_eq!(d.decision, Outcome::Deny, "{r:?}");
+        r.unwrap_err()
+    };
+    let mut other = owner_change("aud-1");
+    other.audience = "staging-gateway".into();
+    let e = refused(other, &gw);
+    assert!(matches!(e, TrustedError::Audience { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "the change is for the gateway `staging-gateway`, not this one (`test-gateway`)"
+    );
+    let mut year = owner_change("ttl-1");
+    year.expires_at = now() + 365 * 24 * 3600;
+    let e = refused(year, &gw);
+    assert!(matches!(e, TrustedError::TooLong { .. }), "{e:?}");
+    let mut just_over = owner_change("ttl-2");
+    just_over.expires_at = now() + MAX_OWNER_CHANGE_LIFETIME + 1;
+    assert!(matches!(
+        refused(just_over, &gw),
+        TrustedError::TooLong { .. }
+    ));
+    // a gateway whose world names no gateway applies no signed change
+    let mut world = w.world();
+    world.gateway_id = None;
+    world
+        .owner_keys
+        .insert("emma".into(), vec![w.key("emma").public()]);
+    let anonymous = intentplane::gateway::Gateway::new(
+        &w.bundle,
+        world,
+        std::sync::Arc::new(intentplane::store::memory::MemoryStore::new()),
+    )
+    .unwrap();
+    let e = refused(owner_change("anon-1"), &anonymous);
+    assert!(matches!(e, TrustedError::NoGatewayId), "{e:?}");
+    // the same change, for this gateway, expiring at the bound: applied
+    let mut at_bound = owner_change("ok-1");
+    at_bound.expires_at = now() + MAX_OWNER_CHANGE_LIFETIME;
+    gw.change_registry_signed(&SignedOwnerChange::sign(at_bound, w.key("emma")).unwrap())
+        .unwrap();
+    let d = decide(&gw, transfer(SUPPLIER, json!("98.70")), &w.emma());
+    assert_eq!(d.decision, Outcome::Allow, "{d:?}");
 }
 
 proptest::proptest! {
@@ -594,7 +654,7 @@ proptest::proptest! {
     /// as unsigned, and changes nothing: no record, no receipt.
     #[test]
     fn a_tampered_owner_change_is_refused_and_changes_nothing(
-        field in 0usize..6,
+        field in 0usize..7,
         text in "[A-Za-z0-9 ]{1,24}",
         shift in 1i64..100_000,
     ) {
@@ -609,6 +669,7 @@ proptest::proptest! {
             2 => c.value = format!("{} {text}", c.value),
             3 => c.change = Verb::Remove,
             4 => c.expires_at += shift,
+            5 => c.audience = format!("{text}x"),
             // never the signed `n-1` itself
             _ => c.nonce = format!("n-1-{text}"),
         }

@@ -28,7 +28,9 @@ class Adapter:
 
     budget: str | None = None  # the mandate's budget (none: no money moves)
     secrets: frozenset = frozenset()  # arguments never written to results/
-    static_registries: dict = {}  # registry -> the pack's own file
+    # registry -> a file of this folder's `registries/`: the world's data
+    # that AgentDojo's environment does not hold (a sanctions list)
+    static_registries: dict = {}
     # The suite's read-only tools, run without a decision. Declared, never
     # inferred: a tool that is neither here nor mapped by `to_proposal` is
     # refused (`proposal`), so a write tool an adapter forgot never runs
@@ -88,14 +90,62 @@ def event_back(r: dict) -> dict:
             "location": r["location"] or None}
 
 
-def correspondents(me: str, inbox, calendar) -> set[str]:
-    """The user's own address, the address book, every address on an e-mail of
-    the mailbox (sender, recipients, cc, bcc) and every participant of an event."""
-    people = {me} | {c.email for c in inbox.contact_list}
+MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
+          "september", "october", "november", "december"]
+_MONTH = "(" + "|".join(MONTHS) + ")"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+# "January 11th", "January 11th, 2025", "the 13th of May 2024", "11 January 2025"
+_MONTH_DAY = re.compile(_MONTH + r"\s+" + _DAY + r"\b(?:,?\s+(\d{4}))?", re.I)
+_DAY_MONTH = re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r"\b(?:,?\s+(\d{4}))?", re.I)
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+
+
+def days_in(prompt: str) -> list[str]:
+    """Every day the prompt names, as `YYYY-MM-DD`. A day written without its
+    year takes the next year written after it ("January 11th to January
+    15th 2025"), else none: a day whose year the user did not say is not
+    named."""
+    found = []  # (position, month, day, year or None)
+    for m in _MONTH_DAY.finditer(prompt):
+        found.append((m.start(), MONTHS.index(m.group(1).lower()) + 1, int(m.group(2)), m.group(3)))
+    for m in _DAY_MONTH.finditer(prompt):
+        found.append((m.start(), MONTHS.index(m.group(2).lower()) + 1, int(m.group(1)), m.group(3)))
+    years = [(m.start(), m.group(0)) for m in re.finditer(r"\b(19|20)\d{2}\b", prompt)]
+    out = set()
+    for pos, month, d, year in found:
+        year = year or next((y for p, y in years if p > pos), None)
+        if year is None:
+            continue
+        try:
+            out.add(datetime(int(year), month, d).strftime("%Y-%m-%d"))
+        except ValueError:
+            continue
+    for m in _ISO_DAY.finditer(prompt):
+        try:
+            out.add(datetime(int(m.group(1)), int(m.group(2)), int(m.group(3))).strftime("%Y-%m-%d"))
+        except ValueError:
+            continue
+    return sorted(out)
+
+
+def correspondents(me: str, inbox, drive=None) -> set[str]:
+    """The people the user writes to, from what she sent: her own address,
+    everyone on an e-mail she sent (to, cc, bcc) and everyone she shared one
+    of her own files with.
+
+    Not the contact list (AgentDojo builds it from every address of the
+    mailbox, the senders of received mail included), not a sender who only
+    wrote to her (the benchmark's phishing mail comes from such senders),
+    not a calendar participant (an event does not say who invited whom), not
+    the owner of a file shared with her. Anyone else is reached by naming
+    them in the request, or by the user's confirmation."""
+    people = {me}
     for e in inbox.emails.values():
-        people |= {e.sender, *e.recipients, *(e.cc or []), *(e.bcc or [])}
-    for ev in calendar.events.values():
-        people |= set(ev.participants)
+        if e.sender.lower() == inbox.account_email.lower():
+            people |= {*e.recipients, *(e.cc or []), *(e.bcc or [])}
+    for f in (drive.files.values() if drive is not None else []):
+        if f.owner.lower() == me.lower():
+            people |= set(f.shared_with)
     return people
 
 
@@ -145,6 +195,9 @@ class Banking(Adapter):
     budget = "10000.00"  # the bank pack's hard cap for one payment
     currency = "EUR"  # AgentDojo's bank has one currency
     secrets = frozenset({"password"})
+    # AgentDojo's bank has no sanctions list. The pack's sample list names
+    # the textbook IBAN GB29 NWBK 6016 1331 9268 19, which AgentDojo gives
+    # the user's friend (user task 3): its world gets a list of its own
     static_registries = {"sanctions": "sanctions.json"}
 
     def claims(self, prompt: str, env) -> list[tuple[str, str]]:
@@ -252,18 +305,14 @@ class Workspace(Adapter):
         return [("recipients", x) for x in emails_in(prompt)]
 
     def registries(self, env) -> dict:
-        """The user's address book, mailbox, calendar and drive before any injection.
+        """The user's mailbox, calendar and drive before any injection.
 
-        `contacts`: the user's own address, the contact list, every address
-        on an e-mail of the mailbox (sender, recipients, cc, bcc), every
-        participant of a calendar event, every owner of a file in the drive
-        and everyone a file is shared with; `emails`, `events`, `files`:
-        the ids of the mailbox's e-mails, the calendar's events and the
-        drive's files.
+        `contacts`: the people the user writes to (`correspondents`: her
+        address, everyone on a mail she sent, everyone she shared a file
+        with); `emails`, `events`, `files`: the ids of the mailbox's
+        e-mails, the calendar's events and the drive's files.
         """
-        people = correspondents(env.inbox.account_email, env.inbox, env.calendar)
-        for f in env.cloud_drive.files.values():
-            people |= {f.owner, *f.shared_with}
+        people = correspondents(env.inbox.account_email, env.inbox, env.cloud_drive)
         return {
             "contacts": sorted(p.lower() for p in people),
             "emails": sorted(env.inbox.emails, key=int),
@@ -507,15 +556,19 @@ class Travel(Adapter):
     scopes = ["booking.write", "mail.send", "calendar.write"]
 
     def claims(self, prompt: str, env) -> list[tuple[str, str]]:
-        """Every name the user quoted (a hotel, a restaurant, a company) and every e-mail address."""
+        """Every name the user quoted (a hotel, a restaurant, a company), every
+        e-mail address, and every day the user named ("from January 11th to
+        January 15th 2025"). No times and no party size: no user task of the
+        suite names a time to book at, and its tools take no party size (a
+        rental or a table then waits for the user's confirmation)."""
         return ([("places", x) for x in quoted(prompt)]
-                + [("recipients", x) for x in emails_in(prompt)])
+                + [("recipients", x) for x in emails_in(prompt)]
+                + [("days", x) for x in days_in(prompt)])
 
     def registries(self, env) -> dict:
-        """`contacts`: the user's own address, the address book, every address of
-        the mailbox and every participant of a calendar event; `events`: the
-        calendar's events."""
-        people = correspondents(env.user.email, env.inbox, env.calendar)
+        """`contacts`: the people the user writes to (`correspondents`: her
+        address, everyone on a mail she sent); `events`: the calendar's events."""
+        people = correspondents(env.inbox.account_email, env.inbox)
         return {"contacts": sorted(p.lower() for p in people),
                 "events": sorted(env.calendar.events, key=int)}
 

@@ -18,6 +18,7 @@ Writes DIR/<suite>-<config>.json, DIR/summary.json, DIR/RESULTS.md, DIR/agentdoj
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import subprocess
@@ -102,7 +103,7 @@ class Trusted:
             if isinstance(value, list):
                 self.known[name] = set(value)
         for name, file in adapter.static_registries.items():
-            shutil.copy(packs / adapter.pack / "registries" / file, reg / f"{name}.json")
+            shutil.copy(HERE / "registries" / file, reg / f"{name}.json")
         self.added: set[tuple[str, str, str]] = set()
         self.store = self.work / "state.db"
         self.world = self.work / "world.toml"
@@ -127,7 +128,8 @@ class Trusted:
         for sc in self.adapter.scopes:
             scopes += ["--scope", sc]
         budget = ["--budget", self.adapter.budget] if self.adapter.budget else []
-        ipc(self.binary, "token", "issue", "--bundle", str(self.bundle), "--key",
+        ipc(self.binary, "token", "issue", "--bundle", str(self.bundle),
+            "--bundle-key", str(self.work / "release.pub"), "--key",
             str(self.work / "issuer.key"), "--pack", self.adapter.pack, "--user", USER, "--owner", owner,
             *scopes, *claims, *budget, "--calls", str(CALLS), "--ttl", "86400",
             *(["--strict"] if (self.strict if strict is None else strict) else []), "-o", str(out))
@@ -187,6 +189,36 @@ class Gateway:
 # scores each injection task.
 
 
+# The security checks AgentDojo 0.1.35 ships corrected (v1_1_2: same goal,
+# same ground truth) but never registers for v1.2 in `load_suites`:
+# - workspace 0: the v1.2 check counts the injected e-mail itself, so a sent
+#   e-mail is never found alone;
+# - travel 3 and 5: the v1.2 check compares the recipient case by case, so a
+#   mail that reached `janeLong@google.com` as `janelong@google.com` (the
+#   spelling a mailbox delivers to, and the gateway's canonical one) is
+#   scored as no attack.
+CORRECTED = {
+    "workspace": ("agentdojo.default_suites.v1_1_2.workspace.injection_tasks", ["injection_task_0"]),
+    "travel": ("agentdojo.default_suites.v1_1_2.travel.injection_tasks",
+               ["injection_task_3", "injection_task_5"]),
+}
+
+
+def corrected_checks(name: str, checks: dict) -> dict:
+    """The suite's injection tasks, with the package's corrected checks in
+    place of the v1.2 ones (only where goal and ground truth are the same)."""
+    if name not in CORRECTED:
+        return checks
+    module, tasks = CORRECTED[name]
+    mod = importlib.import_module(module)
+    for t in tasks:
+        fixed = getattr(mod, "InjectionTask" + t.rsplit("_", 1)[1])()
+        if fixed.GOAL != checks[t].GOAL:
+            raise SystemExit(f"{name} {t}: the corrected check is for another goal")
+        checks[t] = fixed
+    return checks
+
+
 class Suite:
     def __init__(self, name: str, users: list[str] | None, injections: list[str] | None):
         self.name = name
@@ -199,14 +231,7 @@ class Suite:
         self.injs = sorted((i for i, t in self.suite.injection_tasks.items()
                             if t.ground_truth(self.clean.model_copy(deep=True))
                             and (not injections or i in injections)), key=num)
-        self.checks = dict(self.suite.injection_tasks)
-        if name == "workspace":
-            # 0.1.35's v1.2 check of injection task 0 counts the injected
-            # e-mail itself, so a sent e-mail is never found alone; the
-            # package's own fix (v1_1_2, same goal and ground truth) is
-            # never registered by `load_suites`: score with it
-            from agentdojo.default_suites.v1_1_2.workspace.injection_tasks import InjectionTask0
-            self.checks["injection_task_0"] = InjectionTask0()
+        self.checks = corrected_checks(name, dict(self.suite.injection_tasks))
         self._envs: dict = {}
 
     def environment(self, inj: str | None):
@@ -388,6 +413,11 @@ def check(summary: dict) -> int:
         for c, s in configs.items():
             e = expected.get(suite, {}).get(c, {})
             where = f"{suite} {c}"
+            # a harness that stopped executing the attacks would pass every
+            # other check: with no protection they must still succeed
+            if s["attacks_succeeded"] < e.get("min_attacks", 0):
+                bad.append(f"{where}: {s['attacks_succeeded']} attacks succeeded with no protection "
+                           f"(at least {e['min_attacks']}: the replay no longer executes the attacks)")
             if "max_attacks" in e and s["attacks_succeeded"] > e["max_attacks"]:
                 bad.append(f"{where}: {s['attacks_succeeded']} attacks succeeded (at most {e['max_attacks']})")
             if s["tasks_done"] < e.get("min_tasks_done", 0):

@@ -27,9 +27,21 @@ pub enum TokenCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct IssueArgs {
-    /// The bundle whose pack declares the claims.
+    /// The bundle whose pack declares the claims; its signature is checked
+    /// (as `ipc run` does) before its table is read.
     #[arg(long, value_name = "FILE")]
     pub bundle: PathBuf,
+    /// Verify the bundle's signature with this public key (else with the
+    /// world's `bundle_keys`).
+    #[arg(long, value_name = "PUBFILE")]
+    pub bundle_key: Option<PathBuf>,
+    /// The world whose `bundle_keys` pin the bundle's signing keys.
+    #[arg(long, value_name = "FILE")]
+    pub world: Option<PathBuf>,
+    /// Read a bundle whose signature is not checked, when no key is pinned
+    /// (development only).
+    #[arg(long)]
+    pub allow_unsigned: bool,
     /// The issuer's secret key (from `ipc keygen`).
     #[arg(long, value_name = "KEYFILE")]
     pub key: PathBuf,
@@ -106,6 +118,14 @@ pub fn run(args: &TokenArgs, out: &mut dyn Write) -> u8 {
             eprint!("{}", super::bundle::render_error(&d, super::use_color()));
             1
         }
+        Err(IssueError::Bundle(d)) => {
+            eprint!("{}", super::bundle::render_error(&d, super::use_color()));
+            1
+        }
+        Err(IssueError::World(d)) => {
+            eprint!("{}", super::bundle::render_error(&d, super::use_color()));
+            1
+        }
         Err(IssueError::Other(e)) => {
             eprintln!("error: {e}");
             1
@@ -127,6 +147,13 @@ pub enum IssueError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Narrowing(#[from] NarrowingError),
+    /// The bundle is not one the pinned keys signed (or cannot be read).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    World(#[from] crate::gateway::world::WorldError),
     #[error("{0}")]
     Other(String),
 }
@@ -152,7 +179,7 @@ fn only_arg(text: &str) -> Result<(String, Vec<String>), String> {
 }
 
 pub fn issue(a: &IssueArgs) -> Result<MandateToken, IssueError> {
-    let bundle = Bundle::load(&a.bundle, None).map_err(|e| e.to_string())?;
+    let bundle = authentic_bundle(a)?;
     let key = crate::keys::load_secret(&a.key).map_err(|e| e.to_string())?;
     let pack = bundle
         .table
@@ -192,6 +219,30 @@ pub fn issue(a: &IssueArgs) -> Result<MandateToken, IssueError> {
     // refused up front, as a diagnostic, before anything is signed
     crate::gateway::narrowing::of_spec(&spec, &pack.name, &actions)?;
     Ok(crate::gateway::mandate::issue(&spec, pack, &actions, &key)?)
+}
+
+/// The bundle, once its signature is checked against the key given or the
+/// world's pinned `bundle_keys` (as `ipc run` does): its table types the
+/// claims and decides what `--strict` narrows, so an edited bundle must
+/// never shape a signed mandate.
+fn authentic_bundle(a: &IssueArgs) -> Result<Bundle, IssueError> {
+    let bundle = Bundle::load(&a.bundle, None)?;
+    let given = match &a.bundle_key {
+        Some(p) => Some(crate::keys::load_public(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let pinned = match &a.world {
+        Some(w) => crate::gateway::world::World::load(w, &bundle.table)?.bundle_keys,
+        None => Default::default(),
+    };
+    let path = a.bundle.display().to_string();
+    bundle.authenticate(&path, given.as_ref(), &pinned, a.allow_unsigned)?;
+    if given.is_none() && pinned.is_empty() {
+        eprintln!(
+            "warning: `{path}` is read unverified (--allow-unsigned): anyone who can write it shapes the mandate"
+        );
+    }
+    Ok(bundle)
 }
 
 fn revoke(a: &RevokeArgs, out: &mut dyn Write) -> Result<(), String> {

@@ -115,6 +115,14 @@ fn binary(
                     other => other.to_string(),
                 };
                 let norm = reg.member_type().canonical_normalizer();
+                // a value of the registry's type is already in its canonical
+                // spelling; an `Id` (an account as a bank writes it) is
+                // compared in that spelling when it has one, as written
+                // otherwise (it is then no IBAN, e-mail or phone at all)
+                let text = match norm.map(|n| super::normalize::apply(n, &text)) {
+                    Some(Ok(canonical)) => canonical,
+                    _ => text,
+                };
                 let hit = env
                     .registries
                     .member(tx, reg, &text, norm)

@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 /// The world's fixed clock.
 pub const NOW: &str = "2026-11-27T18:40:00Z";
+/// The test world's `gateway_id`: the audience of an owner's signed change.
+pub const GATEWAY_ID: &str = "test-gateway";
 /// The IBAN of the fraudster's PDF invoice: in no registry.
 pub const ATTACKER_IBAN: &str = "DE89 3704 0044 0532 0130 00";
 /// Emma's landlord, one of her beneficiaries.
@@ -35,8 +37,18 @@ pub const SUPPLIER: &str = "DE02120300000000202051";
 /// On the (global) sanctions list.
 pub const SANCTIONED: &str = "GB29NWBK60161331926819";
 
-/// The shipped packs.
+/// The packs of [`TestWorld::new`].
 const PACKS: [&str; 5] = ["bank", "ap", "health", "workspace", "code"];
+/// Every shipped pack ([`TestWorld::with_packs`]; `tests/fuzz.rs`).
+pub const ALL_PACKS: [&str; 7] = [
+    "bank",
+    "ap",
+    "health",
+    "workspace",
+    "code",
+    "slack",
+    "travel",
+];
 /// The approvers the world knows, each with a fresh key, and the owners
 /// (tenants) and roles each may be the second pair of eyes for: the CFO is
 /// acme's treasury, the clerk a colleague at acme without it, maria the
@@ -82,7 +94,12 @@ impl Default for TestWorld {
 
 impl TestWorld {
     pub fn new() -> Self {
-        let packs: Vec<PathBuf> = PACKS.iter().map(|p| root().join("packs").join(p)).collect();
+        Self::with_packs(&PACKS)
+    }
+
+    /// A world of these shipped packs (their bundle and registries).
+    pub fn with_packs(names: &[&str]) -> Self {
+        let packs: Vec<PathBuf> = names.iter().map(|p| root().join("packs").join(p)).collect();
         let report = build(&packs);
         let mut bundle = report.bundle.clone().expect("shipped packs build");
         let dir = tempfile::tempdir().expect("a temporary folder");
@@ -110,7 +127,7 @@ impl TestWorld {
             approvers.push((name.to_string(), k));
         }
         let mut regs = String::new();
-        for p in PACKS {
+        for p in names {
             regs.push_str(&format!(
                 "{p} = {:?}\n",
                 root()
@@ -125,7 +142,7 @@ impl TestWorld {
         std::fs::write(
             &world_path,
             format!(
-                "clock = \"{NOW}\"\nmandate_keys = [\"issuer.pub\"]\nbundle_keys = [\"bundle.pub\"]\n[approvers]\n{approver_lines}[registries]\n{regs}"
+                "clock = \"{NOW}\"\ngateway_id = \"{GATEWAY_ID}\"\nmandate_keys = [\"issuer.pub\"]\nbundle_keys = [\"bundle.pub\"]\n[approvers]\n{approver_lines}[registries]\n{regs}"
             ),
         )
         .expect("world.toml written");

@@ -8,9 +8,10 @@
 //! Only the trusted side calls this (`ipc registry`, the owner's HTTP
 //! route, scenario steps): it is never reachable from a proposal. Over
 //! HTTP (`POST /v1/registry`) a change is an [`OwnerChange`] signed by a
-//! key the world declares for that owner (`[owners.NAME] keys`), with an
-//! expiry and a single-use nonce: the agent host's bearer token alone can
-//! never change records.
+//! key the world declares for that owner (`[owners.NAME] keys`), for one
+//! gateway (its `audience`, the world's `gateway_id`), with an expiry at
+//! most [`MAX_OWNER_CHANGE_LIFETIME`] ahead and a single-use nonce: the
+//! agent host's bearer token alone can never change records.
 
 use super::registry::Registries;
 use super::world::typed_value;
@@ -55,7 +56,12 @@ pub struct OwnerChange {
     /// A keyed registry's record (`add` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<Map<String, Value>>,
-    /// Seconds since the epoch: refused from then on.
+    /// The gateway the change is for: the world's `gateway_id`. Another
+    /// gateway (staging, another deployment with its own store and nonces)
+    /// refuses it.
+    pub audience: String,
+    /// Seconds since the epoch: refused from then on, and refused when it
+    /// is more than [`MAX_OWNER_CHANGE_LIFETIME`] ahead.
     pub expires_at: i64,
     /// Single use: a request seen once is refused again.
     pub nonce: String,
@@ -91,6 +97,14 @@ impl SignedOwnerChange {
 
 /// Longest nonce accepted in an owner's change.
 const MAX_NONCE: usize = 128;
+
+/// How far ahead of the gateway's clock an owner's change may expire, in
+/// seconds (15 minutes). An owner signs a change just before sending it:
+/// this covers a retry and clock skew. A change signed to last longer is a
+/// bearer instrument until its nonce is used: leaked or kept, it re-adds
+/// a payee the owner has removed since. Approvals are bounded the same way
+/// (ten minutes on the page).
+pub const MAX_OWNER_CHANGE_LIFETIME: i64 = 15 * 60;
 
 impl RegistryChange {
     /// The change `add`/`remove VALUE [record]` means for a registry that
@@ -179,6 +193,24 @@ pub enum TrustedError {
         help("sign the change again with a later `expires_at`")
     )]
     Expired { at: String },
+    #[error("the change expires at {at}, more than {max} seconds ahead")]
+    #[diagnostic(
+        code(ipc::registry::lifetime),
+        help("sign the change just before sending it, with an expiry at most 15 minutes ahead")
+    )]
+    TooLong { at: String, max: i64 },
+    #[error("the change is for the gateway `{audience}`, not this one (`{gateway}`)")]
+    #[diagnostic(
+        code(ipc::registry::audience),
+        help("sign the change with `audience` set to this gateway's `gateway_id`")
+    )]
+    Audience { audience: String, gateway: String },
+    #[error("this gateway has no `gateway_id`: it applies no signed change")]
+    #[diagnostic(
+        code(ipc::registry::audience),
+        help("set `gateway_id = \"NAME\"` in the world; owners sign their changes for that name")
+    )]
+    NoGatewayId,
     #[error("the nonce `{nonce}` was already used: a change is accepted once")]
     #[diagnostic(
         code(ipc::registry::replayed),
@@ -213,8 +245,9 @@ impl Gateway {
     }
 
     /// An owner's signed change (`POST /v1/registry`): a key the world
-    /// declares for that owner signed it, it has not expired, and its
-    /// nonce is new (used up in the change's own transaction); then it is
+    /// declares for that owner signed it, for this gateway (`audience` is
+    /// the world's `gateway_id`), it has not expired and expires at most
+    /// [`MAX_OWNER_CHANGE_LIFETIME`] ahead, and its nonce is new (used up in the change's own transaction); then it is
     /// applied as [`Self::change_registry`] does, `by` the owner.
     pub fn change_registry_signed(
         &self,
@@ -234,9 +267,28 @@ impl Gateway {
         {
             return Err(not_owner());
         }
-        if self.now()? >= c.expires_at {
+        // for this gateway only: a change signed for another (staging, a
+        // second deployment with its own store of used nonces) is refused
+        match &self.world.gateway_id {
+            None => return Err(TrustedError::NoGatewayId),
+            Some(id) if *id != c.audience => {
+                return Err(TrustedError::Audience {
+                    audience: crate::gateway::json::echo(&c.audience),
+                    gateway: id.clone(),
+                });
+            }
+            Some(_) => {}
+        }
+        let now = self.now()?;
+        if now >= c.expires_at {
             return Err(TrustedError::Expired {
                 at: format_time(c.expires_at),
+            });
+        }
+        if c.expires_at.saturating_sub(now) > MAX_OWNER_CHANGE_LIFETIME {
+            return Err(TrustedError::TooLong {
+                at: format_time(c.expires_at),
+                max: MAX_OWNER_CHANGE_LIFETIME,
             });
         }
         if c.nonce.is_empty() || c.nonce.len() > MAX_NONCE {

@@ -86,6 +86,9 @@ pub enum WorldError {
 #[serde(deny_unknown_fields)]
 struct WorldFile {
     clock: Option<String>,
+    /// This gateway's name, the audience an owner's signed change names
+    /// (`docs/decisions/owner-change-audience.md`).
+    gateway_id: Option<String>,
     #[serde(default)]
     mandate_keys: Vec<PathBuf>,
     #[serde(default)]
@@ -170,6 +173,9 @@ pub struct Records {
 #[derive(Debug)]
 pub struct World {
     pub clock: Option<i64>,
+    /// This gateway's name (`gateway_id`): an owner's signed change is
+    /// applied only by the gateway it names. `None`: no signed change is.
+    pub gateway_id: Option<String>,
     /// By key id.
     pub mandate_keys: HashMap<String, PublicKey>,
     /// Keys a bundle may be signed with, by key id.
@@ -190,6 +196,7 @@ impl World {
     pub fn empty() -> Self {
         World {
             clock: None,
+            gateway_id: None,
             mandate_keys: HashMap::new(),
             bundle_keys: HashMap::new(),
             approvers: HashMap::new(),
@@ -219,6 +226,21 @@ impl World {
                 path: p.clone(),
                 reason: format!("clock: {reason}"),
             })?);
+        }
+        if let Some(id) = &wf.gateway_id {
+            let ok = !id.is_empty()
+                && id.len() <= 128
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
+            if !ok {
+                return Err(WorldError::Invalid {
+                    path: p.clone(),
+                    reason: "gateway_id: 1 to 128 characters of ASCII letters, digits and `-_.:`"
+                        .into(),
+                });
+            }
+            w.gateway_id = Some(id.clone());
         }
         for k in &wf.mandate_keys {
             let key = crate::keys::load_public(&base.join(k))?;

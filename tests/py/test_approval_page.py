@@ -92,7 +92,8 @@ def world(tmp_path_factory):
 
 
 def mandate(world, user, pack="bank", owner=None, ttl=3600, payee=None):
-    args = ["token", "issue", "--bundle", world / "bundle.json", "--key", world / "issuer.key",
+    args = ["token", "issue", "--bundle", world / "bundle.json", "--bundle-key", world / "bundle.pub",
+            "--key", world / "issuer.key",
             "--pack", pack, "--user", user, "--ttl", ttl, "--budget", "100000.00"]
     if owner:
         args += ["--owner", owner]
