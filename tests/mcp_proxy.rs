@@ -209,10 +209,21 @@ async fn only_configured_tools_are_listed_and_a_refused_call_leaves_a_receipt() 
     let tools = h.client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
     assert_eq!(names, ["read_inbox", "list_vendors", "send_money"]);
-    // the downstream's own schema
+    // the downstream's own schema, less the account the session's claim
+    // fills (tests/mcp_downstream.rs checks the schema in detail); a
+    // passthrough tool's as it is
     let demo = intentplane::mcp::demo_server::tools();
     let theirs = demo.iter().find(|t| t.name == "send_money").unwrap();
     let ours = tools.iter().find(|t| t.name == "send_money").unwrap();
+    let mut expected = (*theirs.input_schema).clone();
+    expected["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("from_account");
+    expected["required"] = json!(["recipient", "amount", "currency"]);
+    assert_eq!(*ours.input_schema, expected);
+    let theirs = demo.iter().find(|t| t.name == "read_inbox").unwrap();
+    let ours = tools.iter().find(|t| t.name == "read_inbox").unwrap();
     assert_eq!(ours.input_schema, theirs.input_schema);
     for hidden in ["delete_file", "send_email", "no_such_tool"] {
         let before = h.receipts().len();
