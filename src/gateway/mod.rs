@@ -517,8 +517,9 @@ impl Gateway {
     /// batch's transaction rolled back, each input is decided again in a
     /// transaction of its own, and one whose own transaction fails too is a
     /// DENY (stage receipt) whose receipt is written in a fresh transaction
-    /// that holds nothing else (see [`Gateway::deny_store_failure`]). Only
-    /// a store that cannot even write that receipt is an `Err`.
+    /// that holds nothing else (see [`Gateway::deny_store_failure`]). A
+    /// store that cannot be reached (`StoreError::Open`) or cannot even
+    /// write that receipt is an `Err`: nothing was decided, the caller retries.
     pub fn decide_batch(&self, inputs: &[Input]) -> Result<Vec<Decision>, GatewayError> {
         let all: Vec<(&Input, &Tenants)> = inputs.iter().map(|i| (i, &Tenants::All)).collect();
         self.decide_batch_as(&all)
@@ -530,8 +531,11 @@ impl Gateway {
         &self,
         inputs: &[(&Input, &Tenants)],
     ) -> Result<Vec<Decision>, GatewayError> {
+        // a store that cannot be reached (`Open`: the database down, its
+        // session lost) decides nothing: the caller is told so and retries;
+        // any other store error is this batch's, decided input by input
         let first = match self.decide_with(inputs, None) {
-            Err(GatewayError::Store(e)) => e,
+            Err(GatewayError::Store(e)) if !matches!(e, StoreError::Open { .. }) => e,
             other => return other,
         };
         if let [(input, _)] = inputs {
@@ -541,7 +545,9 @@ impl Gateway {
         for one in inputs {
             match self.decide_with(std::slice::from_ref(one), None) {
                 Ok(mut d) => out.append(&mut d),
-                Err(GatewayError::Store(e)) => out.push(self.deny_store_failure(one.0, &e)?),
+                Err(GatewayError::Store(e)) if !matches!(e, StoreError::Open { .. }) => {
+                    out.push(self.deny_store_failure(one.0, &e)?)
+                }
                 Err(e) => return Err(e),
             }
         }
