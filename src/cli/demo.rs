@@ -32,6 +32,10 @@ pub struct DemoArgs {
     /// `mcp-server`: exit when this tool is called (a downstream crash).
     #[arg(long, hide = true)]
     pub crash_on: Option<String>,
+    /// `mcp-server`: execute this tool, then never answer (a downstream
+    /// still running when the proxy dies).
+    #[arg(long, hide = true)]
+    pub hang_on: Option<String>,
     /// `mcp`: the proxy's config (default `examples/mcp/intentplane.toml`).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
@@ -546,6 +550,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
             let opts = crate::mcp::demo_server::DemoOptions {
                 state: args.state.clone(),
                 crash_on: args.crash_on.clone(),
+                hang_on: args.hang_on.clone(),
             };
             return match crate::mcp::demo_server::run(opts) {
                 Ok(()) => 0,

@@ -2,12 +2,13 @@
 //! downstream tool): recorded after the decision committed, as a second
 //! receipt (`"kind": "outcome"`) linked to the decision by the operation
 //! hash, and kept under that hash so a retried identical call is answered
-//! from the store instead of running again.
+//! from the store instead of running again. Outcomes may be recorded
+//! several at a time ([`Gateway::record_outcomes`]: one durable commit).
 
 use super::{Gateway, ReceiptRef};
 use crate::canonical::ObjectWriter;
 use crate::gateway::json::format_time;
-use crate::store::StoreError;
+use crate::store::{StoreError, Tx, TxFn};
 use serde_json::Value;
 
 /// Where outcomes are kept in the store's state, by operation hash.
@@ -74,34 +75,84 @@ impl Gateway {
         outcome: &ExternalOutcome,
     ) -> Result<ReceiptRef, StoreError> {
         let now = self.now();
+        self.with_receipt(&mut |tx| self.outcome_change(tx, operation_hash, outcome, now))
+    }
+
+    /// [`Self::record_outcome`] for several operations in one durable
+    /// commit (each atomic on its own: one refused leaves the others
+    /// recorded); the results in the same order.
+    pub fn record_outcomes(
+        &self,
+        outcomes: &[(String, ExternalOutcome)],
+    ) -> Vec<Result<ReceiptRef, StoreError>> {
+        let now = self.now();
+        let mut links: Vec<Option<ReceiptRef>> = vec![None; outcomes.len()];
+        let mut bodies: Vec<Box<TxFn<'_>>> = links
+            .iter_mut()
+            .zip(outcomes)
+            .map(|(link, (op, outcome))| {
+                Box::new(move |tx: &mut dyn Tx| {
+                    let body = self.outcome_change(tx, op, outcome, now)?;
+                    let l = tx.append_receipt_jcs(&body)?;
+                    *link = Some(ReceiptRef {
+                        seq: l.seq,
+                        hash: l.hash,
+                    });
+                    Ok(Value::Null)
+                }) as Box<TxFn<'_>>
+            })
+            .collect();
+        let mut refs: Vec<&mut TxFn<'_>> = bodies.iter_mut().map(|b| &mut **b).collect();
+        let results = self.store.transactions(&mut refs);
+        drop(refs);
+        drop(bodies);
+        results
+            .into_iter()
+            .zip(links)
+            .map(|(r, link)| {
+                r.and_then(|_| {
+                    link.ok_or_else(|| StoreError::Aborted("the outcome left no receipt".into()))
+                })
+            })
+            .collect()
+    }
+
+    /// Stores one outcome in `tx` and returns its receipt's body: refused
+    /// for an operation no decision executed or one already with an
+    /// outcome.
+    fn outcome_change(
+        &self,
+        tx: &mut dyn Tx,
+        operation_hash: &str,
+        outcome: &ExternalOutcome,
+        now: i64,
+    ) -> Result<crate::canonical::Jcs, StoreError> {
+        if tx.executed(operation_hash)?.is_none() {
+            return Err(StoreError::Aborted(format!(
+                "no decision executed the operation `{operation_hash}`"
+            )));
+        }
+        if tx.state_get(OUTCOME_NS, operation_hash)?.is_some() {
+            return Err(StoreError::Aborted(format!(
+                "the operation `{operation_hash}` already has an outcome"
+            )));
+        }
         let stored = serde_json::json!({
             "executor": outcome.executor,
             "is_error": outcome.is_error,
             "result": outcome.result,
         });
-        self.with_receipt(&mut |tx| {
-            if tx.executed(operation_hash)?.is_none() {
-                return Err(StoreError::Aborted(format!(
-                    "no decision executed the operation `{operation_hash}`"
-                )));
-            }
-            if tx.state_get(OUTCOME_NS, operation_hash)?.is_some() {
-                return Err(StoreError::Aborted(format!(
-                    "the operation `{operation_hash}` already has an outcome"
-                )));
-            }
-            tx.state_put(OUTCOME_NS, operation_hash, &stored)?;
-            let result_hash = hash_any(&outcome.result);
-            let mut w = ObjectWriter::new();
-            w.str("bundle", &self.bundle_hash)
-                .str("executor", &outcome.executor)
-                .str("is_error", if outcome.is_error { "true" } else { "false" })
-                .str("kind", "outcome")
-                .str("operation_hash", operation_hash)
-                .str("result_hash", &result_hash)
-                .str("time", &format_time(now));
-            Ok(w.finish())
-        })
+        tx.state_put(OUTCOME_NS, operation_hash, &stored)?;
+        let result_hash = hash_any(&outcome.result);
+        let mut w = ObjectWriter::new();
+        w.str("bundle", &self.bundle_hash)
+            .str("executor", &outcome.executor)
+            .str("is_error", if outcome.is_error { "true" } else { "false" })
+            .str("kind", "outcome")
+            .str("operation_hash", operation_hash)
+            .str("result_hash", &result_hash)
+            .str("time", &format_time(now));
+        Ok(w.finish())
     }
 
     /// Records a tool call the gateway did not decide (see [`ProxyCall`])

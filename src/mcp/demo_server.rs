@@ -126,6 +126,9 @@ pub struct DemoOptions {
     /// Exit the process (a crash) when this tool is called, before it
     /// executes anything: a downstream that dies mid-call.
     pub crash_on: Option<String>,
+    /// Execute this tool (its call recorded in the state), then never
+    /// answer: a downstream still running when the proxy dies.
+    pub hang_on: Option<String>,
 }
 
 #[derive(Clone)]
@@ -267,6 +270,9 @@ impl ServerHandler for DemoServer {
                 "cannot save the state: {e}"
             ))])
             .into());
+        }
+        if self.opts.hang_on.as_deref() == Some(&*request.name) {
+            std::future::pending::<()>().await;
         }
         Ok(match out {
             Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
