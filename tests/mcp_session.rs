@@ -153,7 +153,9 @@ impl Running {
             .call_tool(CallToolRequestParams::new("send_money").with_arguments(a));
         tokio::time::timeout(Duration::from_secs(30), call)
             .await
-            .expect("the proxy answers within 30 s (a call sent to the hanging downstream never does)")
+            .expect(
+                "the proxy answers within 30 s (a call sent to the hanging downstream never does)",
+            )
             .expect("the call gets a result")
     }
 
@@ -232,7 +234,11 @@ async fn a_call_cut_off_by_sigkill_is_never_sent_again_after_a_restart() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     first.kill().await;
-    assert!(call.await.unwrap().is_err(), "the killed proxy never answered");
+    let answered = tokio::time::timeout(Duration::from_secs(10), call).await;
+    assert!(
+        !matches!(answered, Ok(Ok(Ok(_)))),
+        "the killed proxy never answered"
+    );
     for round in 0..2 {
         let again = env.start(&[]).await;
         let r = again.call(a.clone()).await;
@@ -281,11 +287,7 @@ async fn the_budget_holds_across_restarts() {
     let r = p.call(pay(300.0, "the rest")).await;
     assert_ne!(r.is_error, Some(true), "{}", text(&r));
     let r = p.call(pay(0.01, "one cent too many")).await;
-    assert!(
-        text(&r).contains("DENY at stage `budget`"),
-        "{}",
-        text(&r)
-    );
+    assert!(text(&r).contains("DENY at stage `budget`"), "{}", text(&r));
     p.stop().await;
     let total: f64 = env
         .sent()

@@ -12,7 +12,6 @@
 //! "no" to a step-up asked through the MCP client), after which the
 //! operation may be asked again.
 
-
 use crate::store::{StoreError, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -481,8 +480,7 @@ mod tests {
         let gw = w.gateway();
         let m = w.mandate(MandateSpec::bank("emma"));
         let again = |amount: &str| {
-            let p =
-                crate::gateway::testkit::transfer("DE44 5001 0517 5407 3249 31", json!(amount));
+            let p = crate::gateway::testkit::transfer("DE44 5001 0517 5407 3249 31", json!(amount));
             decide(&gw, p, &m)
         };
         // standing: now < until

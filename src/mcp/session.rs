@@ -77,7 +77,9 @@ impl Why {
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum SessionError {
-    #[error("the session's mandate is the token given in `[session] token`: `--new-session` issues none")]
+    #[error(
+        "the session's mandate is the token given in `[session] token`: `--new-session` issues none"
+    )]
     #[diagnostic(
         code(ipc::mcp::new_session_token),
         help(
@@ -119,7 +121,10 @@ fn parse(token: &Value) -> Result<MandateToken, SessionError> {
 
 /// The session's declared content, hashed: the bundle and each mandate
 /// without its id, issue and expiry times (its validity instead).
-pub fn fingerprint(bundle_hash: &str, mandates: &[(String, Value)]) -> Result<String, SessionError> {
+pub fn fingerprint(
+    bundle_hash: &str,
+    mandates: &[(String, Value)],
+) -> Result<String, SessionError> {
     let mut declared = vec![];
     for (pack, token) in mandates {
         let t = parse(token)?;
