@@ -96,6 +96,8 @@ struct Opts {
     user_key: bool,
     extra: Vec<&'static str>,
     balance: Option<&'static str>,
+    /// The session's `decline_for` (default: the config's default).
+    decline_for: Option<i64>,
 }
 
 impl Default for Opts {
@@ -108,6 +110,7 @@ impl Default for Opts {
             user_key: true,
             extra: vec![],
             balance: None,
+            decline_for: None,
         }
     }
 }
@@ -124,7 +127,10 @@ async fn harness(o: Opts) -> Harness {
         Arc::new(SqliteStore::open(tw.dir.path().join("store.db")).unwrap());
     let server = testkit::demo_server(Path::new(IPC), &state, &o.extra, tw.dir.path());
     let spec = o.spec.unwrap_or_else(|| MandateSpec::bank("emma"));
-    let setup = testkit::setup(&tw, spec, server, o.tools, store.clone(), o.user_key);
+    let mut setup = testkit::setup(&tw, spec, server, o.tools, store.clone(), o.user_key);
+    if let Some(d) = o.decline_for {
+        setup.session.decline_for = d;
+    }
     let proxy = Proxy::start(setup).await.expect("the proxy starts");
     let (a, b) = tokio::io::duplex(1 << 20);
     tokio::spawn(proxy.clone().serve_on(a));
@@ -181,7 +187,12 @@ impl Harness {
             .collect()
     }
 
+    /// The chain, once the outcomes the proxy answered with are written
+    /// (in the background, after the answer).
     fn receipts(&self) -> Vec<Value> {
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(self.proxy.flush())
+        });
         self.store
             .receipts()
             .unwrap()
@@ -436,14 +447,19 @@ async fn a_declined_step_up_executes_nothing_and_is_not_asked_again() {
             .call("send_money", send(testkit_landlord(), json!(1500), "Rent"))
             .await;
         assert!(is_error(&r));
-        assert!(text(&r).contains("the user declined"), "{}", text(&r));
+        // a DENY, not a PENDING: the user said no
+        let t = text(&r);
+        assert!(
+            t.starts_with("DENY at stage `approval`: declined by the user (`emma`)"),
+            "{t}"
+        );
+        assert!(t.contains("the decline stands until"), "{t}");
+        let d = r.structured_content.as_ref().unwrap();
+        assert_eq!(d["decision"], "DENY");
         assert_eq!(h.user.shown().len(), 1);
         assert!(h.executed("send_money").is_empty());
         // recorded as the user's decline of that operation, with a receipt
-        let op = r.structured_content.as_ref().unwrap()["operation_hash"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let op = d["operation_hash"].as_str().unwrap().to_string();
         let ops = h.proxy.gateway().pending_ops().unwrap();
         let (declined, _) = ops.iter().find(|(p, _)| p.operation_hash == op).unwrap();
         assert_eq!(declined.declined_by, ["emma"]);
@@ -451,14 +467,18 @@ async fn a_declined_step_up_executes_nothing_and_is_not_asked_again() {
         assert_eq!(rec["kind"], "approval");
         assert_eq!(rec["change"], "decline");
         assert_eq!(rec["operation_hash"], op.as_str());
+        assert!(rec["until"].is_string(), "{rec}");
+        assert_eq!(d["receipt"]["hash"], rec_hash(&h), "the decline's receipt");
         // the same operation again: refused, the user is not asked again
         let again = h
             .call("send_money", send(testkit_landlord(), json!(1500), "Rent"))
             .await;
         assert!(is_error(&again));
         let t = text(&again);
-        assert!(t.contains("DENY at stage `approval`"), "{t}");
-        assert!(t.contains("`emma` declined this operation"), "{t}");
+        assert!(
+            t.starts_with("DENY at stage `approval`: declined by the user (`emma`)"),
+            "{t}"
+        );
         assert_eq!(h.user.shown().len(), 1, "not asked again");
         // another operation is asked as usual
         let other = h
@@ -466,6 +486,38 @@ async fn a_declined_step_up_executes_nothing_and_is_not_asked_again() {
             .await;
         assert!(is_error(&other));
         assert_eq!(h.user.shown().len(), 2);
+        assert!(h.executed("send_money").is_empty());
+    }
+}
+
+/// The hash of the newest receipt.
+fn rec_hash(h: &Harness) -> String {
+    h.receipts();
+    h.store.head().unwrap().unwrap().1
+}
+
+/// A decline stands for `decline_for` seconds only: once it lapsed, the
+/// same operation (even a tool without arguments) is asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_decline_is_asked_again() {
+    for era in [Era::Legacy, Era::Mrtr] {
+        let h = harness(Opts {
+            answer: Some(ElicitationAction::Decline),
+            era,
+            decline_for: Some(0),
+            ..Opts::default()
+        })
+        .await;
+        let a = send(testkit_landlord(), json!(1500), "Rent");
+        for round in 1..=3 {
+            let r = h.call("send_money", a.clone()).await;
+            assert!(
+                text(&r).starts_with("DENY at stage `approval`: declined by the user"),
+                "{}",
+                text(&r)
+            );
+            assert_eq!(h.user.shown().len(), round, "asked again");
+        }
         assert!(h.executed("send_money").is_empty());
     }
 }

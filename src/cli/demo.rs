@@ -36,6 +36,10 @@ pub struct DemoArgs {
     /// file (`TOOL<tab>JSON` per line).
     #[arg(long, hide = true)]
     pub record: Option<std::path::PathBuf>,
+    /// `mcp-server`: execute this tool, then never answer (a downstream
+    /// still running when the proxy dies).
+    #[arg(long, hide = true)]
+    pub hang_on: Option<String>,
     /// `mcp`: the proxy's config (default `examples/mcp/intentplane.toml`).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
@@ -551,6 +555,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
                 state: args.state.clone(),
                 crash_on: args.crash_on.clone(),
                 record: args.record.clone(),
+                hang_on: args.hang_on.clone(),
             };
             return match crate::mcp::demo_server::run(opts) {
                 Ok(()) => 0,

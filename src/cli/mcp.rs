@@ -1,4 +1,7 @@
-//! `ipc mcp --config F [--check] [--format json]`: the MCP proxy. With
+//! `ipc mcp --config F [--check] [--new-session] [--format json]`: the MCP
+//! proxy. The session recorded in the store for this config is continued
+//! (`crate::mcp::session`); `--new-session` revokes it and starts another.
+//! With
 //! `--check`, every diagnostic of the config (its own, the packs', the
 //! inline tools') and nothing started: no child process, no store. Exit 0
 //! when clean (warnings printed), 1 on any error.
@@ -17,6 +20,12 @@ pub struct McpArgs {
     /// Check the configuration and report; start nothing.
     #[arg(long)]
     pub check: bool,
+    /// Revoke the session recorded in the store for this config and start
+    /// a new one (new mandates: budget and call count from zero). Without
+    /// it, the recorded session is continued until it expires or its
+    /// declared content changes.
+    #[arg(long, conflicts_with = "check")]
+    pub new_session: bool,
     /// Output format of `--check`.
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
@@ -67,7 +76,7 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
     let Some(setup) = setup else {
         return 1;
     };
-    match crate::mcp::proxy::run(setup) {
+    match crate::mcp::proxy::run(setup, args.new_session) {
         Ok(code) => {
             if code == std::process::ExitCode::SUCCESS {
                 0

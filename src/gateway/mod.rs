@@ -205,7 +205,7 @@ pub(crate) struct ActionRt {
 
 /// The system clock reads before 1970 (or past what seconds can hold):
 /// nothing is decided, issued or approved at a time that is not known.
-#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[derive(Debug, Clone, thiserror::Error, miette::Diagnostic)]
 #[error("the system clock cannot be read: {reason}")]
 #[diagnostic(
     code(ipc::clock),

@@ -2,12 +2,13 @@
 //! downstream tool): recorded after the decision committed, as a second
 //! receipt (`"kind": "outcome"`) linked to the decision by the operation
 //! hash, and kept under that hash so a retried identical call is answered
-//! from the store instead of running again.
+//! from the store instead of running again. Outcomes may be recorded
+//! several at a time ([`Gateway::record_outcomes`]: one durable commit).
 
 use super::{Gateway, ReceiptRef};
 use crate::canonical::ObjectWriter;
 use crate::gateway::json::format_time;
-use crate::store::{StoreError, Tx};
+use crate::store::{StoreError, Tx, TxFn};
 use serde_json::Value;
 
 /// Where outcomes are kept in the store's state, by operation hash.
@@ -121,44 +122,107 @@ impl Gateway {
         outcome: &ExternalOutcome,
     ) -> Result<ReceiptRef, StoreError> {
         let now = self.now()?;
-        self.with_receipt(&mut |tx| {
-            let Some(executed) = tx.executed(operation_hash)? else {
-                return Err(StoreError::Aborted(format!(
-                    "no decision executed the operation `{operation_hash}`"
-                )));
-            };
-            if tx.state_get(OUTCOME_NS, operation_hash)?.is_some() {
-                return Err(StoreError::Aborted(format!(
-                    "the operation `{operation_hash}` already has an outcome"
-                )));
+        self.with_receipt(&mut |tx| self.outcome_change(tx, operation_hash, outcome, now))
+    }
+
+    /// [`Self::record_outcome`] for several operations in one durable
+    /// commit (each atomic on its own: one refused leaves the others
+    /// recorded); the results in the same order.
+    pub fn record_outcomes(
+        &self,
+        outcomes: &[(String, ExternalOutcome)],
+    ) -> Vec<Result<ReceiptRef, StoreError>> {
+        let now = match self.now() {
+            Ok(n) => n,
+            // no clock, no outcome recorded: each is the clock's error
+            Err(e) => {
+                return outcomes
+                    .iter()
+                    .map(|_| Err(StoreError::from(e.clone())))
+                    .collect();
             }
-            // an MCP tool result, so that a retried call is answered with
-            // the sentence
-            let result = if carried_secret(&executed) {
-                serde_json::json!({
-                    "content": [{"type": "text", "text": WITHHELD_ANSWER}],
-                    "isError": outcome.is_error,
+        };
+        let mut links: Vec<Option<ReceiptRef>> = vec![None; outcomes.len()];
+        let mut bodies: Vec<Box<TxFn<'_>>> = links
+            .iter_mut()
+            .zip(outcomes)
+            .map(|(link, (op, outcome))| {
+                Box::new(move |tx: &mut dyn Tx| {
+                    let body = self.outcome_change(tx, op, outcome, now)?;
+                    let l = tx.append_receipt_jcs(&body)?;
+                    *link = Some(ReceiptRef {
+                        seq: l.seq,
+                        hash: l.hash,
+                    });
+                    Ok(Value::Null)
+                }) as Box<TxFn<'_>>
+            })
+            .collect();
+        let mut refs: Vec<&mut TxFn<'_>> = bodies.iter_mut().map(|b| &mut **b).collect();
+        let results = self.store.transactions(&mut refs);
+        drop(refs);
+        drop(bodies);
+        results
+            .into_iter()
+            .zip(links)
+            .map(|(r, link)| {
+                r.and_then(|_| {
+                    link.ok_or_else(|| StoreError::Aborted("the outcome left no receipt".into()))
                 })
-            } else {
-                outcome.result.clone()
-            };
-            let stored = serde_json::json!({
-                "executor": outcome.executor,
-                "is_error": outcome.is_error,
-                "result": result,
-            });
-            tx.state_put(OUTCOME_NS, operation_hash, &stored)?;
-            let result_hash = salted_hash_any(tx, "result", &outcome.result)?;
-            let mut w = ObjectWriter::new();
-            w.str("bundle", &self.bundle_hash)
-                .str("executor", &outcome.executor)
-                .bool("is_error", outcome.is_error)
-                .str("kind", "outcome")
-                .str("operation_hash", operation_hash)
-                .str("result_hash", &result_hash)
-                .str("time", &format_time(now));
-            Ok(w.finish())
-        })
+            })
+            .collect()
+    }
+
+    /// Stores one outcome in `tx` and returns its receipt's body: refused
+    /// for an operation no decision executed or one already with an
+    /// outcome. The receipt holds the salted hash of the answer; the answer
+    /// of an operation that carried a secret (its resolved values hold a
+    /// commitment) is not stored at all, whatever encoding an echo of the
+    /// secret would take in it: only a tool result whose text is
+    /// [`WITHHELD_ANSWER`], with the status and the hash.
+    fn outcome_change(
+        &self,
+        tx: &mut dyn Tx,
+        operation_hash: &str,
+        outcome: &ExternalOutcome,
+        now: i64,
+    ) -> Result<crate::canonical::Jcs, StoreError> {
+        let Some(executed) = tx.executed(operation_hash)? else {
+            return Err(StoreError::Aborted(format!(
+                "no decision executed the operation `{operation_hash}`"
+            )));
+        };
+        if tx.state_get(OUTCOME_NS, operation_hash)?.is_some() {
+            return Err(StoreError::Aborted(format!(
+                "the operation `{operation_hash}` already has an outcome"
+            )));
+        }
+        // an MCP tool result, so that a retried call is answered with the
+        // sentence
+        let result = if carried_secret(&executed) {
+            serde_json::json!({
+                "content": [{"type": "text", "text": WITHHELD_ANSWER}],
+                "isError": outcome.is_error,
+            })
+        } else {
+            outcome.result.clone()
+        };
+        let stored = serde_json::json!({
+            "executor": outcome.executor,
+            "is_error": outcome.is_error,
+            "result": result,
+        });
+        tx.state_put(OUTCOME_NS, operation_hash, &stored)?;
+        let result_hash = salted_hash_any(tx, "result", &outcome.result)?;
+        let mut w = ObjectWriter::new();
+        w.str("bundle", &self.bundle_hash)
+            .str("executor", &outcome.executor)
+            .bool("is_error", outcome.is_error)
+            .str("kind", "outcome")
+            .str("operation_hash", operation_hash)
+            .str("result_hash", &result_hash)
+            .str("time", &format_time(now));
+        Ok(w.finish())
     }
 
     /// Records a tool call the gateway did not decide (see [`ProxyCall`])

@@ -7,7 +7,10 @@
 //! `ipc approvals list|show` read it, `ipc approve --operation H` shows it
 //! before signing and refuses a hash the store does not know or that has
 //! expired, and `ipc approve --decline` records a refusal: the same
-//! operation proposed again is then a DENY.
+//! operation proposed again is then a DENY. A decline stands for good,
+//! except one given with an end ([`crate::gateway::Gateway::decline_until`]: the user's
+//! "no" to a step-up asked through the MCP client), after which the
+//! operation may be asked again.
 
 use crate::store::{StoreError, Tx};
 use serde::{Deserialize, Serialize};
@@ -60,6 +63,10 @@ pub struct PendingOp {
     /// Who declined it, if anyone did.
     #[serde(default)]
     pub declined_by: Vec<String>,
+    /// Until when the decline stands (seconds since the epoch); `None`: for
+    /// good. See [`PendingOp::declined_at`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declined_until: Option<i64>,
     /// Signed approvals submitted for it by hash (`ipc approve --submit`,
     /// the approval page): the gateway counts them when the operation is
     /// proposed again, so the approver never needs the agent's copy.
@@ -72,11 +79,20 @@ impl PendingOp {
         now >= self.expires_at
     }
 
+    /// Who declined it, if a decline stands at `now`: one without an end
+    /// always, one with an end (`declined_until`) until then.
+    pub fn declined_at(&self, now: i64) -> Option<&str> {
+        match self.declined_until {
+            Some(until) if now >= until => None,
+            _ => self.declined_by.first().map(String::as_str),
+        }
+    }
+
     /// `waiting`, `executed`, `declined` or `expired`.
     pub fn status(&self, executed: bool, now: i64) -> &'static str {
         if executed {
             "executed"
-        } else if !self.declined_by.is_empty() {
+        } else if self.declined_at(now).is_some() {
             "declined"
         } else if self.expired(now) {
             "expired"
@@ -130,12 +146,31 @@ impl PendingOp {
     }
 }
 
+/// The DENY of an operation whose decline stands: by the mandate's user
+/// (the step-up refused) or by another approver; until `until`, or for good.
+pub fn declined(who: &str, user: &str, until: Option<i64>) -> crate::gateway::Deny {
+    let reason = if who == user {
+        format!("declined by the user (`{who}`)")
+    } else {
+        format!("declined by `{who}`")
+    };
+    let hint = match until {
+        Some(t) => format!(
+            "the decline stands until {}; the same operation may be asked again after that",
+            crate::gateway::json::format_time(t)
+        ),
+        None => "the approver refused exactly this operation; ask them, or change it".into(),
+    };
+    crate::gateway::Deny::new(crate::gateway::Stage::Approval, reason).hint(Some(hint))
+}
+
 /// Records (or refreshes) a pending operation.
 pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<(), StoreError> {
     let previous = get(tx, &op.operation_hash)?;
     let mut op = op.clone();
     if let Some(p) = previous {
         op.declined_by = p.declined_by;
+        op.declined_until = p.declined_until;
         op.approvals = p.approvals;
     } else {
         let mut index = tenant_index(tx, &op.owner)?;
@@ -220,10 +255,24 @@ pub fn of(
     Ok(out)
 }
 
-/// Marks an operation declined by `who`.
-pub fn decline(tx: &mut dyn Tx, hash: &str, who: &str) -> Result<Option<PendingOp>, StoreError> {
+/// Marks an operation declined by `who`, for good (`until` `None`) or
+/// until `until`. A decline that still stands at `now` keeps standing at
+/// least as long (one for good stays for good); one that lapsed is
+/// replaced.
+pub fn decline(
+    tx: &mut dyn Tx,
+    hash: &str,
+    who: &str,
+    until: Option<i64>,
+    now: i64,
+) -> Result<Option<PendingOp>, StoreError> {
     let Some(mut op) = get(tx, hash)? else {
         return Ok(None);
+    };
+    op.declined_until = match (op.declined_at(now).is_some(), op.declined_until, until) {
+        (false, _, new) => new,
+        (true, None, _) | (true, _, None) => None,
+        (true, Some(old), Some(new)) => Some(old.max(new)),
     };
     if !op.declined_by.iter().any(|d| d == who) {
         op.declined_by.push(who.to_string());
@@ -365,10 +414,10 @@ impl crate::gateway::Gateway {
         let ap = &signed.approval;
         let hash = ap.operation_hash.clone();
         let op = self.pending_op(&hash)?;
-        if let Some(by) = op.declined_by.first() {
+        if let Some(by) = op.declined_at(self.now()) {
             return Err(PendingError::Declined {
                 hash,
-                by: by.clone(),
+                by: by.to_string(),
             });
         }
         self.check_signed(&op, &ap.approver, ap, &signed.signature, ap.expires_at)?;
@@ -402,6 +451,7 @@ impl crate::gateway::Gateway {
                 "approve",
                 &op,
                 now,
+                None,
             ))
         })?)
     }
@@ -454,13 +504,25 @@ impl crate::gateway::Gateway {
         self.decline(&d.operation_hash, &d.approver)
     }
 
-    /// `who` declines the pending operation `hash`: recorded with a receipt
-    /// in one transaction; the same operation proposed again is a DENY.
-    /// Only someone who may approve it may decline it.
+    /// `who` declines the pending operation `hash` for good: recorded with
+    /// a receipt in one transaction; the same operation proposed again is a
+    /// DENY. Only someone who may approve it may decline it.
     pub fn decline(
         &self,
         hash: &str,
         who: &str,
+    ) -> Result<crate::gateway::ReceiptRef, PendingError> {
+        self.decline_until(hash, who, None)
+    }
+
+    /// [`Self::decline`], standing only until `until` (seconds since the
+    /// epoch) when given: from then on the same operation is PENDING again,
+    /// to be asked again (the MCP proxy's declined step-up).
+    pub fn decline_until(
+        &self,
+        hash: &str,
+        who: &str,
+        until: Option<i64>,
     ) -> Result<crate::gateway::ReceiptRef, PendingError> {
         let op = self.pending_op(hash)?;
         if !op.approvable_by(&self.world, who) {
@@ -471,7 +533,7 @@ impl crate::gateway::Gateway {
         }
         let now = self.now()?;
         Ok(self.with_receipt(&mut |tx| {
-            let Some(op) = decline(tx, hash, who)? else {
+            let Some(op) = decline(tx, hash, who, until, now)? else {
                 return Err(StoreError::Aborted(format!(
                     "no pending operation `{hash}`"
                 )));
@@ -482,6 +544,7 @@ impl crate::gateway::Gateway {
                 "decline",
                 &op,
                 now,
+                until,
             ))
         })?)
     }
@@ -497,13 +560,15 @@ impl From<crate::gateway::render::RenderError> for PendingError {
 }
 
 /// The receipt of an approver's act on a pending operation; `owner` is the
-/// operation's tenant (whose callers may read the receipt).
+/// operation's tenant (whose callers may read the receipt), `until` when a
+/// decline with an end lapses.
 fn approval_receipt(
     bundle: &str,
     by: &str,
     change: &str,
     op: &PendingOp,
     now: i64,
+    until: Option<i64>,
 ) -> crate::canonical::Jcs {
     let mut w = crate::canonical::ObjectWriter::new();
     w.str("bundle", bundle)
@@ -513,5 +578,69 @@ fn approval_receipt(
         .str("operation_hash", &op.operation_hash)
         .str("owner", &op.owner)
         .str("time", &crate::gateway::json::format_time(now));
+    if let Some(u) = until {
+        w.str("until", &crate::gateway::json::format_time(u));
+    }
     w.finish()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use crate::gateway::Outcome;
+    use crate::gateway::testkit::{MandateSpec, TestWorld, decide, now};
+    use serde_json::json;
+
+    /// A step-up transfer of `amount` under Emma's bank mandate: PENDING.
+    fn pending(gw: &crate::gateway::Gateway, m: &serde_json::Value, amount: &str) -> String {
+        let p = crate::gateway::testkit::transfer("DE44 5001 0517 5407 3249 31", json!(amount));
+        let d = decide(gw, p, m);
+        assert_eq!(d.decision, Outcome::Pending, "{d:#?}");
+        d.operation_hash.unwrap()
+    }
+
+    /// A decline with an end is a DENY (declined by the user) until then,
+    /// and PENDING again from then on; one for good stays; a standing one
+    /// is never shortened by a later one with an earlier end.
+    #[test]
+    fn a_decline_stands_until_its_end_or_for_good() {
+        let w = TestWorld::new();
+        let gw = w.gateway();
+        let m = w.mandate(MandateSpec::bank("emma"));
+        let again = |amount: &str| {
+            let p = crate::gateway::testkit::transfer("DE44 5001 0517 5407 3249 31", json!(amount));
+            decide(&gw, p, &m)
+        };
+        // standing: now < until
+        let op = pending(&gw, &m, "1500.00");
+        gw.decline_until(&op, "emma", Some(now() + 60)).unwrap();
+        let d = again("1500.00");
+        assert_eq!(d.decision, Outcome::Deny);
+        assert_eq!(d.reason.as_deref(), Some("declined by the user (`emma`)"));
+        assert!(d.hint.as_deref().unwrap().contains("stands until"), "{d:?}");
+        let op_now = gw.pending_op(&op).unwrap();
+        assert_eq!(op_now.status(false, now()), "declined");
+        // a later decline with an earlier end keeps the later end
+        gw.decline_until(&op, "emma", Some(now() + 1)).unwrap();
+        assert_eq!(gw.pending_op(&op).unwrap().declined_until, Some(now() + 60));
+        // lapsed: until <= now, asked again
+        let op2 = pending(&gw, &m, "1600.00");
+        gw.decline_until(&op2, "emma", Some(now())).unwrap();
+        let d = again("1600.00");
+        assert_eq!(d.decision, Outcome::Pending, "{d:?}");
+        assert_eq!(gw.pending_op(&op2).unwrap().status(false, now()), "waiting");
+        // a lapsed decline is replaced by the next one, even a shorter one
+        gw.decline_until(&op2, "emma", Some(now() + 5)).unwrap();
+        assert_eq!(again("1600.00").decision, Outcome::Deny);
+        // for good: no end, and it stays so under a later bounded one
+        let op3 = pending(&gw, &m, "1700.00");
+        gw.decline(&op3, "emma").unwrap();
+        gw.decline_until(&op3, "emma", Some(now() + 5)).unwrap();
+        let p3 = gw.pending_op(&op3).unwrap();
+        assert_eq!(p3.declined_until, None);
+        assert_eq!(p3.declined_at(i64::MAX), Some("emma"));
+        let d = again("1700.00");
+        assert_eq!(d.decision, Outcome::Deny);
+        assert!(d.hint.as_deref().unwrap().contains("ask them"), "{d:?}");
+    }
 }

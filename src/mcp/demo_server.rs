@@ -149,6 +149,9 @@ pub struct DemoOptions {
     /// Append every call's arguments, as received, to this file: one line
     /// `TOOL<tab>JSON` each (what a test compares with the receipts).
     pub record: Option<PathBuf>,
+    /// Execute this tool (its call recorded in the state), then never
+    /// answer: a downstream still running when the proxy dies.
+    pub hang_on: Option<String>,
 }
 
 #[derive(Clone)]
@@ -312,6 +315,9 @@ impl ServerHandler for DemoServer {
                 "cannot save the state: {e}"
             ))])
             .into());
+        }
+        if self.opts.hang_on.as_deref() == Some(&*request.name) {
+            std::future::pending::<()>().await;
         }
         Ok(match out {
             Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),

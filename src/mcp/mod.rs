@@ -6,11 +6,14 @@
 //! (with the same checker and diagnostics), and maps each tool's arguments
 //! onto an action's parameters and back. [`proxy`] is the rmcp shell: the
 //! upstream server on stdio, the downstream clients, elicitation.
+//! [`session`] keeps the session's mandates in the store, so that a restart
+//! continues the same session.
 
 pub mod config;
 pub mod demo_client;
 pub mod demo_server;
 pub mod proxy;
+pub mod session;
 /// The proxy's test setup (tests and benchmarks only, like
 /// `gateway::testkit`).
 #[cfg(any(test, feature = "testkit"))]

@@ -14,9 +14,14 @@
 //! - Step-up (level 1) is asked of the user through MCP elicitation, in the
 //!   era the client speaks (see [`elicit`]); four eyes (level 2) only with
 //!   an approval signed out of band and dropped in the approvals folder.
-//! - The gateway executes externally: the decision commits first, the
-//!   downstream's outcome is a second receipt (see `gateway::outcome`), and a
-//!   retried operation is answered from the store, never run twice.
+//! - The gateway executes externally: the decision commits (durably) before
+//!   the downstream is called; the downstream's outcome is a second receipt
+//!   (see `gateway::outcome`), written in the background after the agent
+//!   has its answer ([`Outcomes`]); a retried operation is answered from
+//!   the store (or from the outcomes not yet written), never run twice, and
+//!   one without a recorded outcome is "outcome unknown, ask the user".
+//! - The session is durable ([`crate::mcp::session`]): a restart with the
+//!   same config and store continues the same mandates.
 
 pub mod elicit;
 
@@ -25,6 +30,7 @@ use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
 use crate::gateway::secret::SecretValues;
 use crate::gateway::{Decision, Gateway, Input, Outcome};
 use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
+use crate::mcp::session;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
@@ -33,7 +39,7 @@ use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -92,6 +98,9 @@ pub enum ProxyError {
     #[error("the MCP session failed: {reason}")]
     #[diagnostic(code(ipc::mcp::session))]
     Session { reason: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Durable(#[from] session::SessionError),
 }
 
 /// One tool the client sees.
@@ -110,10 +119,141 @@ struct Inner {
     clients: HashMap<String, Downstream>,
     /// Seals the 2026-07-28 era's request state (a per-process random key).
     sealer: elicit::Sealer,
-    /// Operations whose downstream call is running in this process.
-    in_flight: Mutex<HashSet<String>>,
     /// The configuration it runs from (named in what a refusal says to do).
     config_path: std::path::PathBuf,
+    /// How the session was come to at start-up.
+    start: session::Start,
+    /// The calls of this process not yet recorded, and the writer.
+    outcomes: Outcomes,
+}
+
+/// The operations whose downstream call runs in this process (`None`) or
+/// answered with an outcome not yet in the store (`Some`): the outcome is
+/// recorded in the background, after the agent has its answer, by one
+/// writer that commits whatever queued up at once. An entry leaves the
+/// map only once its outcome is in the store, so a retry finds it here or
+/// there; a crash before that is "outcome unknown", as a crash during the
+/// downstream's call.
+struct Outcomes {
+    calls: Arc<Mutex<HashMap<String, Option<ExternalOutcome>>>>,
+    queue: tokio::sync::mpsc::UnboundedSender<Write>,
+}
+
+enum Write {
+    Outcome(String, ExternalOutcome),
+    /// Answered once everything queued before is written.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Where a retried operation stands in this process.
+enum Seen {
+    Running,
+    Answered(ExternalOutcome),
+    Unknown,
+}
+
+impl Outcomes {
+    /// The writer runs on the current runtime until the last sender is
+    /// gone.
+    fn start(gateway: Arc<Gateway>) -> Outcomes {
+        let calls: Arc<Mutex<HashMap<String, Option<ExternalOutcome>>>> = Arc::default();
+        let (queue, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(write_outcomes(gateway, calls.clone(), rx));
+        Outcomes { calls, queue }
+    }
+
+    fn seen(&self, op: &str) -> Seen {
+        match self.calls.lock() {
+            Ok(calls) => match calls.get(op) {
+                Some(None) => Seen::Running,
+                Some(Some(o)) => Seen::Answered(o.clone()),
+                None => Seen::Unknown,
+            },
+            Err(_) => Seen::Running,
+        }
+    }
+
+    /// Marks `op` as running here; `false` when the state is poisoned.
+    fn running(&self, op: &str) -> bool {
+        match self.calls.lock() {
+            Ok(mut calls) => {
+                calls.insert(op.to_string(), None);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The downstream answered `op`: kept here until the writer has put
+    /// it in the store.
+    fn answered(&self, op: &str, outcome: &ExternalOutcome) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.insert(op.to_string(), Some(outcome.clone()));
+        }
+        let _ = self
+            .queue
+            .send(Write::Outcome(op.to_string(), outcome.clone()));
+    }
+
+    /// Waits until every outcome queued so far is written.
+    async fn flush(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.queue.send(Write::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// The outcome writer: takes what queued up, records it in one commit,
+/// then forgets the calls whose outcome is stored. One that cannot be
+/// recorded stays answered from memory and is reported on stderr.
+async fn write_outcomes(
+    gw: Arc<Gateway>,
+    calls: Arc<Mutex<HashMap<String, Option<ExternalOutcome>>>>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Write>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![];
+        let mut acks = vec![];
+        let mut next = Some(first);
+        while let Some(w) = next {
+            match w {
+                Write::Outcome(op, o) => batch.push((op, o)),
+                Write::Flush(ack) => acks.push(ack),
+            }
+            next = rx.try_recv().ok();
+        }
+        if !batch.is_empty() {
+            let gw2 = gw.clone();
+            let (batch, results) = match tokio::task::spawn_blocking(move || {
+                let r = gw2.record_outcomes(&batch);
+                (batch, r)
+            })
+            .await
+            {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("intentplane: recording outcomes did not finish: {e}");
+                    (vec![], vec![])
+                }
+            };
+            if let Ok(mut c) = calls.lock() {
+                for ((op, _), r) in batch.iter().zip(results) {
+                    match r {
+                        Ok(_) => {
+                            c.remove(op);
+                        }
+                        Err(e) => eprintln!(
+                            "intentplane: the outcome of the operation {op} could not be recorded: {e}"
+                        ),
+                    }
+                }
+            }
+        }
+        for ack in acks {
+            let _ = ack.send(());
+        }
+    }
 }
 
 /// One downstream server: its config (to start it again) and the running
@@ -129,8 +269,9 @@ pub struct Proxy {
     inner: Arc<Inner>,
 }
 
-/// Runs `ipc mcp`: the proxy on stdio until the client closes it.
-pub fn run(setup: Setup) -> Result<ExitCode, miette::Report> {
+/// Runs `ipc mcp`: the proxy on stdio until the client closes it; `fresh`
+/// (`--new-session`) revokes the recorded session and starts another.
+pub fn run(setup: Setup, fresh: bool) -> Result<ExitCode, miette::Report> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -139,7 +280,10 @@ pub fn run(setup: Setup) -> Result<ExitCode, miette::Report> {
             reason: e.to_string(),
         })?;
     rt.block_on(async move {
-        let proxy = Proxy::start(setup).await?;
+        let proxy = Proxy::start_session(setup, fresh).await?;
+        if let Some(line) = session::describe(proxy.session_start()) {
+            eprintln!("intentplane: {line}");
+        }
         proxy.serve_on(rmcp::transport::stdio()).await?;
         Ok(ExitCode::SUCCESS)
     })
@@ -189,8 +333,27 @@ async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>
 
 impl Proxy {
     /// Builds the gateway (executing externally), starts every downstream
-    /// server and checks that each configured tool exists there.
+    /// server and checks that each configured tool exists there; the
+    /// session recorded in the store is continued.
     pub async fn start(setup: Setup) -> Result<Proxy, ProxyError> {
+        Self::start_session(setup, false).await
+    }
+
+    /// [`Proxy::start`]; `fresh`: a new session, the recorded one revoked
+    /// (`ipc mcp --new-session`).
+    pub async fn start_session(mut setup: Setup, fresh: bool) -> Result<Proxy, ProxyError> {
+        let now = setup
+            .world
+            .clock
+            .unwrap_or_else(|| crate::cli::token::now_or(&None).unwrap_or(0));
+        let start = session::resume(
+            setup.store.as_ref(),
+            &setup.bundle.hash,
+            now,
+            &setup.config_path,
+            &mut setup.session,
+            fresh,
+        )?;
         let mandates: Vec<Value> = setup
             .tools
             .iter()
@@ -254,17 +417,30 @@ impl Proxy {
                 mandate,
             });
         }
+        let gateway = Arc::new(gateway);
         Ok(Proxy {
             inner: Arc::new(Inner {
-                gateway: Arc::new(gateway),
+                gateway: gateway.clone(),
                 session: setup.session,
                 tools,
                 clients,
                 sealer: elicit::Sealer::new().map_err(|reason| ProxyError::Session { reason })?,
-                in_flight: Mutex::new(HashSet::new()),
                 config_path: setup.config_path,
+                start,
+                outcomes: Outcomes::start(gateway),
             }),
         })
+    }
+
+    /// How the session was come to at start-up.
+    pub fn session_start(&self) -> &session::Start {
+        &self.inner.start
+    }
+
+    /// Waits until every outcome the agent was answered with is in the
+    /// store (they are written in the background).
+    pub async fn flush(&self) {
+        self.inner.outcomes.flush().await;
     }
 
     /// Serves one MCP client on `transport` until it closes.
@@ -273,15 +449,18 @@ impl Proxy {
         T: rmcp::transport::IntoTransport<RoleServer, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
+        let me = self.clone();
         let running = self
             .serve(transport)
             .await
             .map_err(|e| ProxyError::Session {
                 reason: e.to_string(),
             })?;
-        running.waiting().await.map_err(|e| ProxyError::Session {
+        let closed = running.waiting().await.map_err(|e| ProxyError::Session {
             reason: e.to_string(),
-        })?;
+        });
+        me.flush().await;
+        closed?;
         Ok(())
     }
 
@@ -498,48 +677,66 @@ impl Proxy {
     }
 
     /// The user declined `op` through elicitation: recorded in the store as
-    /// the user's decline (as `ipc approve --decline` does), so the same
-    /// operation is refused from now on instead of being asked again.
+    /// the user's decline (as `ipc approve --decline` does), standing for
+    /// the session's `decline_for` seconds: until then the same operation
+    /// is refused without asking, after that it may be asked again. The
+    /// agent reads a DENY, with the decline's receipt.
     async fn declined(&self, d: &Decision, op: &str) -> CallToolResult {
+        let until = self
+            .inner
+            .gateway
+            .now()
+            .saturating_add(self.inner.session.decline_for);
         let (op, user) = (op.to_string(), self.inner.session.user.clone());
-        let note = match self.blocking(move |gw| gw.decline(&op, &user)).await {
-            Ok(Ok(r)) => format!(
-                "the user declined this operation; the same operation is refused from now on (receipt #{} {})",
-                r.seq, r.hash
-            ),
-            Ok(Err(e)) => {
-                format!("the user declined this operation (the decline was not recorded: {e})")
-            }
-            Err(e) => {
-                format!("the user declined this operation (the decline was not recorded: {e})")
-            }
+        let who = user.clone();
+        let recorded = self
+            .blocking(move |gw| gw.decline_until(&op, &who, Some(until)))
+            .await;
+        let deny = crate::gateway::pending::declined(&user, &user, Some(until));
+        let mut denied = Decision {
+            decision: Outcome::Deny,
+            stage: deny.stage,
+            reason: Some(deny.reason),
+            hint: deny.hint,
+            approve_by: None,
+            receipt: None,
+            ..d.clone()
         };
-        refusal_with(d, &note)
+        let note = match recorded {
+            Ok(Ok(r)) => {
+                denied.receipt = Some(r);
+                String::new()
+            }
+            Ok(Err(e)) => format!("the decline was not recorded: {e}"),
+            Err(e) => format!("the decline was not recorded: {e}"),
+        };
+        refusal_with(&denied, &note)
     }
 
-    /// An ALLOW: the downstream executes with the trusted values, once.
+    /// An ALLOW: the downstream executes with the trusted values, once. The
+    /// decision is committed; the outcome is recorded after the answer.
     async fn execute(&self, routed: &Routed, d: &Decision) -> CallToolResult {
         let Some(op) = d.operation_hash.clone() else {
             return error_result("an allowed operation without an operation hash".into());
         };
-        let gw = &self.inner.gateway;
+        let outcomes = &self.inner.outcomes;
         if d.replayed {
-            return match gw.outcome(&op) {
-                Ok(Some(o)) => stored_result(&o),
-                Ok(None) if self.running(&op) => error_result(format!(
+            return match outcomes.seen(&op) {
+                Seen::Running => error_result(format!(
                     "the same operation ({op}) is running now; wait for its result instead of calling again"
                 )),
-                Ok(None) => error_result(format!(
-                    "outcome unknown, ask the user: the operation {op} was allowed and dispatched before, but no outcome was recorded (the downstream or the proxy stopped during the call); it is not sent again"
-                )),
-                Err(e) => error_result(format!("the store failed: {e}")),
+                Seen::Answered(o) => stored_result(&o),
+                Seen::Unknown => match self.inner.gateway.outcome(&op) {
+                    Ok(Some(o)) => stored_result(&o),
+                    Ok(None) => error_result(format!(
+                        "outcome unknown, ask the user: the operation {op} was allowed and dispatched before, but no outcome was recorded (the downstream or the proxy stopped during the call); it is not sent again"
+                    )),
+                    Err(e) => error_result(format!("the store failed: {e}")),
+                },
             };
         }
-        match self.inner.in_flight.lock() {
-            Ok(mut running) => {
-                running.insert(op.clone());
-            }
-            Err(_) => return error_result("the proxy's state is poisoned".into()),
+        if !outcomes.running(&op) {
+            return error_result("the proxy's state is poisoned".into());
         }
         let executor = format!("mcp:{}/{}", routed.config.server, routed.config.tool);
         // what is sent is what the decision's receipt recorded: the same
@@ -580,28 +777,8 @@ impl Proxy {
             result: d.secrets.scrub(&outcome.result),
             ..outcome
         };
-        let gw2 = gw.clone();
-        let op2 = op.clone();
-        let o2 = outcome.clone();
-        let recorded = tokio::task::spawn_blocking(move || gw2.record_outcome(&op2, &o2)).await;
-        if let Ok(mut running) = self.inner.in_flight.lock() {
-            running.remove(&op);
-        }
-        match recorded {
-            Ok(Ok(_)) => stored_result(&outcome),
-            Ok(Err(e)) => error_result(format!(
-                "the downstream answered but its outcome could not be recorded: {e}"
-            )),
-            Err(e) => error_result(format!("recording the outcome did not finish: {e}")),
-        }
-    }
-
-    fn running(&self, op: &str) -> bool {
-        self.inner
-            .in_flight
-            .lock()
-            .map(|s| s.contains(op))
-            .unwrap_or(true)
+        outcomes.answered(&op, &outcome);
+        stored_result(&outcome)
     }
 
     /// The running client of a downstream server; a server that died (its

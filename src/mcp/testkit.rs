@@ -166,6 +166,8 @@ pub fn setup(
             user_key: user_key.then(|| tw.key(&user).clone()),
             user,
             approvals_dir: Some(approvals),
+            issued: false,
+            decline_for: crate::mcp::config::DEFAULT_DECLINE_FOR,
         },
     }
 }

@@ -200,13 +200,13 @@ def test_step_up_by_elicitation(tmp_path, answer):
 
     async def body(s):
         first = await s.call_tool("send_money", send(LANDLORD, 1200))
-        # the same operation again: executed once, or declined for good
+        # the same operation again: executed once, or the decline stands
         again = await s.call_tool("send_money", send(LANDLORD, 1200))
         return first, again
 
     r, again = play(run, body)
     if answer == "decline":
-        assert again.is_error and "`emma` declined this operation" in text(again), text(again)
+        assert again.is_error and "declined by the user" in text(again), text(again)
     else:
         assert not again.is_error, text(again)
     assert len(run.shown) == 1
@@ -218,7 +218,7 @@ def test_step_up_by_elicitation(tmp_path, answer):
         [call] = run.executed("send_money")
         assert call["args"]["amount"] == 1200
     else:
-        assert r.is_error and "the user declined" in text(r)
+        assert r.is_error and "declined by the user" in text(r), text(r)
         assert run.executed("send_money") == []
 
 
@@ -234,7 +234,7 @@ def test_step_up_in_the_2026_era(tmp_path, answer):
         assert not r.is_error, text(r)
         assert len(run.executed("send_money")) == 1
     else:
-        assert r.is_error and "the user declined" in text(r)
+        assert r.is_error and "declined by the user" in text(r), text(r)
         assert run.executed("send_money") == []
 
 

@@ -719,6 +719,7 @@ mod tests {
             created_at: 0,
             expires_at: 1,
             declined_by: vec![],
+            declined_until: None,
             approvals: vec![],
         };
         assert!(op.approvable_by(&world, "clerk"));

@@ -50,8 +50,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let Some(m) = r.mandate.clone() else {
         return Err(deny("no mandate".into()).into());
     };
-    // an operation an approver declined is refused, not asked again (only
-    // an operation that needs approval can have been declined)
+    // an operation an approver declined is refused, not asked again, while
+    // the decline stands (only an operation that needs approval can have
+    // been declined)
     // and the approvals submitted to the store for it (by hash, from the
     // trusted side) count like those the caller brings
     let pending = if r.level > 0 {
@@ -59,12 +60,10 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     } else {
         None
     };
-    if let Some(who) = pending.as_ref().and_then(|p| p.declined_by.first()) {
-        return Err(deny(format!("`{who}` declined this operation"))
-            .hint(Some(
-                "the approver refused exactly this operation; ask them, or change it".into(),
-            ))
-            .into());
+    if let Some(p) = &pending
+        && let Some(who) = p.declined_at(r.now)
+    {
+        return Err(crate::gateway::pending::declined(who, &m.user, p.declined_until).into());
     }
     let stored: &[serde_json::Value] = pending.as_ref().map_or(&[], |p| &p.approvals);
     let Some(a) = r.action else {

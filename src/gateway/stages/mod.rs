@@ -258,6 +258,7 @@ fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
             created_at: r.now,
             expires_at: m.expires_at,
             declined_by: vec![],
+            declined_until: None,
             approvals: vec![],
         },
     )

@@ -64,6 +64,9 @@ pub(super) struct SessionFile {
     pub issuer_key: Option<S<String>>,
     pub user_key: Option<S<String>>,
     pub approvals_dir: Option<S<String>>,
+    /// How long a step-up the user declined through the client stands, in
+    /// seconds (default 600); then the same operation may be asked again.
+    pub decline_for: Option<S<i64>>,
 }
 
 #[derive(Deserialize, Debug)]

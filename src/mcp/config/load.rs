@@ -958,6 +958,18 @@ impl Loader {
             }
             None => None,
         };
+        let decline_for = match &sf.decline_for {
+            Some(d) if *d.get_ref() < 0 => {
+                self.err(ConfigError::Session {
+                    message: "`decline_for` cannot be negative".into(),
+                    span: sp(d.span()),
+                    help: Some("seconds a declined step-up stands: `decline_for = 600`".into()),
+                });
+                return None;
+            }
+            Some(d) => *d.get_ref(),
+            None => super::DEFAULT_DECLINE_FOR,
+        };
         let token = mandates
             .first()
             .map(|(_, t)| t.clone())
@@ -968,6 +980,8 @@ impl Loader {
             user,
             user_key,
             approvals_dir,
+            issued: sf.token.is_none(),
+            decline_for,
         })
     }
 

@@ -144,7 +144,17 @@ pub struct SessionConfig {
     /// Where out-of-band approvals (`ipc approve` output, one JSON file
     /// each) are dropped; read on the next identical call.
     pub approvals_dir: Option<PathBuf>,
+    /// The mandates were issued by the proxy from `[session]` (not read
+    /// from `token`): the session is durable, continued across restarts
+    /// from the store's session record (`crate::mcp::session`).
+    pub issued: bool,
+    /// Seconds a step-up the user declined through the client stands: the
+    /// same operation is a DENY until then, and may be asked again after.
+    pub decline_for: i64,
 }
+
+/// [`SessionConfig::decline_for`] when `[session]` does not set it.
+pub const DEFAULT_DECLINE_FOR: i64 = 600;
 
 /// Everything `ipc mcp` needs, built and checked.
 pub struct Setup {

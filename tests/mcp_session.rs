@@ -1,0 +1,398 @@
+//! `ipc mcp` as a process across restarts: the session is durable. Each
+//! test writes a config over the bank pack in a temporary folder (its own
+//! store and demo-server state), starts `ipc mcp --config` as a child
+//! process with an rmcp client on its stdio, and stops it (SIGKILL where
+//! the test says so) and starts it again on the same config and store.
+//! What the downstream executed is read from the demo server's state file.
+
+use intentplane::gateway::approval::SignedApproval;
+use intentplane::store::Store;
+use intentplane::store::sqlite::SqliteStore;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const IPC: &str = env!("CARGO_BIN_EXE_ipc");
+const LANDLORD: &str = "DE44500105175407324931";
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    /// A config with `budget` (major units) and the demo server started
+    /// with `extra` arguments.
+    fn new(budget: &str, extra: &[&str]) -> Env {
+        let env = Env {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(env.path().join("approvals")).unwrap();
+        env.write_config(budget, extra);
+        env
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn config(&self) -> PathBuf {
+        self.path().join("intentplane.toml")
+    }
+
+    fn write_config(&self, budget: &str, extra: &[&str]) {
+        let r = env!("CARGO_MANIFEST_DIR");
+        let t = self.path().display();
+        let mut args = vec![
+            "\"demo\"".to_string(),
+            "\"mcp-server\"".into(),
+            "\"--state\"".into(),
+            format!("\"{t}/state.json\""),
+        ];
+        args.extend(extra.iter().map(|a| format!("\"{a}\"")));
+        let text = format!(
+            r#"packs = ["{r}/packs/bank"]
+world = "{r}/examples/mcp/world.toml"
+store = "{t}/intentplane.db"
+
+[[servers]]
+name = "demo"
+command = "ipc"
+args = [{args}]
+
+[session]
+user = "emma"
+scopes = ["payments.write"]
+budget = "{budget}"
+calls = 50
+ttl = 3600
+issuer_key = "{r}/examples/mcp/keys/issuer.key"
+user_key = "{r}/examples/mcp/keys/emma.key"
+approvals_dir = "{t}/approvals"
+[session.claims]
+account = "emma-checking"
+currency = "EUR"
+
+[[tools]]
+server = "demo"
+tool = "send_money"
+action = "payment.transfer"
+[tools.params.from_account]
+claim = "account"
+[tools.params.payee_iban]
+arg = "recipient"
+[tools.params.amount]
+scale = 100
+[tools.params.currency]
+[tools.params.subject]
+"#,
+            args = args.join(", ")
+        );
+        std::fs::write(self.config(), text).unwrap();
+    }
+
+    /// `ipc mcp --config` (and `extra` flags) with a client on its stdio.
+    async fn start(&self, extra: &[&str]) -> Running {
+        let mut cmd = tokio::process::Command::new(IPC);
+        cmd.arg("mcp")
+            .arg("--config")
+            .arg(self.config())
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let client = ().serve((stdout, stdin)).await.expect("the proxy answers");
+        Running { child, client }
+    }
+
+    /// The downstream's executed calls of `send_money`.
+    fn sent(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.path().join("state.json")).unwrap_or_default();
+        let st: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        st["calls"]
+            .as_array()
+            .map(|c| {
+                c.iter()
+                    .filter(|c| c["tool"] == "send_money")
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn store(&self) -> SqliteStore {
+        SqliteStore::open(self.path().join("intentplane.db")).unwrap()
+    }
+
+    fn receipts(&self, kind: &str) -> Vec<Value> {
+        self.store()
+            .receipts()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.body)
+            .filter(|b| b["kind"] == kind)
+            .collect()
+    }
+}
+
+struct Running {
+    child: tokio::process::Child,
+    client: RunningService<RoleClient, ()>,
+}
+
+impl Running {
+    async fn call(&self, a: Map<String, Value>) -> CallToolResult {
+        let call = self
+            .client
+            .call_tool(CallToolRequestParams::new("send_money").with_arguments(a));
+        tokio::time::timeout(Duration::from_secs(30), call)
+            .await
+            .expect(
+                "the proxy answers within 30 s (a call sent to the hanging downstream never does)",
+            )
+            .expect("the call gets a result")
+    }
+
+    /// Closes the client and waits for the proxy to exit; its stderr.
+    async fn stop(self) -> String {
+        let Running { mut child, client } = self;
+        let _ = client.cancel().await;
+        let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
+        stderr_of(&mut child).await
+    }
+
+    /// SIGKILL, no warning; its stderr.
+    async fn kill(self) -> String {
+        let Running { mut child, client } = self;
+        child.start_kill().unwrap();
+        let _ = child.wait().await;
+        drop(client);
+        stderr_of(&mut child).await
+    }
+}
+
+async fn stderr_of(child: &mut tokio::process::Child) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = tokio::time::timeout(Duration::from_secs(5), e.read_to_string(&mut s)).await;
+    }
+    s
+}
+
+fn pay(amount: f64, subject: &str) -> Map<String, Value> {
+    json!({"recipient": LANDLORD, "amount": amount, "currency": "EUR", "subject": subject})
+        .as_object()
+        .cloned()
+        .unwrap()
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn op_of(r: &CallToolResult) -> Option<String> {
+    let op = r.structured_content.as_ref()?;
+    op["operation_hash"].as_str().map(str::to_string)
+}
+
+/// The proxy is killed after the decision committed and the downstream
+/// executed, before the downstream answered: started again on the same
+/// config and store, the agent's retry is "outcome unknown, ask the user"
+/// and the downstream is never called a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_off_by_sigkill_is_never_sent_again_after_a_restart() {
+    let env = Env::new("1000.00", &["--hang-on", "send_money"]);
+    let first = env.start(&[]).await;
+    let a = pay(30.0, "rent, cut off");
+    let client = first.client.peer().clone();
+    let call = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            client
+                .call_tool(CallToolRequestParams::new("send_money").with_arguments(a))
+                .await
+        })
+    };
+    // the decision committed and the downstream executed: it hangs now
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while env.sent().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the downstream never got the call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.kill().await;
+    let answered = tokio::time::timeout(Duration::from_secs(10), call).await;
+    assert!(
+        !matches!(answered, Ok(Ok(Ok(_)))),
+        "the killed proxy never answered"
+    );
+    for round in 0..2 {
+        let again = env.start(&[]).await;
+        let r = again.call(a.clone()).await;
+        assert_eq!(r.is_error, Some(true), "round {round}: {}", text(&r));
+        assert!(
+            text(&r).contains("outcome unknown, ask the user"),
+            "round {round}: {}",
+            text(&r)
+        );
+        let stderr = again.stop().await;
+        assert!(stderr.contains("session continued"), "{stderr}");
+        assert_eq!(env.sent().len(), 1, "round {round}: sent a second time");
+    }
+    // one session, started once
+    assert_eq!(env.receipts("session").len(), 1);
+}
+
+/// The budget is the session's, not the process's: 700.00 under a
+/// 1,000.00 budget, then 700.00 after each of three restarts (two of them
+/// SIGKILL), then the 300.00 left: never more than the budget executed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_budget_holds_across_restarts() {
+    let env = Env::new("1000.00", &[]);
+    let mut ops = vec![];
+    for round in 0..4 {
+        let p = env.start(&[]).await;
+        let r = p.call(pay(700.0, &format!("round {round}"))).await;
+        if round == 0 {
+            assert_ne!(r.is_error, Some(true), "{}", text(&r));
+        } else {
+            assert_eq!(r.is_error, Some(true), "round {round}: {}", text(&r));
+            assert!(
+                text(&r).contains("DENY at stage `budget`"),
+                "round {round}: {}",
+                text(&r)
+            );
+        }
+        ops.extend(op_of(&r));
+        if round % 2 == 0 {
+            p.kill().await;
+        } else {
+            p.stop().await;
+        }
+    }
+    let p = env.start(&[]).await;
+    let r = p.call(pay(300.0, "the rest")).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let r = p.call(pay(0.01, "one cent too many")).await;
+    assert!(text(&r).contains("DENY at stage `budget`"), "{}", text(&r));
+    p.stop().await;
+    let total: f64 = env
+        .sent()
+        .iter()
+        .map(|c| c["args"]["amount"].as_f64().unwrap())
+        .sum();
+    assert_eq!(env.sent().len(), 2);
+    assert!(total <= 1000.0, "{total}");
+    // every decision was under the same mandate
+    let mandates: std::collections::BTreeSet<String> = env
+        .store()
+        .receipts()
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| r.body["mandate"]["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(mandates.len(), 1, "{mandates:?}");
+}
+
+/// A step-up left PENDING, approved out of band while the proxy was down:
+/// the same call after the restart is the same operation, and executes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_approval_survives_a_restart() {
+    let env = Env::new("5000.00", &[]);
+    let a = pay(1500.0, "deposit");
+    let p = env.start(&[]).await;
+    // this client declares no elicitation: the step-up stays pending
+    let r = p.call(a.clone()).await;
+    assert_eq!(r.is_error, Some(true));
+    let op = op_of(&r).expect("the pending operation's hash");
+    p.kill().await;
+    let key = intentplane::keys::load_secret(&PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/mcp/keys/emma.key"
+    )))
+    .unwrap();
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+        + 600;
+    let signed = SignedApproval::issue("emma", &op, expires, &key).unwrap();
+    std::fs::write(
+        env.path().join("approvals/deposit.json"),
+        serde_json::to_string(&signed).unwrap(),
+    )
+    .unwrap();
+    let p = env.start(&[]).await;
+    let r = p.call(a).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    p.stop().await;
+    assert_eq!(env.sent().len(), 1);
+    assert_eq!(env.sent()[0]["args"]["amount"], json!(1500.0));
+}
+
+/// A new session only when the declared content changes or when asked,
+/// and the previous mandate is then revoked in the store, with a receipt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_revokes_the_previous_one() {
+    let env = Env::new("1000.00", &[]);
+    let p = env.start(&[]).await;
+    let r = p.call(pay(700.0, "first")).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    p.stop().await;
+    let first = env.receipts("session");
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0]["reason"], "first");
+    let a = first[0]["mandates"][0].as_str().unwrap().to_string();
+
+    // the same content: continued (the budget is spent)
+    let p = env.start(&[]).await;
+    let r = p.call(pay(700.0, "second")).await;
+    assert!(text(&r).contains("DENY at stage `budget`"), "{}", text(&r));
+    p.stop().await;
+    assert_eq!(env.receipts("session").len(), 1);
+
+    // another budget: a new session, the old mandate revoked
+    env.write_config("2000.00", &[]);
+    let p = env.start(&[]).await;
+    let r = p.call(pay(700.0, "second")).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let stderr = p.stop().await;
+    assert!(stderr.contains("new session"), "{stderr}");
+    let s = env.receipts("session");
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[1]["reason"], "changed");
+    assert_eq!(s[1]["revoked"], json!([a]));
+    let b = s[1]["mandates"][0].as_str().unwrap().to_string();
+    assert_ne!(a, b);
+
+    // asked for: another one, the second revoked
+    let p = env.start(&["--new-session"]).await;
+    p.stop().await;
+    let s = env.receipts("session");
+    assert_eq!(s.len(), 3);
+    assert_eq!(s[2]["reason"], "asked");
+    assert_eq!(s[2]["revoked"], json!([b]));
+    let store = env.store();
+    let mut revoked = vec![];
+    store
+        .transaction(&mut |tx| {
+            revoked = vec![tx.revoked(&a)?, tx.revoked(&b)?];
+            Ok(Value::Null)
+        })
+        .unwrap();
+    assert_eq!(revoked, [true, true]);
+    assert!(intentplane::store::verify_store(&store.snapshot().unwrap(), None).is_ok());
+}
