@@ -414,7 +414,7 @@ impl crate::gateway::Gateway {
         let ap = &signed.approval;
         let hash = ap.operation_hash.clone();
         let op = self.pending_op(&hash)?;
-        if let Some(by) = op.declined_at(self.now()) {
+        if let Some(by) = op.declined_at(self.now()?) {
             return Err(PendingError::Declined {
                 hash,
                 by: by.to_string(),

@@ -44,6 +44,7 @@ fn op(
         created_at: now(),
         expires_at: now() + 600,
         declined_by: vec![],
+        declined_until: None,
         approvals: vec![],
     }
 }

@@ -682,11 +682,12 @@ impl Proxy {
     /// is refused without asking, after that it may be asked again. The
     /// agent reads a DENY, with the decline's receipt.
     async fn declined(&self, d: &Decision, op: &str) -> CallToolResult {
-        let until = self
-            .inner
-            .gateway
-            .now()
-            .saturating_add(self.inner.session.decline_for);
+        let until = match self.inner.gateway.now() {
+            Ok(now) => now.saturating_add(self.inner.session.decline_for),
+            // no clock: the decline cannot be dated, nothing is recorded
+            // and nothing runs
+            Err(e) => return error_result(e.to_string()),
+        };
         let (op, user) = (op.to_string(), self.inner.session.user.clone());
         let who = user.clone();
         let recorded = self
