@@ -450,7 +450,9 @@ async fn a_declined_step_up_executes_nothing_and_is_not_asked_again() {
         // a DENY, not a PENDING: the user said no
         let t = text(&r);
         assert!(
-            t.starts_with("DENY at stage `approval`: declined by the user (`emma`)"),
+            t.starts_with(
+                "DENY at stage `approval`: declined by the user: `emma` declined this operation"
+            ),
             "{t}"
         );
         assert!(t.contains("the decline stands until"), "{t}");
@@ -476,7 +478,9 @@ async fn a_declined_step_up_executes_nothing_and_is_not_asked_again() {
         assert!(is_error(&again));
         let t = text(&again);
         assert!(
-            t.starts_with("DENY at stage `approval`: declined by the user (`emma`)"),
+            t.starts_with(
+                "DENY at stage `approval`: declined by the user: `emma` declined this operation"
+            ),
             "{t}"
         );
         assert_eq!(h.user.shown().len(), 1, "not asked again");

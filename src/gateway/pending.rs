@@ -150,9 +150,9 @@ impl PendingOp {
 /// (the step-up refused) or by another approver; until `until`, or for good.
 pub fn declined(who: &str, user: &str, until: Option<i64>) -> crate::gateway::Deny {
     let reason = if who == user {
-        format!("declined by the user (`{who}`)")
+        format!("declined by the user: `{who}` declined this operation")
     } else {
-        format!("declined by `{who}`")
+        format!("`{who}` declined this operation")
     };
     let hint = match until {
         Some(t) => format!(
@@ -616,7 +616,10 @@ mod tests {
         gw.decline_until(&op, "emma", Some(now() + 60)).unwrap();
         let d = again("1500.00");
         assert_eq!(d.decision, Outcome::Deny);
-        assert_eq!(d.reason.as_deref(), Some("declined by the user (`emma`)"));
+        assert_eq!(
+            d.reason.as_deref(),
+            Some("declined by the user: `emma` declined this operation")
+        );
         assert!(d.hint.as_deref().unwrap().contains("stands until"), "{d:?}");
         let op_now = gw.pending_op(&op).unwrap();
         assert_eq!(op_now.status(false, now()), "declined");

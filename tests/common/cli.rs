@@ -43,7 +43,8 @@ pub fn decide_lines(
     );
     let mut args = vec![mode];
     if mode == "serve" {
-        args.push("--stdio");
+        // the test world fixes the clock (deterministic expiry)
+        args.extend(["--stdio", "--allow-frozen-clock"]);
     }
     args.extend([
         "--bundle",
