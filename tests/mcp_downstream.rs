@@ -161,7 +161,12 @@ impl Harness {
             .collect()
     }
 
+    /// The chain, once the outcomes the proxy answered with are written
+    /// (in the background, after the answer).
     fn receipts(&self) -> Vec<Value> {
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(self.proxy.flush())
+        });
         self.store
             .receipts()
             .unwrap()
@@ -356,7 +361,17 @@ async fn every_receipt_of_the_proxy_reads_as_what_it_is() {
         lines[0].split_whitespace().collect::<Vec<_>>(),
         ["seq", "kind", "subject", "detail", "hash"]
     );
-    let row = |n: usize| lines[n].split_whitespace().collect::<Vec<_>>().join(" ");
+    let row = |n: usize| {
+        lines[n + 1]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // the first receipt is the durable session's start
+    assert!(
+        lines[1].split_whitespace().nth(1) == Some("session") && lines[1].contains("start (first)"),
+        "{stdout}"
+    );
     assert!(
         row(1).starts_with("1 refused delete_file not listed in the config "),
         "{stdout}"

@@ -371,6 +371,29 @@ fn describe(body: &Value) -> Described {
             status().into(),
         ),
         Some("refused") => ("refused".into(), f("tool"), f("reason")),
+        // `ipc mcp`'s durable session: a new one started, and why
+        Some("session") => {
+            let list = |k: &str| {
+                body.get(k)
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
+                    .filter(|s| !s.is_empty())
+            };
+            let detail = match list("revoked") {
+                Some(r) => format!("{} ({}), revoked {r}", f("change"), f("reason")),
+                None => format!("{} ({})", f("change"), f("reason")),
+            };
+            (
+                "session".into(),
+                list("mandates").unwrap_or_else(|| "-".into()),
+                detail,
+            )
+        }
         Some("approval") => (
             "approval".into(),
             op(),

@@ -502,7 +502,7 @@ impl Gateway {
         dispatch: Option<Dispatch<'_>>,
     ) -> Result<Decision, GatewayError> {
         Ok(self
-            .decide_with(&[(input, &Tenants::All)], dispatch)?
+            .decide_falling_back(&[(input, &Tenants::All)], dispatch)?
             .pop()
             .unwrap_or_else(|| {
                 stages::deny_decision(None, Deny::new(Stage::Receipt, "no decision"))
@@ -531,10 +531,20 @@ impl Gateway {
         &self,
         inputs: &[(&Input, &Tenants)],
     ) -> Result<Vec<Decision>, GatewayError> {
+        self.decide_falling_back(inputs, None)
+    }
+
+    /// [`Self::decide_with`], and on a store error each input again alone
+    /// (see [`Self::decide_batch`]).
+    fn decide_falling_back(
+        &self,
+        inputs: &[(&Input, &Tenants)],
+        dispatch: Option<Dispatch<'_>>,
+    ) -> Result<Vec<Decision>, GatewayError> {
         // a store that cannot be reached (`Open`: the database down, its
         // session lost) decides nothing: the caller is told so and retries;
         // any other store error is this batch's, decided input by input
-        let first = match self.decide_with(inputs, None) {
+        let first = match self.decide_with(inputs, dispatch) {
             Err(GatewayError::Store(e)) if !matches!(e, StoreError::Open { .. }) => e,
             other => return other,
         };
@@ -543,7 +553,7 @@ impl Gateway {
         }
         let mut out = Vec::with_capacity(inputs.len());
         for one in inputs {
-            match self.decide_with(std::slice::from_ref(one), None) {
+            match self.decide_with(std::slice::from_ref(one), dispatch) {
                 Ok(mut d) => out.append(&mut d),
                 Err(GatewayError::Store(e)) if !matches!(e, StoreError::Open { .. }) => {
                     out.push(self.deny_store_failure(one.0, &e)?)
