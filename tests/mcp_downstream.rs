@@ -373,19 +373,19 @@ async fn every_receipt_of_the_proxy_reads_as_what_it_is() {
         "{stdout}"
     );
     assert!(
-        row(1).starts_with("1 refused delete_file not listed in the config "),
+        row(1).starts_with("2 refused delete_file not listed in the config "),
         "{stdout}"
     );
     assert!(
-        row(2).starts_with("2 passthrough demo/read_inbox ok "),
+        row(2).starts_with("3 passthrough demo/read_inbox ok "),
         "{stdout}"
     );
     assert!(
-        row(3).starts_with("3 ALLOW schedule_transfer execution "),
+        row(3).starts_with("4 ALLOW schedule_transfer execution "),
         "{stdout}"
     );
     assert!(
-        row(4).starts_with("4 outcome mcp:demo/schedule_transfer ok, operation "),
+        row(4).starts_with("5 outcome mcp:demo/schedule_transfer ok, operation "),
         "{stdout}"
     );
     assert!(!stdout.contains(" - "), "{stdout}");
@@ -398,10 +398,13 @@ async fn every_receipt_of_the_proxy_reads_as_what_it_is() {
         .iter()
         .map(|r| r["summary"]["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["refused", "passthrough", "ALLOW", "outcome"]);
-    assert_eq!(doc[1]["summary"]["subject"], "demo/read_inbox");
-    assert_eq!(doc[1]["summary"]["detail"], "ok");
-    assert_eq!(doc[0]["summary"]["detail"], "not listed in the config");
+    assert_eq!(
+        kinds,
+        ["session", "refused", "passthrough", "ALLOW", "outcome"]
+    );
+    assert_eq!(doc[2]["summary"]["subject"], "demo/read_inbox");
+    assert_eq!(doc[2]["summary"]["detail"], "ok");
+    assert_eq!(doc[1]["summary"]["detail"], "not listed in the config");
 }
 
 /// Item 7: a registry change and an approver's decline read as what they
