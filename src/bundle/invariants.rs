@@ -8,7 +8,7 @@
 //! Each check below names the invariant it keeps; any failure is an
 //! `ipc::bundle::invariant` error naming the action and the parameter.
 
-use crate::codegen::table::{Table, TableAction, TablePack};
+use crate::bundle::format::{Table, TableAction, TablePack};
 use crate::ir::{Key, Lookup, Param, RegistryShape, Source, Type};
 
 /// Every invariant, over every action of the table.

@@ -19,6 +19,7 @@
 //! loaded bundle into the Cedar schema and policy sets the gateway uses.
 
 mod build;
+pub mod format;
 pub mod invariants;
 
 pub use crate::codegen::{PackInfo, PolicyEntry, Table, TableAction, TablePack};

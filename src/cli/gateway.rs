@@ -339,12 +339,5 @@ pub fn malformed(reason: String, default_mandate: Option<&Value>) -> Input {
 
 /// Reads a JSON file (a mandate token, an approval).
 pub fn read_json(path: &std::path::Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "cannot read `{}`: {}",
-            path.display(),
-            e.to_string().to_lowercase()
-        )
-    })?;
-    parse_strict(&text).map_err(|e| format!("`{}`: {e}", path.display()))
+    crate::gateway::json::read_file(path)
 }

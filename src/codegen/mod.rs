@@ -13,7 +13,8 @@
 mod expr;
 mod names;
 pub mod schema;
-pub mod table;
+/// The runtime table, the bundle's vocabulary (`crate::bundle::format`).
+pub use crate::bundle::format as table;
 
 use crate::diagnostics::{JsonDiagnostic, PackDiagnostic};
 use crate::ir::{self, RuleKind};
@@ -29,12 +30,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 pub use table::{Table, TableAction, TablePack};
 
-/// Context attribute: the origin of each critical value (a record).
-pub const CTX_PROVENANCE: &str = "provenance";
-/// Context attribute: the approval level being evaluated (0, 1 or 2).
-pub const CTX_APPROVAL_LEVEL: &str = "approval_level";
-/// Context attribute: the gateway's clock, in seconds since the epoch.
-pub const CTX_NOW: &str = "now";
+pub use crate::bundle::format::{CTX_APPROVAL_LEVEL, CTX_NOW, CTX_PROVENANCE};
 /// Principal entity type in each pack's namespace.
 pub const PRINCIPAL_TYPE: &str = "User";
 /// Resource entity type (the mandate's owner) in each pack's namespace.

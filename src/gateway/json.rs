@@ -387,6 +387,19 @@ pub fn format_time(secs: i64) -> String {
     )
 }
 
+/// A JSON file read strictly ([`parse_strict`]: duplicate keys refused);
+/// the error names the file.
+pub fn read_file(path: &std::path::Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read `{}`: {}",
+            path.display(),
+            e.to_string().to_lowercase()
+        )
+    })?;
+    parse_strict(&text).map_err(|e| format!("`{}`: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

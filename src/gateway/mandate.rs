@@ -2,8 +2,8 @@
 //! agent never sees the signing key; the gateway holds only verifying keys
 //! (world configuration), never a key that came inside a token.
 
+use crate::bundle::format::TablePack;
 use crate::canonical::to_jcs;
-use crate::codegen::table::TablePack;
 use crate::ir::{Action, Type};
 use crate::keys::SecretKey;
 use serde::{Deserialize, Serialize};

@@ -35,7 +35,7 @@ pub mod trusted;
 pub mod world;
 
 use crate::bundle::Bundle;
-use crate::codegen::table::{TableAction, TablePack};
+use crate::bundle::format::{TableAction, TablePack};
 use crate::store::{Store, StoreError, Tx};
 use cedar_policy::{EntityUid, PolicySet};
 

@@ -39,7 +39,7 @@
 //! `id`, is what an approver is shown beside the value); a keyed registry's records are an
 //! object from key to record.
 
-use crate::codegen::table::Table;
+use crate::bundle::format::Table;
 use crate::gateway::json::{kind, parse_time_str};
 use crate::ir::{self, RegistryShape, Type};
 use crate::keys::PublicKey;

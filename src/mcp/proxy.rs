@@ -345,7 +345,7 @@ impl Proxy {
         let now = setup
             .world
             .clock
-            .unwrap_or_else(|| crate::cli::token::now_or(&None).unwrap_or(0));
+            .unwrap_or_else(|| crate::gateway::unix_now().unwrap_or(0));
         let start = session::resume(
             setup.store.as_ref(),
             &setup.bundle.hash,

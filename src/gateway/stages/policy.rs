@@ -4,7 +4,7 @@
 //! error is a DENY (a forbid that errors must never fail open).
 
 use super::{Run, StageResult};
-use crate::codegen::{CTX_APPROVAL_LEVEL, CTX_NOW, CTX_PROVENANCE};
+use crate::bundle::format::{CTX_APPROVAL_LEVEL, CTX_NOW, CTX_PROVENANCE};
 use crate::gateway::facts::{Env, eval};
 use crate::gateway::registry::Registries;
 use crate::gateway::{Deny, Stage};

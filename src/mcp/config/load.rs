@@ -697,7 +697,7 @@ impl Loader {
                 return None;
             }
             let path = self.existing("token", t, None)?;
-            let tok = crate::cli::gateway::read_json(&path).and_then(|v| {
+            let tok = crate::gateway::json::read_file(&path).and_then(|v| {
                 serde_json::from_value::<MandateToken>(v.clone())
                     .map(|m| (v, m))
                     .map_err(|e| e.to_string())
@@ -724,7 +724,7 @@ impl Loader {
             // refused now rather than at every call
             let now = world
                 .clock
-                .unwrap_or_else(|| crate::cli::token::now_or(&None).unwrap_or(0));
+                .unwrap_or_else(|| crate::gateway::unix_now().unwrap_or(0));
             let problem = match world.mandate_keys.get(&parsed.key_id) {
                 None => Some(format!(
                     "the token is signed by key `{}`, which is not among the world's `mandate_keys`",
@@ -846,7 +846,7 @@ impl Loader {
             if !ok {
                 return None;
             }
-            let now = crate::cli::token::now_or(&None).unwrap_or(0);
+            let now = crate::gateway::unix_now().unwrap_or(0);
             let ttl = sf.ttl.as_ref().map(|t| *t.get_ref()).unwrap_or(3600);
             let targets: Vec<String> = if used.is_empty() {
                 bundle

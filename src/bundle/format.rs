@@ -1,9 +1,18 @@
 //! The runtime table: what the gateway needs besides Cedar to decide on a
 //! proposal (contracts, trusted sources, normalisers, validators, facts,
 //! budget, scope, executor) and which Cedar policies belong to each action.
+//! It is the bundle's vocabulary: the compiler writes it, the runtime reads
+//! it, and the runtime imports nothing of the compiler.
 
 use crate::ir;
 use serde::{Deserialize, Serialize};
+
+/// Context attribute: the origin of each critical value (a record).
+pub const CTX_PROVENANCE: &str = "provenance";
+/// Context attribute: the approval level being evaluated (0, 1 or 2).
+pub const CTX_APPROVAL_LEVEL: &str = "approval_level";
+/// Context attribute: the gateway's clock, in seconds since the epoch.
+pub const CTX_NOW: &str = "now";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
