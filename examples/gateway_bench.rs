@@ -45,7 +45,7 @@ fn main() {
         ),
     )
     .expect("world");
-    let now = intentplane::gateway::json::parse_time_str("2026-11-27T18:40:00Z").unwrap_or(0);
+    let now = intentplane::base::json::parse_time_str("2026-11-27T18:40:00Z").unwrap_or(0);
     let mut claims = Map::new();
     claims.insert("account".into(), json!("emma-checking"));
     claims.insert("currency".into(), json!("EUR"));

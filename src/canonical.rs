@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 /// The largest integer magnitude that canonical JSON encodes exactly.
-pub const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
+pub use crate::base::json::MAX_EXACT_INTEGER;
 
 #[derive(Debug, Error, Diagnostic, Clone, PartialEq, Eq)]
 pub enum CanonicalError {

@@ -7,6 +7,7 @@
 
 // No `unwrap()` or `expect()` outside tests: every failure is a typed error.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+pub mod base;
 pub mod bundle;
 pub mod canonical;
 pub mod check;

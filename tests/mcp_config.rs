@@ -343,7 +343,9 @@ proptest! {
         let t = example_tool_cached();
         let amount: f64 = format!("{}.{:02}", cents / 100, cents % 100).parse().unwrap();
         let p = t.to_proposal(&obj(json!({"recipient": "X", "amount": amount, "currency": "EUR"}))).unwrap();
-        let minor = intentplane::gateway::json::parse_money(&p["args"]["amount"]).unwrap();
+        let minor = intentplane::base::Money::from_json(&p["args"]["amount"])
+            .unwrap()
+            .minor();
         prop_assert_eq!(minor, cents);
         let down = t.to_downstream(&obj(json!({"from_account": "a", "payee_iban": "X", "amount": minor, "currency": "EUR"}))).unwrap();
         prop_assert_eq!(down["amount"].as_f64(), Some(amount));

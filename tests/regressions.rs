@@ -248,7 +248,7 @@ fn json_duplicate_keys_are_refused() {
     let line = format!(
         r#"{{"action":"payment.transfer","args":{{"from_account":"emma-checking","payee_iban":"{LANDLORD}","payee_iban":"DE89370400440532013000","amount":"1.00","currency":"EUR"}}}}"#
     );
-    let err = intentplane::gateway::json::parse_strict(&line).unwrap_err();
+    let err = intentplane::base::json::parse_strict(&line).unwrap_err();
     assert!(err.contains("duplicate key `payee_iban`"), "{err}");
     // through `ipc run`: a DENY (contract) for that line, with a receipt
     let mpath = w.dir.path().join("m.json");

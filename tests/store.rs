@@ -1032,7 +1032,7 @@ fn a_receipt_holding_a_large_double_verifies() {
         let line = r#"{"action": "payment.transfer", "args": {"from_account": "emma-checking",
             "payee_iban": "DE44500105175407324931", "amount": 1e17, "currency": "EUR",
             "note": [1.0694069464974614e17, -1e17]}}"#;
-        let proposal = intentplane::gateway::json::parse_strict(line).unwrap();
+        let proposal = intentplane::base::json::parse_strict(line).unwrap();
         assert_eq!(decide(&gw, proposal, &w.emma()).decision, Outcome::Deny);
         let records = store.receipts().unwrap();
         assert_eq!(verify_chain(&records, store.head().unwrap()), Ok(1));
@@ -1050,7 +1050,7 @@ fn a_deep_proposal_leaves_a_receipt_that_verifies() {
     let store = Arc::new(MemoryStore::new());
     let gw = w.gateway_with(store.clone());
     let line = format!("{}{}", "[".repeat(127), "]".repeat(127));
-    let proposal = intentplane::gateway::json::parse_strict(&line).unwrap();
+    let proposal = intentplane::base::json::parse_strict(&line).unwrap();
     let d = decide(&gw, proposal, &w.emma());
     assert_eq!(d.decision, Outcome::Deny);
     assert_eq!(verify_store(&store.snapshot().unwrap(), None), Ok(1));

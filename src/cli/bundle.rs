@@ -3,6 +3,7 @@
 //! bundle errors), shared with `build` and `keygen`.
 
 use super::Format;
+use crate::base::Money;
 use crate::bundle::Bundle;
 use crate::ir::{self, Type, Validator, Value};
 use crate::keys::PublicKey;
@@ -199,17 +200,11 @@ fn inspect(args: &InspectArgs, out: &mut dyn Write) -> u8 {
     u8::from(written.is_err())
 }
 
-/// Money as written in packs: `1000000` → `10000.00`.
-fn money(n: i64) -> String {
-    let sign = if n < 0 { "-" } else { "" };
-    let a = n.unsigned_abs();
-    format!("{sign}{}.{:02}", a / 100, a % 100)
-}
-
 fn value_text(v: &Value) -> String {
     match v {
         Value::Int(n) => n.to_string(),
-        Value::Money(n) => money(*n),
+        // money as written in packs: `1000000` → `10000.00`
+        Value::Money(n) => Money::from_minor(*n).to_string(),
         Value::Str(s) => format!("{s:?}"),
         Value::Bool(b) => b.to_string(),
         Value::Duration(s) => format!("{s} seconds"),
@@ -223,7 +218,11 @@ fn value_text(v: &Value) -> String {
 fn validator_text(v: &Validator, ty: &Type) -> String {
     match v {
         Validator::Range { min, max } if *ty.element() == Type::Money => {
-            format!("range {} .. {}", money(*min), money(*max))
+            format!(
+                "range {} .. {}",
+                Money::from_minor(*min),
+                Money::from_minor(*max)
+            )
         }
         Validator::Range { min, max } => format!("range {min} .. {max}"),
         Validator::MinLen { len } => format!("min_len {len}"),

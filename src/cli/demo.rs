@@ -5,9 +5,9 @@
 //! without the gateway, and verify the receipts.
 
 use super::Format;
+use crate::base::json::parse_time_str;
 use crate::bundle::build;
 use crate::gateway::approval::{SignedApproval, random_id};
-use crate::gateway::json::parse_time_str;
 use crate::gateway::trusted::RegistryChange;
 use crate::gateway::world::World;
 use crate::gateway::{Budget, Decision, Gateway, Input, Mandate, MandateToken, Outcome};
@@ -638,7 +638,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
                         // the ledger keeps minor units; a person reads 98.70
                         let shown = match (k.as_str(), v.as_i64()) {
                             ("amount", Some(minor)) => {
-                                Value::String(crate::gateway::json::format_minor(minor))
+                                crate::base::Money::from_minor(minor).to_json()
                             }
                             _ => v.clone(),
                         };

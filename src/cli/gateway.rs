@@ -2,8 +2,8 @@
 //! bundle, a world and a store into a gateway (or the MCP proxy's gateway
 //! from its `intentplane.toml`: `--config`), and reading input lines.
 
+use crate::base::json::{MAX_LINE, parse_strict};
 use crate::bundle::Bundle;
-use crate::gateway::json::{MAX_LINE, parse_strict};
 use crate::gateway::world::World;
 use crate::gateway::{Deny, Gateway, Input, Stage};
 use crate::store::Store;
@@ -149,7 +149,7 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
         None => World::empty(),
     };
     if let Some(c) = world.clock {
-        let at = crate::gateway::json::format_time(c);
+        let at = crate::base::json::format_time(c);
         if !args.frozen_clock_ok {
             return Err(Box::new(FrozenClock { at }));
         }
@@ -339,5 +339,5 @@ pub fn malformed(reason: String, default_mandate: Option<&Value>) -> Input {
 
 /// Reads a JSON file (a mandate token, an approval).
 pub fn read_json(path: &std::path::Path) -> Result<Value, String> {
-    crate::gateway::json::read_file(path)
+    crate::base::json::read_file(path)
 }

@@ -65,7 +65,7 @@ pub struct CheckpointArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// The time to sign (`YYYY-MM-DDTHH:MM:SSZ`); default now.
-    #[arg(long, value_name = "TIME", value_parser = crate::gateway::json::parse_time_str)]
+    #[arg(long, value_name = "TIME", value_parser = crate::base::json::parse_time_str)]
     pub now: Option<i64>,
     /// Output format (of the summary, with `-o`; the checkpoint itself is
     /// JSON).

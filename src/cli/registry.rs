@@ -64,7 +64,7 @@ pub fn run(args: &RegistryArgs, out: &mut dyn Write) -> u8 {
         .is_some_and(|r| matches!(r.shape, crate::ir::RegistryShape::Keyed { .. }));
     let record = match &a.record {
         None => None,
-        Some(text) => match crate::gateway::json::parse_strict(text) {
+        Some(text) => match crate::base::json::parse_strict(text) {
             Ok(Value::Object(record)) => Some(record),
             Ok(_) => return fail("`--record` is a JSON object of the record's fields"),
             Err(e) => return fail(&format!("`--record`: {e}")),

@@ -2,9 +2,10 @@
 //! for a user and owner (claims typed against the pack), `ipc token revoke`
 //! records a revocation in the store.
 
+use crate::base::Money;
+use crate::base::json::parse_time_str;
 use crate::bundle::Bundle;
 use crate::gateway::MandateToken;
-use crate::gateway::json::{parse_decimal_minor, parse_time_str};
 use crate::gateway::mandate::MandateSpec;
 use crate::gateway::narrowing::NarrowingError;
 use serde_json::Value;
@@ -197,7 +198,7 @@ pub fn issue(a: &IssueArgs) -> Result<MandateToken, IssueError> {
         owner: a.owner.clone(),
         scopes: a.scopes.clone(),
         claims,
-        budget: parse_decimal_minor(a.budget.trim())?,
+        budget: Money::parse(a.budget.trim())?.minor(),
         calls: a.calls,
         issued_at: now_or(&a.now)?,
         ttl: a.ttl,

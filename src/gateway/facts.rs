@@ -57,7 +57,7 @@ pub fn eval(e: &Expr, env: &Env<'_>, tx: &mut dyn Tx) -> Result<Value, String> {
                 .ok_or_else(|| {
                     format!(
                         "no record `{}` in `{registry}`",
-                        crate::gateway::json::echo(&k)
+                        crate::base::json::echo(&k)
                     )
                 })?;
             rec.get(field)

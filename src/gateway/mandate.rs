@@ -197,7 +197,7 @@ impl Mandate {
             let Some(decl) = pack.claims.iter().find(|c| &c.name == name) else {
                 return Err(format!(
                     "claim `{}` is not declared by pack `{}`",
-                    crate::gateway::json::echo(name),
+                    crate::base::json::echo(name),
                     pack.name
                 ));
             };
@@ -211,7 +211,7 @@ impl Mandate {
 /// durations as exact integers (as `ipc token issue` writes them), strings
 /// in their type's canonical spelling, collections element by element.
 fn runtime_value(v: &Value, ty: &Type) -> Result<Value, String> {
-    use crate::gateway::json::kind;
+    use crate::base::json::kind;
     match ty {
         Type::List(el) | Type::Set(el) => {
             let Value::Array(items) = v else {

@@ -12,7 +12,6 @@
 pub mod approval;
 pub mod executors;
 pub mod facts;
-pub mod json;
 pub mod mandate;
 pub mod narrowing;
 pub mod normalize;
@@ -46,7 +45,7 @@ use std::sync::{Arc, Mutex};
 use world::World;
 
 pub use mandate::{Budget, Mandate, MandateToken};
-pub use stages::{Consumed, money, receipt_body};
+pub use stages::{Consumed, receipt_body};
 pub use tenants::Tenants;
 
 /// What a caller hands the gateway for one decision: the agent's proposal

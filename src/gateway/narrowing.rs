@@ -95,7 +95,7 @@ fn target<'a>(
         return Ok((a, None));
     }
     let unknown = || NarrowingError::UnknownAction {
-        target: crate::gateway::json::echo(t),
+        target: crate::base::json::echo(t),
         pack: pack.to_string(),
     };
     let (action, param) = t.rsplit_once('.').ok_or_else(unknown)?;
@@ -109,7 +109,7 @@ fn target<'a>(
             .find(|p| p.name == param)
             .ok_or_else(|| NarrowingError::UnknownParam {
                 action: a.name.clone(),
-                param: crate::gateway::json::echo(param),
+                param: crate::base::json::echo(param),
             })?;
     Ok((a, Some(p)))
 }
@@ -123,7 +123,7 @@ fn critical_param<'a>(
     let (a, p) = target(t, pack, actions)?;
     let Some(p) = p else {
         return Err(NarrowingError::UnknownAction {
-            target: crate::gateway::json::echo(t),
+            target: crate::base::json::echo(t),
             pack: pack.to_string(),
         });
     };
@@ -155,7 +155,7 @@ pub fn check(sources: &Narrowing, pack: &str, actions: &[&Action]) -> Result<(),
             return Err(NarrowingError::UndeclaredSource {
                 action: a.name.clone(),
                 param: p.name.clone(),
-                given: crate::gateway::json::echo(bad),
+                given: crate::base::json::echo(bad),
                 declared: declared(p),
             });
         }
@@ -219,7 +219,7 @@ pub fn strict(
         // a strict mandate that is not stricter would mislead its issuer
         if !narrowed {
             return Err(NarrowingError::NothingToNarrow {
-                target: crate::gateway::json::echo(t),
+                target: crate::base::json::echo(t),
             });
         }
     }
@@ -238,7 +238,7 @@ pub fn of_spec(
     for (t, list) in &spec.only {
         if out.contains_key(t) {
             return Err(NarrowingError::Twice {
-                target: crate::gateway::json::echo(t),
+                target: crate::base::json::echo(t),
             });
         }
         out.insert(t.clone(), list.clone());

@@ -4,7 +4,7 @@
 //! equals a trusted one by accident — and never differs from it by a trick
 //! either: the comparison is on the canonical form.
 
-use crate::gateway::json::echo;
+use crate::base::json::echo;
 use crate::ir::Normalizer;
 
 pub fn apply(n: Normalizer, s: &str) -> Result<String, String> {
@@ -28,7 +28,7 @@ pub fn apply(n: Normalizer, s: &str) -> Result<String, String> {
 fn plain(s: &str) -> Result<&str, String> {
     let t = s.trim_matches([' ', '\t']);
     if let Some(c) = t.chars().find(|c| {
-        c.is_control() || (c.is_whitespace() && *c != ' ') || crate::gateway::json::invisible(*c)
+        c.is_control() || (c.is_whitespace() && *c != ' ') || crate::base::json::invisible(*c)
     }) {
         return Err(format!(
             "`{}` contains U+{:04X}, which is refused rather than removed",

@@ -6,8 +6,8 @@
 //! several at a time ([`Gateway::record_outcomes`]: one durable commit).
 
 use super::{Gateway, ReceiptRef};
+use crate::base::json::format_time;
 use crate::canonical::ObjectWriter;
-use crate::gateway::json::format_time;
 use crate::store::{StoreError, Tx, TxFn};
 use serde_json::Value;
 
@@ -264,7 +264,7 @@ impl Gateway {
                     .str("kind", "refused")
                     .str("reason", reason)
                     .str("time", &format_time(now))
-                    .str("tool", &crate::gateway::json::echo(tool));
+                    .str("tool", &crate::base::json::echo(tool));
                 }
             }
             Ok(w.finish())

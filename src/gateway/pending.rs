@@ -157,7 +157,7 @@ pub fn declined(who: &str, user: &str, until: Option<i64>) -> crate::gateway::De
     let hint = match until {
         Some(t) => format!(
             "the decline stands until {}; the same operation may be asked again after that",
-            crate::gateway::json::format_time(t)
+            crate::base::json::format_time(t)
         ),
         None => "the approver refused exactly this operation; ask them, or change it".into(),
     };
@@ -375,7 +375,7 @@ impl crate::gateway::Gateway {
             Some((_, true)) => Err(PendingError::Executed { hash: hash.into() }),
             Some((op, _)) if op.expired(now) => Err(PendingError::Expired {
                 hash: hash.into(),
-                at: crate::gateway::json::format_time(op.expires_at),
+                at: crate::base::json::format_time(op.expires_at),
             }),
             Some((op, _)) => Ok(op),
         }
@@ -471,7 +471,7 @@ impl crate::gateway::Gateway {
         let approver = self.world.approvers.get(who).ok_or_else(|| {
             invalid(format!(
                 "`{}` is not a known approver",
-                crate::gateway::json::echo(who)
+                crate::base::json::echo(who)
             ))
         })?;
         let msg = crate::canonical::to_jcs(message).map_err(|e| invalid(e.to_string()))?;
@@ -527,7 +527,7 @@ impl crate::gateway::Gateway {
         let op = self.pending_op(hash)?;
         if !op.approvable_by(&self.world, who) {
             return Err(PendingError::NotApprover {
-                who: crate::gateway::json::echo(who),
+                who: crate::base::json::echo(who),
                 hash: hash.into(),
             });
         }
@@ -577,9 +577,9 @@ fn approval_receipt(
         .str("kind", "approval")
         .str("operation_hash", &op.operation_hash)
         .str("owner", &op.owner)
-        .str("time", &crate::gateway::json::format_time(now));
+        .str("time", &crate::base::json::format_time(now));
     if let Some(u) = until {
-        w.str("until", &crate::gateway::json::format_time(u));
+        w.str("until", &crate::base::json::format_time(u));
     }
     w.finish()
 }

@@ -24,8 +24,8 @@
 //!   fields ([`crate::gateway::operation_hash`]): the side that signs
 //!   refuses when it differs from the hash it would sign.
 
+use crate::base::json::format_time;
 use crate::gateway::Gateway;
-use crate::gateway::json::format_time;
 use crate::gateway::pending::PendingOp;
 use crate::gateway::registry::Registries;
 use crate::ir::{Key, RegistryShape, Source, Type};
@@ -180,7 +180,7 @@ pub fn escape(s: &str) -> String {
             c if c.is_ascii()
                 || c.is_control()
                 || c.is_whitespace()
-                || crate::gateway::json::invisible(c)
+                || crate::base::json::invisible(c)
                 || c.escape_debug().nth(1).is_some() =>
             {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
@@ -278,8 +278,12 @@ fn fold(s: &str) -> Vec<String> {
 fn display(ty: &Type, v: &Value, currency: Option<&str>) -> String {
     let typed = match (ty, v) {
         (Type::Money, Value::Number(n)) => n.as_i64().map(|m| match currency {
-            Some(c) => format!("{} {}", crate::gateway::money(m), escape(c)),
-            None => crate::gateway::money(m),
+            Some(c) => format!(
+                "{} {}",
+                crate::base::Money::from_minor(m).grouped(),
+                escape(c)
+            ),
+            None => crate::base::Money::from_minor(m).grouped(),
         }),
         (Type::Date, Value::Number(n)) => n.as_i64().map(|t| {
             let full = format_time(t);
@@ -338,9 +342,9 @@ fn read(ty: &Type, text: &str) -> Result<Value, String> {
     match ty {
         Type::Money => {
             let number = text.split(' ').next().unwrap_or("").replace(',', "");
-            crate::gateway::json::parse_money(&Value::String(number)).map(Value::from)
+            crate::base::Money::parse(number.trim()).map(|m| Value::from(m.minor()))
         }
-        Type::Date | Type::Timestamp => crate::gateway::json::parse_time_str(text).map(Value::from),
+        Type::Date | Type::Timestamp => crate::base::json::parse_time_str(text).map(Value::from),
         Type::Int => int(text),
         Type::Duration => int(text.strip_suffix(" s").unwrap_or(text)),
         Type::Bool => match text {

@@ -84,7 +84,7 @@ fn structure(text: &str) -> Vec<String> {
 
 /// Characters nothing shown may hold raw: they hide, reorder or break text.
 fn hidden(c: char) -> bool {
-    c.is_control() || (c.is_whitespace() && c != ' ') || crate::gateway::json::invisible(c)
+    c.is_control() || (c.is_whitespace() && c != ' ') || crate::base::json::invisible(c)
 }
 
 fn hostile_text() -> impl Strategy<Value = String> {

@@ -9,9 +9,9 @@
 //! code it panics, with a message, when the world cannot be set up, and
 //! its assertions panic when they fail.
 
+use crate::base::json::parse_time_str;
 use crate::bundle::{Bundle, build};
 use crate::gateway::approval::{Approval, SignedApproval, random_id};
-use crate::gateway::json::parse_time_str;
 use crate::gateway::world::World;
 use crate::gateway::{
     Budget, Decision, Gateway, GatewayError, Input, Mandate, MandateToken, Outcome,

@@ -16,8 +16,8 @@
 use super::registry::Registries;
 use super::world::typed_value;
 use super::{Gateway, ReceiptRef, normalize};
+use crate::base::json::format_time;
 use crate::canonical::{Jcs, ObjectWriter};
-use crate::gateway::json::format_time;
 use crate::ir::RegistryShape;
 use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
@@ -255,7 +255,7 @@ impl Gateway {
     ) -> Result<ReceiptRef, TrustedError> {
         let c = &signed.change;
         let not_owner = || TrustedError::NotOwner {
-            owner: crate::gateway::json::echo(&c.owner),
+            owner: crate::base::json::echo(&c.owner),
         };
         let keys = self.world.owner_keys.get(&c.owner).ok_or_else(not_owner)?;
         let msg = crate::canonical::to_jcs(c).map_err(|e| TrustedError::Request {
@@ -273,7 +273,7 @@ impl Gateway {
             None => return Err(TrustedError::NoGatewayId),
             Some(id) if *id != c.audience => {
                 return Err(TrustedError::Audience {
-                    audience: crate::gateway::json::echo(&c.audience),
+                    audience: crate::base::json::echo(&c.audience),
                     gateway: id.clone(),
                 });
             }

@@ -39,8 +39,8 @@
 //! `id`, is what an approver is shown beside the value); a keyed registry's records are an
 //! object from key to record.
 
+use crate::base::json::{kind, parse_time_str};
 use crate::bundle::format::Table;
-use crate::gateway::json::{kind, parse_time_str};
 use crate::ir::{self, RegistryShape, Type};
 use crate::keys::PublicKey;
 use serde::Deserialize;
@@ -429,7 +429,7 @@ fn load_registry(file: &Path, reg: &ir::Registry) -> Result<HashMap<String, Reco
         reason,
     };
     let text = std::fs::read_to_string(file).map_err(|e| bad(e.to_string().to_lowercase()))?;
-    let v = crate::gateway::json::parse_strict(&text).map_err(bad)?;
+    let v = crate::base::json::parse_strict(&text).map_err(bad)?;
     let Value::Object(owners) = v else {
         return Err(bad("expected an object from owner to records".into()));
     };
@@ -576,9 +576,10 @@ fn scalar_text(v: &Value, ty: &Type) -> Result<String, String> {
 
 /// A registry field value in its runtime form: Money and times as integers.
 pub fn typed_value(v: &Value, ty: &Type) -> Result<Value, String> {
-    use crate::gateway::json::{parse_money, parse_time};
+    use crate::base::Money;
+    use crate::base::json::parse_time;
     Ok(match ty {
-        Type::Money => Value::from(parse_money(v)?),
+        Type::Money => Value::from(Money::from_json(v)?.minor()),
         Type::Date | Type::Timestamp => Value::from(parse_time(v)?),
         Type::Int | Type::Duration => match v.as_i64() {
             Some(i) => Value::from(i),

@@ -252,11 +252,11 @@ fn apply(st: &mut Value, tool: &str, args: &Map<String, Value>) -> Result<Value,
             if cents > balance {
                 return Err(format!(
                     "insufficient funds: the balance is {}",
-                    crate::gateway::money(balance)
+                    crate::base::Money::from_minor(balance).grouped()
                 ));
             }
             let left = balance - cents;
-            st["balance"] = json!(format!("{}.{:02}", left / 100, left % 100));
+            st["balance"] = crate::base::Money::from_minor(left).to_json();
             json!({"status": "sent", "recipient": recipient, "amount": amount, "currency": currency})
         }
         "send_email" => {

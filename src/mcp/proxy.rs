@@ -974,7 +974,7 @@ impl Proxy {
         };
         error_result(format!(
             "tool `{}` is not available through intentplane: {reason}\n{receipt}",
-            crate::gateway::json::echo(tool)
+            crate::base::json::echo(tool)
         ))
     }
 

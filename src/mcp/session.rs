@@ -15,8 +15,8 @@
 //! and per pack the verifying key, the user, owner, scopes, claims, budget,
 //! call cap, narrowing and the validity (ttl).
 
+use crate::base::json::format_time;
 use crate::canonical::ObjectWriter;
-use crate::gateway::json::format_time;
 use crate::gateway::mandate::MandateToken;
 use crate::mcp::config::SessionConfig;
 use crate::store::{Store, StoreError};

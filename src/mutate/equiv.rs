@@ -682,7 +682,7 @@ fn source_name(s: &crate::ir::Source) -> String {
 
 /// Minor units as the exact decimal a proposal carries (`"1000.01"`).
 fn money_json(cents: i64) -> Value {
-    Value::String(crate::gateway::json::format_minor(cents))
+    crate::base::Money::from_minor(cents).to_json()
 }
 
 #[cfg(test)]

@@ -22,14 +22,14 @@ pub use run::{
     run_suite_with_bundle,
 };
 
-use crate::gateway::json::{parse_strict, parse_time_str};
+use crate::base::json::{parse_strict, parse_time_str};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A scenario file is written by hand; larger than this it is not one.
-pub const MAX_SCENARIO_LEN: u64 = crate::gateway::json::MAX_LINE as u64;
+pub const MAX_SCENARIO_LEN: u64 = crate::base::json::MAX_LINE as u64;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error, miette::Diagnostic)]
 pub enum ScenarioError {
@@ -340,7 +340,7 @@ impl Suite {
                     .map_err(|e| invalid(None, format!("mandate `{name}`: expires: {e}")))?;
             }
             if let Some(b) = &spec.budget {
-                crate::gateway::json::parse_money(b)
+                crate::base::Money::from_json(b)
                     .map_err(|e| invalid(None, format!("mandate `{name}`: budget: {e}")))?;
             }
             mandates.insert(name, spec);

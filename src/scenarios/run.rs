@@ -2,10 +2,11 @@
 //! generated per suite, the trusted side's changes applied between steps.
 
 use super::{DecideStep, Expect, MandateSpec, Step, Suite, TestCase, Trusted, scenario_files};
+use crate::base::Money;
+use crate::base::json::parse_time_str;
 use crate::bundle::Bundle;
 use crate::codegen::table::{Table, TablePack};
 use crate::gateway::approval::SignedApproval;
-use crate::gateway::json::{parse_money, parse_time_str};
 use crate::gateway::mandate::Narrowing;
 use crate::gateway::narrowing;
 use crate::gateway::trusted::RegistryChange;
@@ -446,7 +447,9 @@ impl<'a> Prepared<'a> {
             }
         }
         let amount = match &spec.budget {
-            Some(b) => parse_money(b).map_err(|e| bad(format!("budget: {e}")))?,
+            Some(b) => Money::from_json(b)
+                .map_err(|e| bad(format!("budget: {e}")))?
+                .minor(),
             None => 0,
         };
         let now = self.suite.clock;

@@ -152,7 +152,7 @@ fn stored_form(seq: u64, text: &str, body: &Value) -> Option<ChainProblem> {
         return None;
     }
     // the duplicate-refusing reader names a key written twice
-    match crate::gateway::json::parse_no_duplicates(text) {
+    match crate::base::json::parse_no_duplicates(text) {
         Err(msg) => match duplicated_key(&msg) {
             Some(key) => Some(ChainProblem::DuplicateKey { seq, key }),
             None => Some(ChainProblem::NotCanonical { seq }),

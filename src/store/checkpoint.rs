@@ -136,7 +136,7 @@ impl Checkpoint {
             format: FORMAT.to_string(),
             seq,
             hash: hash.to_string(),
-            time: crate::gateway::json::format_time(now),
+            time: crate::base::json::format_time(now),
             signature: CheckpointSignature {
                 key_id: key.public().id(),
                 sig: String::new(),
@@ -172,7 +172,7 @@ impl Checkpoint {
             path: path.to_string(),
             reason,
         };
-        let value = crate::gateway::json::parse_strict(text).map_err(format)?;
+        let value = crate::base::json::parse_strict(text).map_err(format)?;
         let cp: Checkpoint =
             serde_json::from_value(value).map_err(|e| format(e.to_string().to_lowercase()))?;
         if cp.format != FORMAT {

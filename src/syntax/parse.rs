@@ -3,6 +3,7 @@
 //! the failure and list what was expected.
 
 use super::ast::*;
+use crate::base::money::{Money, MoneyError};
 use crate::diagnostics::PackDiagnostic;
 use pest::Parser;
 use pest::iterators::Pair;
@@ -923,31 +924,22 @@ impl Builder {
     /// error, never a rounding.
     fn money(&mut self, text: &str, span: Span) -> i64 {
         let clean: String = text.chars().filter(|c| *c != '_').collect();
-        let (units, frac) = clean.split_once('.').unwrap_or((&clean, ""));
-        if frac.len() > 2 {
-            self.errors.push(PackDiagnostic::InvalidLiteral {
-                text: text.to_string(),
-                reason: "an amount has at most two decimals".into(),
-                span: span.into(),
-                help: Some("amounts are minor units (cents); write `12.34`".into()),
-            });
-            return 0;
-        }
-        let frac_val: i64 = format!("{frac:0<2}").parse().unwrap_or(0);
-        units
-            .parse::<i64>()
-            .ok()
-            .and_then(|u| u.checked_mul(100))
-            .and_then(|u| u.checked_add(frac_val))
-            .unwrap_or_else(|| {
-                self.errors.push(PackDiagnostic::InvalidLiteral {
-                    text: text.to_string(),
-                    reason: "amount does not fit in 64-bit minor units".into(),
-                    span: span.into(),
-                    help: None,
-                });
-                0
-            })
+        let (reason, help) = match Money::parse_bounded(&clean, i64::MAX.unsigned_abs()) {
+            Ok(m) => return m.minor(),
+            Err(MoneyError::TooManyDecimals) => (
+                "an amount has at most two decimals",
+                Some("amounts are minor units (cents); write `12.34`".into()),
+            ),
+            Err(MoneyError::TooLarge) => ("amount does not fit in 64-bit minor units", None),
+            Err(MoneyError::NotDecimal) => ("not a decimal amount", None),
+        };
+        self.errors.push(PackDiagnostic::InvalidLiteral {
+            text: text.to_string(),
+            reason: reason.into(),
+            span: span.into(),
+            help,
+        });
+        0
     }
 }
 

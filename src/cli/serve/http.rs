@@ -586,7 +586,7 @@ pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
     body: Body,
 ) -> Result<T, Response> {
     let text = read_text(st, body).await?;
-    crate::gateway::json::parse_strict(&text)
+    crate::base::json::parse_strict(&text)
         .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string().to_lowercase()))
         .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid body: {e}")))
 }

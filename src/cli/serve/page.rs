@@ -490,7 +490,7 @@ fn same_approver(st: &Shared, session: &str, signed_as: &str) -> Result<(), Box<
         StatusCode::FORBIDDEN,
         format!(
             "signed in as `{session}`: an approval or decline is signed as `{session}` too, not `{}`",
-            crate::gateway::json::echo(signed_as)
+            crate::base::json::echo(signed_as)
         ),
     )))
 }

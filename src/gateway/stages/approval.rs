@@ -92,7 +92,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         let Some(approver) = r.gw.world.approvers.get(&ap.approver) else {
             return Err(deny(format!(
                 "`{}` is not a known approver",
-                crate::gateway::json::echo(&ap.approver)
+                crate::base::json::echo(&ap.approver)
             ))
             .into());
         };

@@ -72,7 +72,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             else {
                 return Err(deny(format!(
                     "mandate for pack `{}`, which this gateway's bundle does not hold",
-                    crate::gateway::json::echo(&mandate.pack)
+                    crate::base::json::echo(&mandate.pack)
                 ))
                 .into());
             };
@@ -113,8 +113,8 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         r.mandate = Some(mandate);
         return Err(deny(format!(
             "the caller may act for `{}`, not for the mandate's owner `{}`",
-            crate::gateway::json::echo(&r.tenants.shown()),
-            crate::gateway::json::echo(&owner)
+            crate::base::json::echo(&r.tenants.shown()),
+            crate::base::json::echo(&owner)
         ))
         .hint(Some(
             "send it with a token bound to that tenant (the server's token file)".into(),

@@ -3,6 +3,7 @@
 //! the same transaction.
 
 use super::{Run, StageResult};
+use crate::base::Money;
 use crate::gateway::{Deny, Stage};
 
 pub(super) fn run(r: &mut Run<'_>) -> StageResult {
@@ -24,9 +25,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             Stage::Budget,
             format!(
                 "over the mandate's budget: {} already spent of {}, this needs {}",
-                money(spent.amount),
-                money(m.budget.amount),
-                money(amount)
+                Money::from_minor(spent.amount).grouped(),
+                Money::from_minor(m.budget.amount).grouped(),
+                Money::from_minor(amount).grouped()
             ),
         )
         .hint(Some(
@@ -55,32 +56,6 @@ pub(super) fn amount_of(r: &Run<'_>) -> Result<i64, Deny> {
         return Err(Deny::new(Stage::Budget, format!("`{p}` is negative")));
     }
     Ok(v)
-}
-
-/// `123456` minor units as `1,234.56`.
-pub fn money(minor: i64) -> String {
-    let sign = if minor < 0 { "-" } else { "" };
-    let m = minor.unsigned_abs();
-    let units = (m / 100).to_string();
-    let mut grouped = String::new();
-    for (i, c) in units.chars().enumerate() {
-        if i > 0 && (units.len() - i).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    format!("{sign}{grouped}.{:02}", m % 100)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn money_format() {
-        assert_eq!(super::money(123456), "1,234.56");
-        assert_eq!(super::money(5), "0.05");
-        assert_eq!(super::money(100_000_000), "1,000,000.00");
-        assert_eq!(super::money(-250), "-2.50");
-    }
 }
 
 #[cfg(test)]

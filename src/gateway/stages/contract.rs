@@ -4,7 +4,8 @@
 //! default), each of its type, normalised, and within its validators.
 
 use super::{Arg, Run, StageResult};
-use crate::gateway::json::{kind, parse_money, parse_time};
+use crate::base::Money;
+use crate::base::json::{kind, parse_time};
 use crate::gateway::{Deny, Stage, normalize};
 use crate::ir::{self, Param, Source, Type, Validator};
 use serde_json::Value;
@@ -47,7 +48,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         _ => {
             return Err(deny(format!(
                 "unknown action `{}`",
-                crate::gateway::json::echo(name)
+                crate::base::json::echo(name)
             ))
             .into());
         }
@@ -57,7 +58,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     if let Some(k) = args.keys().find(|k| decl.param(k).is_none()) {
         return Err(deny(format!(
             "unknown parameter `{}` for `{name}`",
-            crate::gateway::json::echo(k)
+            crate::base::json::echo(k)
         ))
         .into());
     }
@@ -138,7 +139,7 @@ fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
         };
     }
     let val = match ty {
-        Type::Money => Value::from(parse_money(v)?),
+        Type::Money => Value::from(Money::from_json(v)?.minor()),
         Type::Int | Type::Duration => match v.as_i64() {
             Some(i) if v.is_i64() || v.is_u64() => Value::from(i),
             _ => return Err(format!("expected a whole number, found {}", kind(v))),
@@ -153,7 +154,7 @@ fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
             Some(s) => {
                 return Err(format!(
                     "`{}` is not one of {}",
-                    crate::gateway::json::echo(s),
+                    crate::base::json::echo(s),
                     vs.join(", ")
                 ));
             }
@@ -265,7 +266,7 @@ fn check_scalar(
                 if !ok {
                     return Err(format!(
                         "`{}` does not match `{regex}`",
-                        crate::gateway::json::echo(s)
+                        crate::base::json::echo(s)
                     ));
                 }
             }

@@ -12,7 +12,6 @@ mod policy;
 mod provenance;
 mod receipt;
 
-pub use budget::money;
 pub(crate) use receipt::append_alone as append_receipt_alone;
 pub use receipt::{Consumed, body as receipt_body};
 

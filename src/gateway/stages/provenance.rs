@@ -114,7 +114,7 @@ fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
 
 fn show(v: &Value) -> String {
     match v {
-        Value::String(s) => crate::gateway::json::echo(s),
+        Value::String(s) => crate::base::json::echo(s),
         other => other.to_string(),
     }
 }
@@ -164,7 +164,7 @@ fn resolve_one(
                 Some((v, origin)) => {
                     return Ok((
                         v,
-                        format!("{origin} (ref `{}`)", crate::gateway::json::echo(id)),
+                        format!("{origin} (ref `{}`)", crate::base::json::echo(id)),
                     ));
                 }
                 None => {
@@ -173,7 +173,7 @@ fn resolve_one(
                         format!(
                             "`{}`: the reference `{}` names none of your records",
                             p.name,
-                            crate::gateway::json::echo(id)
+                            crate::base::json::echo(id)
                         ),
                     )
                     .hint(p.hint.clone()));

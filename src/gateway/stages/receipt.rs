@@ -15,8 +15,8 @@
 //! receipts have no `consumed` key.
 
 use super::Run;
+use crate::base::json::format_time;
 use crate::canonical::{CanonicalError, Jcs, ObjectWriter};
-use crate::gateway::json::format_time;
 use crate::gateway::{Decision, Gateway, Input, Mandate};
 use crate::store::{ChainLink, StoreError, Tx};
 use serde_json::{Map, Value};

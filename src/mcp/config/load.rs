@@ -697,7 +697,7 @@ impl Loader {
                 return None;
             }
             let path = self.existing("token", t, None)?;
-            let tok = crate::gateway::json::read_file(&path).and_then(|v| {
+            let tok = crate::base::json::read_file(&path).and_then(|v| {
                 serde_json::from_value::<MandateToken>(v.clone())
                     .map(|m| (v, m))
                     .map_err(|e| e.to_string())
@@ -782,7 +782,7 @@ impl Loader {
                         toml::Value::Float(f) => format!("{f}"),
                         other => format!("{other}"),
                     };
-                    match crate::gateway::json::parse_decimal_minor(&text) {
+                    match crate::base::Money::parse(&text).map(crate::base::Money::minor) {
                         Ok(m) if m >= 0 => m,
                         Ok(_) => {
                             self.err(ConfigError::Session {

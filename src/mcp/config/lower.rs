@@ -117,20 +117,18 @@ impl<'a> Lowering<'a> {
             toml::Value::String(s) => LitKind::Str(s.clone()),
             toml::Value::Integer(i) => LitKind::Int(*i),
             toml::Value::Boolean(b) => LitKind::Bool(*b),
-            toml::Value::Float(f) => {
-                match crate::gateway::json::parse_decimal_minor(&format!("{f}")) {
-                    Ok(m) => LitKind::Money(m),
-                    Err(reason) => {
-                        self.syntax.push(PackDiagnostic::InvalidLiteral {
-                            text: format!("{f}"),
-                            reason,
-                            span: sp.into(),
-                            help: None,
-                        });
-                        return None;
-                    }
+            toml::Value::Float(f) => match crate::base::Money::parse(&format!("{f}")) {
+                Ok(m) => LitKind::Money(m.minor()),
+                Err(reason) => {
+                    self.syntax.push(PackDiagnostic::InvalidLiteral {
+                        text: format!("{f}"),
+                        reason,
+                        span: sp.into(),
+                        help: None,
+                    });
+                    return None;
                 }
-            }
+            },
             toml::Value::Array(items) => {
                 let mut out = vec![];
                 for it in items {

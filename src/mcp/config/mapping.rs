@@ -1,7 +1,7 @@
 //! A tool's arguments to a gateway proposal, and a decision's trusted
 //! values back to the tool's arguments. Exact both ways: an amount is
 //! converted with the gateway's own decimal handling
-//! (`gateway::json::parse_money`), never through arithmetic on floats, and
+//! (`base::Money::from_json`), never through arithmetic on floats, and
 //! a value that cannot be converted exactly is refused, never rounded.
 //!
 //! Amounts leave the proxy as the tool takes them. A JSON number is the
@@ -11,7 +11,8 @@
 //! number. A tool that wants the text `"4.00"` says `format = "string"`.
 
 use super::{ArgMap, DownstreamCall, ToolConfig, ToolMode};
-use crate::gateway::json::{echo, format_minor, format_time, kind, parse_money};
+use crate::base::Money;
+use crate::base::json::{echo, format_time, kind};
 use crate::gateway::secret::{SecretValues, is_commitment};
 use crate::ir::Type;
 use serde_json::{Map, Number, Value, json};
@@ -62,9 +63,10 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
                     return Err(format!("argument `{arg}` is missing"));
                 };
                 let v = match scale {
-                    Some(s) => Value::String(format_minor(
+                    Some(s) => Money::from_minor(
                         minor_from_tool(v, *s, *as_text).map_err(|e| format!("`{arg}`: {e}"))?,
-                    )),
+                    )
+                    .to_json(),
                     None => v.clone(),
                 };
                 out.insert(param.clone(), v);
@@ -223,7 +225,7 @@ pub fn minor_from_tool(v: &Value, scale: u32, as_text: bool) -> Result<i64, Stri
         }
     }
     // the gateway's exact reading: hundredths of the written value
-    let hundredths = parse_money(v)?;
+    let hundredths = Money::from_json(v)?.minor();
     if hundredths < 0 {
         return Err("an amount cannot be negative".into());
     }
@@ -273,7 +275,7 @@ pub fn minor_to_tool(minor: i64, scale: u32, as_text: bool) -> Result<Value, Str
 /// at scale 10, `400` at scale 1.
 fn decimal_text(minor: i64, scale: u32) -> Result<String, String> {
     match scale {
-        100 => Ok(format_minor(minor)),
+        100 => Ok(Money::from_minor(minor).to_string()),
         1 => Ok(minor.to_string()),
         10 => Ok(format!("{}.{}", minor / 10, minor % 10)),
         other => Err(format!("scale {other} is not one of 1, 10, 100")),

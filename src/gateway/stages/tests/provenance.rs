@@ -132,7 +132,7 @@ fn narrowing_never_allows_more_and_always_refuses_a_removed_source() {
             return json!({"action": action, "args": {param: v, "body": "the code is 463820"}});
         }
         let mut args = json!({"from_account": "emma-checking", "currency": "EUR",
-            "amount": format!("{}.{:02}", cents / 100, cents % 100), "date": "2026-12-01"});
+            "amount": crate::base::Money::from_minor(cents).to_string(), "date": "2026-12-01"});
         if action == "payment.transfer" {
             args.as_object_mut().unwrap().remove("date");
         }

@@ -1,10 +1,16 @@
 //! Reading what the agent sends: JSON with no duplicate keys anywhere (the
 //! attacker must not be able to show one value to a check and another to
-//! the executor), bounded in size and depth, and exact decimal amounts.
+//! the executor), bounded in size and depth; times; how a value is echoed
+//! in a message. Amounts are [`crate::base::money`].
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
+
+/// The largest integer a JSON number (an IEEE double) holds exactly,
+/// 2^53 - 1: larger integers are refused wherever they would be hashed,
+/// signed or read back as an amount.
+pub const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
 
 /// Largest proposal line accepted, in bytes.
 pub const MAX_LINE: usize = 1 << 20;
@@ -184,68 +190,6 @@ impl<'de> de::DeserializeSeed<'de> for Strict {
     }
 }
 
-/// An amount as minor units (cents). Accepts a JSON number or a decimal
-/// string (`98.70`, `"98.70"`, `1000`); refuses more than two decimals,
-/// exponents in strings, signs other than a leading `-`, and overflow. A
-/// JSON number is read through its shortest decimal form, which is the text
-/// that was written for any amount with at most 15 significant digits.
-pub fn parse_money(v: &Value) -> Result<i64, String> {
-    let text = match v {
-        Value::String(s) => s.trim().to_string(),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                i.to_string()
-            } else if let Some(f) = n.as_f64() {
-                let s = format!("{f}");
-                if s.contains('e') || s.contains("inf") || s.contains("NaN") {
-                    return Err(format!("`{}` is not a plain decimal amount", echo(&s)));
-                }
-                s
-            } else {
-                return Err(format!("`{n}` is out of range"));
-            }
-        }
-        other => return Err(format!("expected an amount, found {}", kind(other))),
-    };
-    parse_decimal_minor(&text)
-}
-
-/// `"-12.3"` to -1230. At most two decimals, digits only.
-pub fn parse_decimal_minor(text: &str) -> Result<i64, String> {
-    let (neg, body) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let (units, frac) = body.split_once('.').unwrap_or((body, ""));
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(units) || (!frac.is_empty() && !digits(frac)) || body.ends_with('.') {
-        return Err(format!("`{}` is not a decimal amount", echo(text)));
-    }
-    if frac.len() > 2 {
-        return Err(format!(
-            "`{}` has more than two decimals; amounts are in cents",
-            echo(text)
-        ));
-    }
-    let frac_val: i64 = format!("{frac:0<2}").parse().unwrap_or(0);
-    let minor = units
-        .parse::<i64>()
-        .ok()
-        .and_then(|u| u.checked_mul(100))
-        .and_then(|u| u.checked_add(frac_val))
-        .filter(|m| (*m as u64) <= crate::canonical::MAX_EXACT_INTEGER)
-        .ok_or_else(|| format!("`{}` is too large", echo(text)))?;
-    Ok(if neg { -minor } else { minor })
-}
-
-/// Minor units as the exact decimal a proposal carries (`"1000.01"`): the
-/// inverse of [`parse_decimal_minor`].
-pub fn format_minor(minor: i64) -> String {
-    let sign = if minor < 0 { "-" } else { "" };
-    let m = minor.unsigned_abs();
-    format!("{sign}{}.{:02}", m / 100, m % 100)
-}
-
 /// A value as a message shows it (a DENY reason, a hint, an error): every
 /// character that could hide or disguise text — controls, newlines, NUL,
 /// bidi and zero-width marks, non-ASCII spaces, combining marks — written
@@ -403,6 +347,7 @@ pub fn read_file(path: &std::path::Path) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::Money;
     use serde_json::json;
 
     #[test]
@@ -439,8 +384,9 @@ mod tests {
             assert!(parse_strict(good).is_ok(), "{good}");
         }
         // what is accepted is the value written
-        assert_eq!(parse_money(&parse_strict("1000.01").unwrap()), Ok(100_001));
-        assert!(parse_money(&parse_strict("1000.019").unwrap()).is_err());
+        let money = |v: &Value| Money::from_json(v).map(Money::minor);
+        assert_eq!(money(&parse_strict("1000.01").unwrap()), Ok(100_001));
+        assert!(money(&parse_strict("1000.019").unwrap()).is_err());
     }
 
     /// Issue #11, item 9: no value is echoed with a character that hides.
@@ -457,25 +403,8 @@ mod tests {
             echo(&"a".repeat(100)),
             format!("{}\u{2026}", "a".repeat(80))
         );
-        let reason = parse_money(&json!("1\u{202e}0")).unwrap_err();
+        let reason = Money::from_json(&json!("1\u{202e}0")).unwrap_err();
         assert!(!reason.contains('\u{202e}'), "{reason}");
-    }
-
-    #[test]
-    fn money_is_exact() {
-        assert_eq!(parse_money(&json!(98.70)), Ok(9870));
-        assert_eq!(parse_money(&json!("98.70")), Ok(9870));
-        assert_eq!(parse_money(&json!(1000)), Ok(100000));
-        assert_eq!(parse_money(&json!(0.1)), Ok(10));
-        assert!(parse_money(&json!(98.705)).is_err());
-        assert!(parse_money(&json!("1e3")).is_err());
-        assert!(parse_money(&json!(1e300)).is_err());
-        assert!(parse_money(&json!("12,50")).is_err());
-        assert!(parse_money(&json!("")).is_err());
-        assert!(parse_money(&json!("5.")).is_err());
-        assert!(parse_money(&json!("99999999999999999999")).is_err());
-        assert_eq!(parse_money(&json!("-5")), Ok(-500));
-        assert!(parse_money(&json!(true)).is_err());
     }
 
     #[test]

@@ -1,0 +1,8 @@
+//! The base layer: what every other layer reads and writes values with —
+//! strict JSON, times and echoes ([`json`]), amounts ([`money`]). It
+//! imports nothing of the crate (scripts/check-layers).
+
+pub mod json;
+pub mod money;
+
+pub use money::Money;
