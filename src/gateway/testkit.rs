@@ -39,7 +39,7 @@ pub const SANCTIONED: &str = "GB29NWBK60161331926819";
 
 /// The packs of [`TestWorld::new`].
 const PACKS: [&str; 5] = ["bank", "ap", "health", "workspace", "code"];
-/// Every shipped pack ([`TestWorld::with_packs`]; `tests/fuzz.rs`).
+/// Every shipped pack ([`TestWorld::with_packs`]; `tests/gateway/fuzz.rs`).
 pub const ALL_PACKS: [&str; 7] = [
     "bank",
     "ap",
@@ -248,7 +248,7 @@ impl TestWorld {
 }
 
 /// Sabotage, for the tests that prove the fuzz's oracle catches a broken
-/// gateway (`tests/fuzz.rs`). Only in test builds: this module does not
+/// gateway (`tests/gateway/fuzz.rs`). Only in test builds: this module does not
 /// exist in a release build, so no served gateway can be edited this way.
 impl Gateway {
     /// Edits one action's runtime table in this running gateway, after

@@ -3,6 +3,8 @@
 //! dev-dependency on itself turns on for tests and examples).
 
 pub use intentplane::gateway::testkit::*;
+pub mod chain;
 pub mod cli;
 pub mod http;
 pub mod pg;
+pub mod tools;

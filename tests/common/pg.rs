@@ -3,11 +3,10 @@
 //! throwaway cluster that trusts local connections and sets it; a server
 //! that wants a password gets it from `PGPASSWORD`). Each test
 //! gets a schema of its own, dropped at the end. Without a server the PG
-//! half of a test prints a loud `SKIPPED: no PostgreSQL` line and passes;
-//! with `CI` set it fails instead: CI never skips.
+//! half of a test is skipped by the rule of `tools.rs`: a loud
+//! `SKIPPED: no PostgreSQL` line, and a failure under CI.
 #![allow(dead_code)]
 
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub const ENV: &str = "IPC_TEST_PG";
@@ -17,20 +16,11 @@ pub fn server() -> Option<String> {
     match std::env::var(ENV) {
         Ok(u) if !u.is_empty() => Some(u),
         _ => {
-            let test = std::thread::current()
-                .name()
-                .unwrap_or("a test")
-                .to_string();
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but {ENV} is not: the PostgreSQL tests never skip in CI \
-                 (scripts/test starts a throwaway cluster when initdb is installed)"
-            );
-            // straight to the stream: libtest captures `eprintln!` of a
-            // passing test, and this line must be seen
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: no PostgreSQL ({ENV} is not set): the PostgreSQL part of `{test}` did not run"
+            super::tools::skip(
+                "PostgreSQL",
+                &format!(
+                    "{ENV} is not set; scripts/test starts a throwaway cluster when initdb is installed"
+                ),
             );
             None
         }
@@ -111,16 +101,28 @@ pub fn tls_dir() -> Option<std::path::PathBuf> {
     match std::env::var("IPC_TEST_PG_TLS") {
         Ok(d) if !d.is_empty() => Some(std::path::PathBuf::from(d)),
         _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but IPC_TEST_PG_TLS is not: the PostgreSQL TLS tests never skip in CI \
-                 (scripts/pg-cluster makes an authority when openssl is installed)"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: no PostgreSQL TLS (IPC_TEST_PG_TLS is not set): the TLS part of a test did not run"
+            super::tools::skip(
+                "PostgreSQL TLS",
+                "IPC_TEST_PG_TLS is not set; scripts/pg-cluster makes an authority when openssl is installed",
             );
             None
         }
     }
+}
+
+/// The folder of PostgreSQL's programs (`initdb`, `pg_ctl`): `PG_BIN`,
+/// else what `pg_config --bindir` says (the installed version, whichever
+/// it is), as scripts/pg-cluster finds them; `None` without either.
+pub fn bindir() -> Option<std::path::PathBuf> {
+    if let Ok(b) = std::env::var("PG_BIN") {
+        if !b.is_empty() {
+            return Some(b.into());
+        }
+    }
+    let out = std::process::Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    (out.status.success() && !dir.trim().is_empty()).then(|| dir.trim().into())
 }

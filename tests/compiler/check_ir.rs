@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 #[test]
 fn shipped_packs_check_clean_and_their_ir_is_stable() {
     insta::with_settings!({
-        snapshot_path => "../snapshots/ir",
+        snapshot_path => "../../snapshots/ir",
         prepend_module_to_snapshot => false,
         omit_expression => true,
     }, {
-        insta::glob!("../packs", "*/pack.ipc", |path| {
+        insta::glob!("../../packs", "*/pack.ipc", |path| {
             let checked = check_path(path);
             assert!(
                 checked.diagnostics.is_empty(),

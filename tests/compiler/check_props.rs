@@ -21,7 +21,7 @@ fn assert_spans_inside(source: &str, checked: &intentplane::check::Checked) {
     }
 }
 
-const BANK: &str = include_str!("../packs/bank/pack.ipc");
+const BANK: &str = include_str!("../../packs/bank/pack.ipc");
 
 /// Fragments an edit may insert: tokens of the language and near misses.
 const TOKENS: &[&str] = &[

@@ -74,11 +74,11 @@ fn render_problems(problems: &[Problem]) -> String {
 
 #[test]
 fn fixtures_snapshot() {
-    insta::glob!("fixtures/codegen/*.ipc", |path| {
+    insta::glob!("../fixtures/codegen", "*.ipc", |path| {
         let g = codegen::generate(&[input(path)]).unwrap_or_else(|p| panic!("{p:?}"));
         check_invariants(&g);
         insta::with_settings!({
-            snapshot_path => "../snapshots/codegen",
+            snapshot_path => "../../snapshots/codegen",
             prepend_module_to_snapshot => false,
             omit_expression => true,
         }, {
@@ -89,11 +89,11 @@ fn fixtures_snapshot() {
 
 #[test]
 fn shipped_packs_snapshot() {
-    insta::glob!("../packs", "*/pack.ipc", |path| {
+    insta::glob!("../../packs", "*/pack.ipc", |path| {
         let g = codegen::generate(&[input(path)]).unwrap_or_else(|p| panic!("{p:?}"));
         check_invariants(&g);
         insta::with_settings!({
-            snapshot_path => "../snapshots/codegen",
+            snapshot_path => "../../snapshots/codegen",
             prepend_module_to_snapshot => false,
             omit_expression => true,
         }, {
@@ -108,7 +108,7 @@ fn custom_policies_snapshot() {
         .unwrap_or_else(|p| panic!("{p:?}"));
     check_invariants(&g);
     insta::with_settings!({
-        snapshot_path => "../snapshots/codegen",
+        snapshot_path => "../../snapshots/codegen",
         prepend_module_to_snapshot => false,
         omit_expression => true,
     }, {
@@ -172,7 +172,7 @@ fn hand_written_policy_failing_validation_points_at_its_cedar_line() {
         matches!(&p.diagnostic, PackDiagnostic::CedarValidation { policy, .. } if policy == "custom_bad/custom/2")
     );
     insta::with_settings!({
-        snapshot_path => "../snapshots/codegen",
+        snapshot_path => "../../snapshots/codegen",
         prepend_module_to_snapshot => false,
         omit_expression => true,
     }, {
@@ -225,7 +225,7 @@ fn generated_policy_failing_validation_points_at_the_rule_line() {
         PackDiagnostic::CedarValidation { policy, .. } if policy == "small/pay.single/forbid/too-much"
     ));
     insta::with_settings!({
-        snapshot_path => "../snapshots/codegen",
+        snapshot_path => "../../snapshots/codegen",
         prepend_module_to_snapshot => false,
         omit_expression => true,
     }, {

@@ -2,7 +2,7 @@
 //! and a run killed with SIGKILL mid-batch; each on an SQLite file and on
 //! PostgreSQL (when `IPC_TEST_PG` names a server: see `common/pg.rs`).
 
-mod common;
+use crate::common;
 use common::*;
 use intentplane::gateway::Outcome;
 use intentplane::store::Store;

@@ -4,34 +4,13 @@
 //! refuses to start, naming what is wrong; a hostile line is a DENY with a
 //! receipt, and the run goes on.
 
-mod common;
+use crate::common;
+use common::cli::{ipc, lines};
 use common::*;
 use intentplane::gateway::Outcome;
 use serde_json::{Map, Value, json};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn ipc(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ipc"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // a gateway that refuses to start may exit before reading: a broken
-    // pipe here is part of what is tested, not a failure
-    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    child.wait_with_output().unwrap()
-}
-
-fn lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use std::process::Output;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()

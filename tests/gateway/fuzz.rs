@@ -27,7 +27,7 @@
 //! Default: 6,000 proposals (60 cases × 100), spread over the seven packs.
 //! `IPC_FUZZ_CASES=1000` runs 100,000.
 
-mod common;
+use crate::common;
 use cedar_policy::{Effect, PolicySet};
 use common::*;
 use intentplane::gateway::{Decision, Gateway, Outcome};

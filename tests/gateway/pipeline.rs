@@ -5,7 +5,7 @@
 //! binding, four eyes) are unit tests beside it, in
 //! `src/gateway/stages/tests/`.
 
-mod common;
+use crate::common;
 use common::*;
 use intentplane::gateway::Outcome;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! attacker's goal without the gateway; each must be refused, or must run
 //! with the trusted value and nothing else.
 
-mod common;
+use crate::common;
 use common::*;
 use intentplane::gateway::{Decision, Gateway, Outcome};
 use serde_json::{Value, json};
@@ -294,7 +294,7 @@ fn parameter_name_case_tricks_are_unknown_parameters() {
 }
 
 // Double payment under concurrency across processes:
-// tests/gateway_concurrency.rs::four_processes_pay_one_invoice_once.
+// tests/gateway/concurrency.rs::four_processes_pay_one_invoice_once.
 
 /// Found in review (issue 5): a critical list with `default []` left out
 /// was refused as if `[]` were a value to vouch for.

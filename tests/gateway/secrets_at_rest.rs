@@ -15,7 +15,7 @@
 //! JSON-escaped forms differ from it; what is searched is its alphanumeric
 //! core, which each of those forms keeps.
 
-mod common;
+use crate::common;
 use common::cli::{decide_lines, ipc};
 use common::*;
 use intentplane::bundle::Bundle;

@@ -1,7 +1,7 @@
 //! The trusted side (issue #15): the owner changes its own records at run
 //! time, through the store, with a receipt.
 
-mod common;
+use crate::common;
 use common::*;
 use intentplane::gateway::Outcome;
 use intentplane::gateway::trusted::{RegistryChange, TrustedError};

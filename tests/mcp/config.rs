@@ -27,11 +27,11 @@ fn root() -> &'static Path {
 #[test]
 fn every_fixture_reports_its_diagnostic() {
     insta::with_settings!({
-        snapshot_path => "../snapshots/mcp",
+        snapshot_path => "../../snapshots/mcp",
         prepend_module_to_snapshot => false,
         omit_expression => true,
     }, {
-        insta::glob!("fixtures/mcp/*.toml", |path| {
+        insta::glob!("../fixtures/mcp", "*.toml", |path| {
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
             let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
             // relative, so that the rendering does not name this machine's paths

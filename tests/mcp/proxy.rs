@@ -221,7 +221,7 @@ async fn only_configured_tools_are_listed_and_a_refused_call_leaves_a_receipt() 
     let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
     assert_eq!(names, ["read_inbox", "list_vendors", "send_money"]);
     // the downstream's own schema, less the account the session's claim
-    // fills (tests/mcp_downstream.rs checks the schema in detail); a
+    // fills (tests/mcp/downstream.rs checks the schema in detail); a
     // passthrough tool's as it is
     let demo = intentplane::mcp::demo_server::tools();
     let theirs = demo.iter().find(|t| t.name == "send_money").unwrap();

@@ -22,13 +22,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from tools import require
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 IPC = TARGET / "debug" / "ipc"
 CHROMIUM = Path("/usr/bin/chromium")
 TOKEN = "agent-host-token-0123456789abcdef"
-CI = os.environ.get("CI") not in (None, "", "0", "false")
 
 # What both sides must encode byte for byte (the Rust side asserts the same
 # string in `gateway::approval`'s tests): keys in UTF-16 order, strings as
@@ -53,16 +53,8 @@ APPROVERS = {
 }
 
 
-def missing():
-    if not IPC.exists():
-        return f"no {IPC}: run `cargo test` first"
-    if not CHROMIUM.exists():
-        return "no /usr/bin/chromium (apt-get install chromium)"
-    return None
-
-
-if missing() and not CI:
-    pytest.skip(missing(), allow_module_level=True)
+require("ipc binary", IPC.exists(), f"{IPC} is missing: run `cargo test` first")
+require("Chromium", CHROMIUM.exists(), "no /usr/bin/chromium: apt-get install chromium")
 
 
 def ipc(*args, cwd=None):

@@ -18,6 +18,7 @@ import tempfile
 import pytest
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from tools import require
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
@@ -25,10 +26,7 @@ IPC = TARGET / "debug" / "ipc"
 LANDLORD = "DE44 5001 0517 5407 3249 31"
 ATTACKER = "DE75 5121 0800 1245 1261 99"
 
-if not IPC.exists():
-    if os.environ.get("CI"):
-        raise RuntimeError(f"{IPC} is missing: run cargo test first")
-    pytest.skip(f"{IPC} is missing: run cargo test first", allow_module_level=True)
+require("ipc binary", IPC.exists(), f"{IPC} is missing: run cargo test first")
 
 
 def config(tmp: pathlib.Path, extra_args=(), budget="2000.00") -> pathlib.Path:

@@ -6,12 +6,11 @@
 //! see `common/pg.rs`): without it the test says so loudly and passes,
 //! except under `CI`.
 
-mod common;
+use crate::common;
 use common::http::*;
 use common::*;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -349,16 +348,11 @@ impl Cluster {
     /// A new cluster, or `None` (the loud skip) without PostgreSQL.
     fn start() -> Option<Cluster> {
         common::pg::server()?;
-        let bin = std::env::var("PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
-        if !Path::new(&bin).join("initdb").exists() {
-            // a server was named, but this test needs a cluster of its own
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but there is no {bin}/initdb: this test never skips in CI"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: no {bin}/initdb: the database restart test did not run"
+        // a server was named, but this test needs a cluster of its own
+        if !common::pg::bindir().is_some_and(|b| b.join("initdb").exists()) {
+            common::tools::skip(
+                "PostgreSQL's initdb",
+                "neither PG_BIN nor `pg_config --bindir` names a folder with initdb",
             );
             return None;
         }

@@ -3,7 +3,7 @@
 //! Host / Origin / content-type checks, the Unix socket, receipts paging,
 //! metrics, and the refusal to run without a store.
 
-mod common;
+use crate::common;
 use common::http::*;
 use common::*;
 use serde_json::{Value, json};
@@ -433,7 +433,7 @@ fn serve_without_a_store_refuses_to_start_unless_ephemeral() {
 }
 
 /// `ipc run --ephemeral` (without it, `ipc run` refuses to start, as
-/// `ipc serve` does: `tests/store_failures.rs`).
+/// `ipc serve` does: `tests/store/failures.rs`).
 #[test]
 fn run_without_a_store_says_so() {
     let w = TestWorld::new();

@@ -4,7 +4,7 @@
 //! the receipt chain under tampering, and concurrency across threads and
 //! processes on SQLite and PostgreSQL alike.
 
-mod common;
+use crate::common;
 
 use common::{ATTACKER_IBAN, LANDLORD, TestWorld, assert_deny, decide, input, transfer};
 use intentplane::gateway::{Gateway, Outcome};
@@ -290,35 +290,9 @@ fn state_get_and_put() {
     });
 }
 
-/// `n` more receipts as the gateway writes them, each in one transaction
-/// with the effects it records: every third (from the first) a DENY, the
-/// others executed ALLOWs of mandate `m-1` spending `100 × i` and, for an
-/// even `i`, using up an approval nonce (`i` counts the store's receipts).
+/// `n` more receipts in the store (`common::chain`).
 fn append(s: &dyn Store, n: u64) {
-    let start = s.receipts().unwrap().len() as u64;
-    for i in start..start + n {
-        tx(s, |t| {
-            let body = if i % 3 == 0 {
-                json!({"decision": "DENY", "stage": "execution",
-                       "action": "payment.transfer", "i": i})
-            } else {
-                let op = format!("sha256:op-{i}");
-                let nonces: Vec<String> =
-                    (i % 2 == 0).then(|| format!("n-{i}")).into_iter().collect();
-                t.record_execution(&op, &json!({"i": i}))?;
-                t.spend("m-1", 100 * i as i64)?;
-                for n in &nonces {
-                    t.use_nonce(n)?;
-                }
-                json!({"decision": "ALLOW", "stage": "execution",
-                       "action": "payment.transfer", "i": i, "replayed": false,
-                       "mandate": {"id": "m-1"}, "operation_hash": op,
-                       "consumed": {"amount": 100 * i, "nonces": nonces}})
-            };
-            t.append_receipt(&body).map(|r| json!(r.seq))
-        })
-        .unwrap();
-    }
+    common::chain::append_receipts(s, n);
 }
 
 #[test]
@@ -1271,12 +1245,19 @@ fn eight_threads_with_two_store_handles_on_one_file() {
 
 const WORKER_ENV: &str = "IPC_STORE_TEST_WORKER";
 
-/// Not a test on its own: when the environment names a store file, it is
-/// one of the worker processes of `four_processes_spend_exactly_the_cap`.
+/// Not a test: one of the worker processes of
+/// `four_processes_spend_exactly_the_cap`, which starts it with the store
+/// in `IPC_STORE_TEST_WORKER`. Ignored, so no `cargo test` runs it by
+/// accident; started any other way (`--ignored`, without the variable) it
+/// fails, never passes without doing anything.
 #[test]
+#[ignore = "a worker process that four_processes_spend_exactly_the_cap starts"]
 fn process_worker() {
     let Some(path) = std::env::var_os(WORKER_ENV) else {
-        return;
+        panic!(
+            "process_worker is not a test: {WORKER_ENV} names no store; \
+             four_processes_spend_exactly_the_cap starts it with one"
+        );
     };
     // a file or a `postgres://` URL
     let s = intentplane::store::open(&PathBuf::from(path), true).unwrap();
@@ -1304,12 +1285,16 @@ fn four_processes_spend_exactly_the_cap_postgres() {
 /// file or a URL): exactly the cap is spent, and the chain verifies.
 fn four_processes_spend(path: &Path) {
     let exe = std::env::current_exe().unwrap();
+    // the worker's name in this binary: this module's path without the crate
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let worker = format!("{module}::process_worker");
     let children: Vec<_> = (0..4)
         .map(|_| {
             Command::new(&exe)
                 .args([
-                    "process_worker",
+                    worker.as_str(),
                     "--exact",
+                    "--ignored",
                     "--nocapture",
                     "--test-threads=1",
                 ])

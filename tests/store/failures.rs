@@ -14,7 +14,7 @@
 //! The PostgreSQL halves need `IPC_TEST_PG` (see `common/pg.rs`); without it
 //! they say so loudly and pass, except under `CI`.
 
-mod common;
+use crate::common;
 use common::cli::{decide_lines, ipc, lines};
 use common::*;
 use intentplane::canonical::Jcs;

@@ -7,7 +7,7 @@
 //! decision the committed state calls for, and that the receipt it reports
 //! is the one in the chain.
 
-mod common;
+use crate::common;
 use common::*;
 use intentplane::gateway::{Decision, Gateway, Outcome};
 use intentplane::store::postgres::PgStore;

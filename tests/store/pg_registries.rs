@@ -2,7 +2,7 @@
 //! read inside each decision's transaction. Needs `IPC_TEST_PG` (see
 //! `common/pg.rs`); the world checks run without it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use intentplane::gateway::world::World;

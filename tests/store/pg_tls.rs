@@ -4,7 +4,7 @@
 //! need the test cluster's authority (`IPC_TEST_PG_TLS`, set by
 //! `scripts/test` from `scripts/pg-cluster`); the refusals need no server.
 
-mod common;
+use crate::common;
 use common::*;
 use intentplane::store::postgres::PgStore;
 use intentplane::store::{Store, StoreError, verify_store};

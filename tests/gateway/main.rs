@@ -1,0 +1,18 @@
+//! The gateway's tests: decisions across stages, concurrency and crashes,
+//! failing closed, the attacker's property (fuzz), one regression per attack
+//! class, secrets at rest, the trusted side.
+//!
+//! One test binary per area (ARCHITECTURE.md, `tests/`): each module below
+//! was a test binary of its own; a new test file is a new `mod` line here.
+
+#[path = "../common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod common;
+
+mod concurrency;
+mod fail_closed;
+mod fuzz;
+mod pipeline;
+mod regressions;
+mod secrets_at_rest;
+mod trusted;

@@ -1,0 +1,14 @@
+//! The MCP proxy: its TOML configuration, what a downstream tool is sent, the
+//! proxy in process and `ipc mcp` across restarts.
+//!
+//! One test binary per area (ARCHITECTURE.md, `tests/`): each module below
+//! was a test binary of its own; a new test file is a new `mod` line here.
+
+#[path = "../common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod common;
+
+mod config;
+mod downstream;
+mod proxy;
+mod session;

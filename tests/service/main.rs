@@ -1,0 +1,11 @@
+//! `ipc serve`: JSON lines over stdio and HTTP, on SQLite and on PostgreSQL.
+//!
+//! One test binary per area (ARCHITECTURE.md, `tests/`): each module below
+//! was a test binary of its own; a new test file is a new `mod` line here.
+
+#[path = "../common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod common;
+
+mod pg_serve;
+mod serve;

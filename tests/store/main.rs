@@ -1,0 +1,15 @@
+//! The store's tests: the conformance suite over every store, its failures,
+//! and PostgreSQL (optimistic decisions, registry tables, TLS).
+//!
+//! One test binary per area (ARCHITECTURE.md, `tests/`): each module below
+//! was a test binary of its own; a new test file is a new `mod` line here.
+
+#[path = "../common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod common;
+
+mod contract;
+mod failures;
+mod pg_optimistic;
+mod pg_registries;
+mod pg_tls;
