@@ -114,10 +114,10 @@ pub fn tls_dir() -> Option<std::path::PathBuf> {
 /// else what `pg_config --bindir` says (the installed version, whichever
 /// it is), as scripts/pg-cluster finds them; `None` without either.
 pub fn bindir() -> Option<std::path::PathBuf> {
-    if let Ok(b) = std::env::var("PG_BIN") {
-        if !b.is_empty() {
-            return Some(b.into());
-        }
+    if let Ok(b) = std::env::var("PG_BIN")
+        && !b.is_empty()
+    {
+        return Some(b.into());
     }
     let out = std::process::Command::new("pg_config")
         .arg("--bindir")
