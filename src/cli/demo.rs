@@ -178,7 +178,10 @@ const MCP_EXAMPLE: &[(&str, &str)] = &[
         "examples/mcp/registries/mail/contacts.json",
         include_str!("../../examples/mcp/registries/mail/contacts.json"),
     ),
-    ("packs/bank/pack.ipc", include_str!("../../packs/bank/pack.ipc")),
+    (
+        "packs/bank/pack.ipc",
+        include_str!("../../packs/bank/pack.ipc"),
+    ),
 ];
 
 /// Writes [`MCP_EXAMPLE`] into a new temporary folder (removed when the
@@ -191,7 +194,8 @@ fn embedded_mcp_example() -> Result<tempfile::TempDir, String> {
             std::fs::create_dir_all(parent)
                 .map_err(|e| format!("cannot write `{}`: {e}", parent.display()))?;
         }
-        std::fs::write(&path, text).map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+        std::fs::write(&path, text)
+            .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
     }
     std::fs::create_dir_all(dir.path().join("examples/mcp/approvals"))
         .map_err(|e| format!("cannot write the approvals folder: {e}"))?;
