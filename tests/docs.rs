@@ -383,24 +383,32 @@ fn the_diagnostics_reference_is_generated_from_the_source() {
     check_generated("docs/reference/diagnostics.md", &render_diagnostics(&codes));
 }
 
-/// The pack checker's codes are the ones a pack author meets first: each
-/// says what it catches and why.
+/// Every code says what it catches and why (its doc comment is its section
+/// of the reference), except the named few below.
 #[test]
-fn every_pack_diagnostic_has_a_doc_comment() {
+fn every_diagnostic_code_has_a_doc_comment() {
+    // `ipc serve`'s start-up refusals: src/cli/serve is being moved to a
+    // library module this session, by another change, which documents them
+    const UNDOCUMENTED: &[&str] = &[
+        "ipc::serve::auth_required",
+        "ipc::serve::bind",
+        "ipc::serve::exposed_without_auth",
+        "ipc::serve::listen_address",
+        "ipc::serve::mode",
+        "ipc::serve::runtime",
+        "ipc::serve::socket_in_use",
+        "ipc::serve::socket_path",
+        "ipc::serve::token_file",
+    ];
     let codes = collect_codes();
     let missing: Vec<_> = codes
         .iter()
-        .filter(|(_, c)| {
-            c.doc.is_empty()
-                && c.defined
-                    .iter()
-                    .any(|(f, _)| f == "src/diagnostics.rs" || f.starts_with("src/mcp/config/"))
-        })
-        .map(|(k, _)| k.clone())
+        .filter(|(k, c)| c.doc.is_empty() && !UNDOCUMENTED.contains(&k.as_str()))
+        .map(|(k, c)| format!("{k} ({:?})", c.defined))
         .collect();
     assert!(
         missing.is_empty(),
-        "codes without a doc comment: {missing:?}"
+        "codes without a doc comment: {missing:#?}"
     );
 }
 
