@@ -25,10 +25,13 @@ const MAX_KEY_FILE: u64 = 4096;
 
 #[derive(Debug, Error, Diagnostic, Clone, PartialEq, Eq)]
 pub enum KeyError {
+    /// The key file cannot be read.
     #[error("cannot read `{path}`: {reason}")]
     #[diagnostic(code(ipc::key::io))]
     Io { path: String, reason: String },
 
+    /// The file is not a key file of `ipc keygen` (JSON with `alg`, `public`
+    /// and, for a secret key, `secret`).
     #[error("`{path}` is not a key file: {reason}")]
     #[diagnostic(
         code(ipc::key::format),
@@ -38,10 +41,12 @@ pub enum KeyError {
     )]
     Format { path: String, reason: String },
 
+    /// A key of another algorithm: only Ed25519 is supported.
     #[error("`{path}` holds a `{alg}` key; only `ed25519` is supported")]
     #[diagnostic(code(ipc::key::algorithm))]
     Algorithm { path: String, alg: String },
 
+    /// A field of the key file is not valid base64 of the right length.
     #[error("`{path}`: `{field}` is not a valid {what}: {reason}")]
     #[diagnostic(code(ipc::key::encoding))]
     Encoding {
@@ -51,6 +56,8 @@ pub enum KeyError {
         reason: String,
     },
 
+    /// A secret key file whose `public` is not the public key of its `secret`:
+    /// signatures made with it would not verify under the key it names.
     #[error("`{path}`: the public key does not belong to the secret key")]
     #[diagnostic(
         code(ipc::key::mismatch),
@@ -60,16 +67,21 @@ pub enum KeyError {
     )]
     Mismatch { path: String },
 
+    /// A public key of small order, which would accept forged signatures:
+    /// refused whatever signed with it.
     #[error(
         "`{path}`: the public key is weak (a small-order point) and would accept forged signatures"
     )]
     #[diagnostic(code(ipc::key::weak))]
     WeakKey { path: String },
 
+    /// The operating system's random source failed: no key is made from
+    /// anything weaker.
     #[error("cannot gather randomness for a new key: {reason}")]
     #[diagnostic(code(ipc::key::random))]
     Random { reason: String },
 
+    /// `ipc keygen` never overwrites a key file.
     #[error("`{path}` already exists; refusing to overwrite it")]
     #[diagnostic(
         code(ipc::key::exists),
@@ -77,14 +89,17 @@ pub enum KeyError {
     )]
     Exists { path: String },
 
+    /// `ipc keygen` cannot write the key file.
     #[error("cannot write `{path}`: {reason}")]
     #[diagnostic(code(ipc::key::write))]
     Write { path: String, reason: String },
 
+    /// A signature that is not base64 of 64 bytes.
     #[error("the signature is not valid: {reason}")]
     #[diagnostic(code(ipc::key::signature_encoding))]
     SignatureEncoding { reason: String },
 
+    /// A signature that does not verify (`verify_strict`) with the key.
     #[error("the signature does not verify with key `{key_id}`")]
     #[diagnostic(code(ipc::key::bad_signature))]
     BadSignature { key_id: String },

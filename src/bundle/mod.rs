@@ -77,14 +77,19 @@ struct Content<'a> {
 
 #[derive(Debug, Error, Diagnostic, Clone, PartialEq)]
 pub enum BundleError {
+    /// The bundle file cannot be read (missing, a folder, no permission).
     #[error("cannot read `{path}`: {reason}")]
     #[diagnostic(code(ipc::bundle::io))]
     Io { path: String, reason: String },
 
+    /// `ipc build` cannot write the bundle. It writes a temporary file and
+    /// renames it, so a failed write never leaves a partial bundle behind.
     #[error("cannot write `{path}`: {reason}")]
     #[diagnostic(code(ipc::bundle::write))]
     Write { path: String, reason: String },
 
+    /// The file is not JSON: not a bundle at all (a pack file, a key, a
+    /// truncated download).
     #[error("`{path}` is not json: {reason}")]
     #[diagnostic(
         code(ipc::bundle::not_json),
@@ -92,6 +97,7 @@ pub enum BundleError {
     )]
     NotJson { path: String, reason: String },
 
+    /// JSON, but not shaped like a bundle (no `format`, no `table`, ...).
     #[error("`{path}` is not an intentplane bundle: {reason}")]
     #[diagnostic(
         code(ipc::bundle::not_a_bundle),
@@ -99,6 +105,8 @@ pub enum BundleError {
     )]
     NotABundle { path: String, reason: String },
 
+    /// A bundle of another format version: this `ipc` reads
+    /// `intentplane-bundle/1` only (CHANGELOG.md) and never guesses at another.
     #[error("`{path}` has format `{found}`, this ipc reads `{expected}`")]
     #[diagnostic(
         code(ipc::bundle::format),
@@ -110,6 +118,8 @@ pub enum BundleError {
         expected: &'static str,
     },
 
+    /// The content no longer hashes to the recorded `hash`: the file was
+    /// edited after `ipc build`. Nothing in it is trusted.
     #[error(
         "`{path}` has been modified: its content hashes to `{actual}`, but it records `{expected}`"
     )]
@@ -123,10 +133,14 @@ pub enum BundleError {
         actual: String,
     },
 
+    /// A bundle whose parts do not fit together: a policy id the table names
+    /// but the bundle lacks, a table that does not deserialise.
     #[error("`{path}` is malformed: {reason}")]
     #[diagnostic(code(ipc::bundle::malformed))]
     Malformed { path: String, reason: String },
 
+    /// A key was given to verify the bundle with, but the bundle carries no
+    /// signature.
     #[error("`{path}` is not signed, but a key was given to verify it with")]
     #[diagnostic(
         code(ipc::bundle::unsigned),
@@ -134,6 +148,7 @@ pub enum BundleError {
     )]
     Unsigned { path: String },
 
+    /// The bundle is signed, by another key than the one given.
     #[error("`{path}` is signed by key `{signed_by}`, not by the given key `{given}`")]
     #[diagnostic(code(ipc::bundle::wrong_key))]
     WrongKey {
@@ -142,6 +157,8 @@ pub enum BundleError {
         given: String,
     },
 
+    /// The signature does not verify over the recorded hash: the hash or the
+    /// signature was altered after signing.
     #[error("the signature of `{path}` does not verify with key `{key_id}`: {reason}")]
     #[diagnostic(
         code(ipc::bundle::bad_signature),
@@ -153,6 +170,10 @@ pub enum BundleError {
         reason: String,
     },
 
+    /// The table breaks what `ipc build` guarantees (a critical parameter
+    /// without a source, a lookup keyed by an untrusted value, a rule whose
+    /// policy is not evaluated, ...), checked at every load, signed or not: a
+    /// bundle edited and re-hashed is refused even with a valid hash.
     #[error("`{path}` breaks an invariant of every built bundle: {reason}")]
     #[diagnostic(
         code(ipc::bundle::invariant),
@@ -161,6 +182,9 @@ pub enum BundleError {
         )
     )]
     Invariant { path: String, reason: String },
+    /// No key is pinned to check the bundle's signature against
+    /// (`--bundle-key`, the world's `bundle_keys`): the gateway refuses to run a
+    /// bundle anyone could have written, unless `--allow-unsigned` says so.
     #[error("`{path}` would run without its signature checked: no bundle key is pinned")]
     #[diagnostic(
         code(ipc::bundle::key_required),
@@ -169,6 +193,7 @@ pub enum BundleError {
         )
     )]
     KeyRequired { path: String },
+    /// The bundle is signed by a key the world does not pin in `bundle_keys`.
     #[error(
         "`{path}` is signed by key `{signed_by}`, which is not one of the world's `bundle_keys`"
     )]
@@ -179,6 +204,7 @@ pub enum BundleError {
         )
     )]
     UntrustedKey { path: String, signed_by: String },
+    /// The bundle's Cedar schema or policies do not parse or validate.
     #[error("the bundle's cedar does not load: {reason}")]
     #[diagnostic(code(ipc::bundle::cedar))]
     Cedar { reason: String },

@@ -40,7 +40,8 @@ pub struct DemoArgs {
     /// still running when the proxy dies).
     #[arg(long, hide = true)]
     pub hang_on: Option<String>,
-    /// `mcp`: the proxy's config (default `examples/mcp/intentplane.toml`).
+    /// `mcp`: the proxy's config (default: `examples/mcp/intentplane.toml`
+    /// as embedded in the binary, so the demo runs from any directory).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
 }
@@ -125,6 +126,81 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../packs/code/registries/repositories.json"),
     ),
 ];
+
+/// `examples/mcp/` (the proxy's demo config, its world, its demo keys and
+/// registries) and the bank pack it names, as `ipc demo mcp` plays them.
+const MCP_EXAMPLE: &[(&str, &str)] = &[
+    (
+        "examples/mcp/intentplane.toml",
+        include_str!("../../examples/mcp/intentplane.toml"),
+    ),
+    (
+        "examples/mcp/world.toml",
+        include_str!("../../examples/mcp/world.toml"),
+    ),
+    (
+        "examples/mcp/keys/issuer.key",
+        include_str!("../../examples/mcp/keys/issuer.key"),
+    ),
+    (
+        "examples/mcp/keys/issuer.pub",
+        include_str!("../../examples/mcp/keys/issuer.pub"),
+    ),
+    (
+        "examples/mcp/keys/emma.key",
+        include_str!("../../examples/mcp/keys/emma.key"),
+    ),
+    (
+        "examples/mcp/keys/emma.pub",
+        include_str!("../../examples/mcp/keys/emma.pub"),
+    ),
+    (
+        "examples/mcp/registries/bank/beneficiaries.json",
+        include_str!("../../examples/mcp/registries/bank/beneficiaries.json"),
+    ),
+    (
+        "examples/mcp/registries/bank/counterparties.json",
+        include_str!("../../examples/mcp/registries/bank/counterparties.json"),
+    ),
+    (
+        "examples/mcp/registries/bank/sanctions.json",
+        include_str!("../../examples/mcp/registries/bank/sanctions.json"),
+    ),
+    (
+        "examples/mcp/registries/bank/scheduled.json",
+        include_str!("../../examples/mcp/registries/bank/scheduled.json"),
+    ),
+    (
+        "examples/mcp/registries/bank/standing_orders.json",
+        include_str!("../../examples/mcp/registries/bank/standing_orders.json"),
+    ),
+    (
+        "examples/mcp/registries/mail/contacts.json",
+        include_str!("../../examples/mcp/registries/mail/contacts.json"),
+    ),
+    (
+        "packs/bank/pack.ipc",
+        include_str!("../../packs/bank/pack.ipc"),
+    ),
+];
+
+/// Writes [`MCP_EXAMPLE`] into a new temporary folder (removed when the
+/// returned value drops).
+fn embedded_mcp_example() -> Result<tempfile::TempDir, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary folder: {e}"))?;
+    for (rel, text) in MCP_EXAMPLE {
+        let path = dir.path().join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot write `{}`: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, text)
+            .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+    }
+    std::fs::create_dir_all(dir.path().join("examples/mcp/approvals"))
+        .map_err(|e| format!("cannot write the approvals folder: {e}"))?;
+    Ok(dir)
+}
 
 struct Step {
     what: &'static str,
@@ -566,10 +642,24 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
             };
         }
         "mcp" => {
-            let config = args
-                .config
-                .clone()
-                .unwrap_or_else(|| std::path::PathBuf::from("examples/mcp/intentplane.toml"));
+            // without `--config`, the example config embedded in the
+            // binary, written to a temporary folder: the demo runs from any
+            // directory, not only from a checkout
+            let embedded = match args.config {
+                Some(_) => None,
+                None => match embedded_mcp_example() {
+                    Ok(dir) => Some(dir),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return 1;
+                    }
+                },
+            };
+            let config = match (&args.config, &embedded) {
+                (Some(c), _) => c.clone(),
+                (None, Some(dir)) => dir.path().join("examples/mcp/intentplane.toml"),
+                (None, None) => return 1,
+            };
             return match crate::mcp::demo_client::run(&config, args.format == Format::Json, out) {
                 Ok(code) => code,
                 Err(e) => {
@@ -581,7 +671,9 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
         "bank" => bank(),
         "ap" => ap(),
         "three" => three(),
-        other => Err(format!("no demo `{other}`: try `bank`, `ap` or `three`")),
+        other => Err(format!(
+            "no demo `{other}`: try `bank`, `ap`, `three` or `mcp`"
+        )),
     };
     let (s, steps, intro) = match played {
         Ok(x) => x,

@@ -244,12 +244,17 @@ pub enum GatewayError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Clock(#[from] ClockError),
+    /// An action of the bundle cannot be prepared at start-up (its policies do
+    /// not load for Cedar, a `pattern` does not compile).
     #[error("cannot prepare action `{action}`: {reason}")]
     #[diagnostic(code(ipc::gateway::prepare))]
     Prepare { action: String, reason: String },
+    /// The bundle has no such action (a test or a tool names one it lacks).
     #[error("the bundle has no action `{action}`")]
     #[diagnostic(code(ipc::gateway::unknown_action))]
     UnknownAction { action: String },
+    /// `[pg_registries]` reads registries from database tables, which only a
+    /// PostgreSQL store has.
     #[error(
         "the world reads registries from database tables ({tables}), but the store is not postgresql"
     )]

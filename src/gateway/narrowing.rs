@@ -19,18 +19,23 @@ use crate::ir::{Action, Param, Source};
 /// Why a narrowing cannot be signed or accepted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, miette::Diagnostic)]
 pub enum NarrowingError {
+    /// `--only` or `--strict` names an action the pack does not have.
     #[error("`{target}` names no action of pack `{pack}`")]
     #[diagnostic(
         code(mandate::narrowing::unknown_action),
         help("name a critical parameter as ACTION.PARAM, e.g. `payment.transfer.payee_iban`")
     )]
     UnknownAction { target: String, pack: String },
+    /// A narrowing names a parameter the action does not have.
     #[error("action `{action}` has no parameter `{param}`")]
     #[diagnostic(code(mandate::narrowing::unknown_param))]
     UnknownParam { action: String, param: String },
+    /// Only critical parameters have trusted sources to narrow.
     #[error("`{action}.{param}` is not critical: it has no trusted sources to narrow")]
     #[diagnostic(code(mandate::narrowing::not_critical))]
     NotCritical { action: String, param: String },
+    /// A narrowing may only keep sources the pack declares for the parameter,
+    /// never add one.
     #[error("`{given}` is not a source of `{action}.{param}`")]
     #[diagnostic(
         code(mandate::narrowing::undeclared_source),
@@ -42,6 +47,7 @@ pub enum NarrowingError {
         given: String,
         declared: String,
     },
+    /// A parameter narrowed to no source could take no value at all.
     #[error("`{action}.{param}` is narrowed to no source")]
     #[diagnostic(
         code(mandate::narrowing::empty),
@@ -52,6 +58,8 @@ pub enum NarrowingError {
         param: String,
         declared: String,
     },
+    /// `--strict` on a parameter whose sources include no mandate claim (a key
+    /// into the user's own records): there is nothing the request could name.
     #[error("`{action}.{param}` has no mandate source, so it cannot be strict")]
     #[diagnostic(
         code(mandate::narrowing::no_mandate_source),
@@ -62,6 +70,8 @@ pub enum NarrowingError {
         param: String,
         declared: String,
     },
+    /// A "strict" token that would be no stricter than a plain one would
+    /// mislead its issuer.
     #[error(
         "`--strict {target}` changes nothing: no critical parameter there has a mandate source besides others"
     )]
@@ -72,6 +82,7 @@ pub enum NarrowingError {
         )
     )]
     NothingToNarrow { target: String },
+    /// A parameter narrowed twice: which list holds would be ambiguous.
     #[error("`{target}` is narrowed twice")]
     #[diagnostic(
         code(mandate::narrowing::twice),

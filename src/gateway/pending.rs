@@ -309,27 +309,34 @@ fn tenant_index(tx: &mut dyn Tx, owner: &str) -> Result<Vec<(String, String)>, S
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum PendingError {
+    /// No pending operation with that hash (or one of another tenant, which a
+    /// caller never sees).
     #[error("the store knows no pending operation `{hash}`")]
     #[diagnostic(
         code(ipc::approvals::unknown),
         help("approve only an operation a PENDING decision recorded: `ipc approvals list`")
     )]
     Unknown { hash: String },
+    /// The operation expired (with its mandate): nothing can approve it.
     #[error("the operation `{hash}` expired at {at}")]
     #[diagnostic(
         code(ipc::approvals::expired),
         help("the agent must propose it again under a valid mandate")
     )]
     Expired { hash: String, at: String },
+    /// The operation already executed; an approval would have nothing to do.
     #[error("the operation `{hash}` was already executed")]
     #[diagnostic(code(ipc::approvals::executed))]
     Executed { hash: String },
+    /// The operation was declined, for good: it is no longer approvable.
     #[error("the operation `{hash}` was declined by `{by}`")]
     #[diagnostic(
         code(ipc::approvals::declined),
         help("a declined operation is refused for good: the agent must propose another")
     )]
     Declined { hash: String, by: String },
+    /// Who signs may not approve or decline this operation: not its mandate's
+    /// user, nor a second person the world declares for its owner (and role).
     #[error("`{who}` may not approve or decline the operation `{hash}`")]
     #[diagnostic(
         code(ipc::approvals::not_approver),
@@ -338,6 +345,8 @@ pub enum PendingError {
         )
     )]
     NotApprover { who: String, hash: String },
+    /// A submitted approval that cannot count: an unknown approver, a bad
+    /// signature, another operation's hash, expired.
     #[error("the approval cannot be accepted: {reason}")]
     #[diagnostic(code(ipc::approvals::invalid))]
     Invalid { reason: String },

@@ -54,6 +54,8 @@ const JSON: &str = "\\json ";
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum RenderError {
+    /// A value too long to show whole cannot be approved: no one signs what they
+    /// cannot read.
     #[error(
         "the value of `{param}` is {chars} characters long, more than the {max} an approver can be shown: this operation cannot be approved"
     )]
@@ -68,6 +70,8 @@ pub enum RenderError {
         chars: usize,
         max: usize,
     },
+    /// The fields shown do not hash back to the operation (a record edited in
+    /// the store, or recorded under another bundle): nothing is signed.
     #[error(
         "the pending operation `{hash}` shows values whose operation hash is `{shown}`: refused to sign"
     )]
@@ -78,6 +82,7 @@ pub enum RenderError {
         )
     )]
     Mismatch { hash: String, shown: String },
+    /// The shown text of an operation does not read back into its fields.
     #[error("the operation `{hash}` cannot be read back from what is shown: {reason}")]
     #[diagnostic(code(ipc::approvals::unreadable))]
     Unreadable { hash: String, reason: String },

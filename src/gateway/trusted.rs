@@ -149,21 +149,26 @@ impl RegistryChange {
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum TrustedError {
+    /// The change names a registry the pack does not declare.
     #[error("pack `{pack}` declares no registry `{registry}`")]
     #[diagnostic(code(ipc::registry::unknown))]
     UnknownRegistry { pack: String, registry: String },
+    /// A global registry has one owner, `*`: a change names another.
     #[error("`{registry}` is global: its only owner is `*`, not `{owner}`")]
     #[diagnostic(
         code(ipc::registry::owner),
         help("give `--owner '*'` for a global registry")
     )]
     GlobalOwner { registry: String, owner: String },
+    /// A registry kept per owner: `*` names no owner of it.
     #[error("`{registry}` is kept per owner: `*` is not an owner")]
     #[diagnostic(
         code(ipc::registry::owner),
         help("name the owner (tenant) whose record this is")
     )]
     NotGlobal { registry: String },
+    /// A change that does not fit the registry's shape: a record for a set
+    /// registry, a bare value for a keyed one.
     #[error("`{registry}` is a {shape} registry: `{change}` does not apply to it")]
     #[diagnostic(
         code(ipc::registry::shape),
@@ -176,9 +181,13 @@ pub enum TrustedError {
         shape: &'static str,
         change: &'static str,
     },
+    /// The value or record does not fit the registry's declaration (type,
+    /// canonical spelling, declared fields).
     #[error("invalid value for `{registry}`: {reason}")]
     #[diagnostic(code(ipc::registry::value))]
     Value { registry: String, reason: String },
+    /// An owner's change over HTTP without a valid signature of a key the
+    /// world declares for that owner; a bearer token alone changes nothing.
     #[error("no key of the owner `{owner}` signed this change")]
     #[diagnostic(
         code(ipc::registry::unauthenticated),
@@ -187,36 +196,45 @@ pub enum TrustedError {
         )
     )]
     NotOwner { owner: String },
+    /// The signed change's `expires_at` has passed.
     #[error("the change expired at {at}")]
     #[diagnostic(
         code(ipc::registry::expired),
         help("sign the change again with a later `expires_at`")
     )]
     Expired { at: String },
+    /// A signed change valid for longer than the gateway allows: it would stay
+    /// a bearer instrument until its nonce is used.
     #[error("the change expires at {at}, more than {max} seconds ahead")]
     #[diagnostic(
         code(ipc::registry::lifetime),
         help("sign the change just before sending it, with an expiry at most 15 minutes ahead")
     )]
     TooLong { at: String, max: i64 },
+    /// A change signed for another gateway (staging, another deployment with
+    /// its own store of used nonces).
     #[error("the change is for the gateway `{audience}`, not this one (`{gateway}`)")]
     #[diagnostic(
         code(ipc::registry::audience),
         help("sign the change with `audience` set to this gateway's `gateway_id`")
     )]
     Audience { audience: String, gateway: String },
+    /// The world names no `gateway_id`: a signed change has no audience to
+    /// match, so none is applied.
     #[error("this gateway has no `gateway_id`: it applies no signed change")]
     #[diagnostic(
         code(ipc::registry::audience),
         help("set `gateway_id = \"NAME\"` in the world; owners sign their changes for that name")
     )]
     NoGatewayId,
+    /// The change's nonce was used before: each signed change applies once.
     #[error("the nonce `{nonce}` was already used: a change is accepted once")]
     #[diagnostic(
         code(ipc::registry::replayed),
         help("sign each change with a fresh random nonce")
     )]
     Replayed { nonce: String },
+    /// The signed change's body is not well formed.
     #[error("invalid change: {reason}")]
     #[diagnostic(code(ipc::registry::request))]
     Request { reason: String },

@@ -50,15 +50,25 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum WorldError {
+    /// The world file cannot be read.
     #[error("cannot read world `{path}`: {reason}")]
     #[diagnostic(code(ipc::world::read))]
     Read { path: String, reason: String },
+    /// The world file is not valid TOML of the world's shape (an unknown key,
+    /// a wrong type, an unreadable key file it names, two approvers sharing one
+    /// key).
     #[error("invalid world `{path}`: {reason}")]
     #[diagnostic(code(ipc::world::invalid))]
     Invalid { path: String, reason: String },
+    /// A registry file does not fit its declaration in the pack: not JSON, a
+    /// value of the wrong type or not in its canonical form, a record with
+    /// undeclared or missing fields.
     #[error("invalid registry file `{path}`: {reason}")]
     #[diagnostic(code(ipc::world::registry))]
     Registry { path: String, reason: String },
+    /// A registry the pack declares has no file in the world's folder for that
+    /// pack: a missing sanctions list is never an empty one (write `{}` for a
+    /// registry meant to be empty).
     #[error("registry file `{path}` is missing: pack `{pack}` declares the registry `{registry}`")]
     #[diagnostic(
         code(ipc::world::missing_registry),
@@ -71,6 +81,8 @@ pub enum WorldError {
         pack: String,
         registry: String,
     },
+    /// A pack of the bundle declares registries, and the world names no folder
+    /// for them.
     #[error("the world names no registry folder for pack `{pack}`, which declares {registries}")]
     #[diagnostic(
         code(ipc::world::missing_registries),

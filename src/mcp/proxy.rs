@@ -53,15 +53,19 @@ const DOWNSTREAM_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum ProxyError {
+    /// A downstream MCP server cannot be started (its command is missing or
+    /// fails).
     #[error("cannot start the downstream server `{server}`: {reason}")]
     #[diagnostic(
         code(ipc::mcp::spawn),
         help("check `command`, `args` and `cwd` of `[servers.{server}]` in the config")
     )]
     Spawn { server: String, reason: String },
+    /// A downstream server started but does not complete MCP's initialisation.
     #[error("the downstream server `{server}` does not answer as an MCP server: {reason}")]
     #[diagnostic(code(ipc::mcp::handshake))]
     Handshake { server: String, reason: String },
+    /// The config maps a tool the downstream server does not list.
     #[error("the downstream server `{server}` has no tool `{tool}`")]
     #[diagnostic(code(ipc::mcp::missing_tool), help("the server offers: {offered}"))]
     MissingTool {
@@ -69,6 +73,8 @@ pub enum ProxyError {
         tool: String,
         offered: String,
     },
+    /// The downstream tool's schema allows no other arguments and lacks one
+    /// the proxy would send: every call would fail downstream after an ALLOW.
     #[error(
         "the downstream tool `{tool}` of `{server}` takes no argument `{arg}`, which the config maps"
     )]
@@ -83,9 +89,11 @@ pub enum ProxyError {
         tool: String,
         arg: String,
     },
+    /// A tool names a server the config does not declare.
     #[error("tool `{tool}` names no configured server `{server}`")]
     #[diagnostic(code(ipc::mcp::unknown_server))]
     UnknownServer { tool: String, server: String },
+    /// A downstream server of a transport this proxy cannot start.
     #[error("the downstream server `{server}` uses a transport this proxy does not start")]
     #[diagnostic(
         code(ipc::mcp::transport),
@@ -95,6 +103,7 @@ pub enum ProxyError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Gateway(#[from] crate::gateway::GatewayError),
+    /// The MCP session with the client failed.
     #[error("the MCP session failed: {reason}")]
     #[diagnostic(code(ipc::mcp::session))]
     Session { reason: String },

@@ -77,6 +77,8 @@ impl Why {
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum SessionError {
+    /// `--new-session` with a session read from `token`: a given token is
+    /// used as it is, and nothing is issued.
     #[error(
         "the session's mandate is the token given in `[session] token`: `--new-session` issues none"
     )]
@@ -87,12 +89,15 @@ pub enum SessionError {
         )
     )]
     Token,
+    /// The durable session's record in the store cannot be read: the proxy
+    /// refuses to start rather than silently start a new session.
     #[error("the session record of `{slot}` in the store cannot be read: {reason}")]
     #[diagnostic(
         code(ipc::mcp::session_record),
         help("the store's `mcp-session` state is written by `ipc mcp` only; check the store")
     )]
     Record { slot: String, reason: String },
+    /// A mandate of the durable session cannot be read back.
     #[error("a mandate of the session cannot be read: {reason}")]
     #[diagnostic(code(ipc::mcp::session_mandate))]
     Mandate { reason: String },

@@ -31,15 +31,18 @@ const DOMAIN_ID: &str = "ipc-mutate/domain";
 /// Why the solver cannot be used.
 #[derive(Debug, Clone, thiserror::Error, miette::Diagnostic)]
 pub enum SolverUnavailable {
+    /// cvc5 is not found: survivors are listed as unproven.
     #[error("cvc5 not found: set `CVC5` to its path or put `cvc5` on the `PATH`")]
     #[diagnostic(
         code(ipc::mutate::no_solver),
         help("on Debian: `apt-get install cvc5`")
     )]
     NotFound,
+    /// `CVC5` names a file that does not exist.
     #[error("`CVC5` points to `{0}`, which does not exist")]
     #[diagnostic(code(ipc::mutate::no_solver))]
     BadPath(String),
+    /// The solver's async runtime cannot start.
     #[error("cannot start the async runtime for the solver: {0}")]
     #[diagnostic(code(ipc::mutate::runtime))]
     Runtime(String),

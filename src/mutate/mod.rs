@@ -27,24 +27,30 @@ use serde_json::{Value, json};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum MutateError {
+    /// The bundle's Cedar does not load for mutation testing.
     #[error("the bundle's cedar does not load: {0}")]
     #[diagnostic(code(ipc::mutate::cedar))]
     Cedar(String),
+    /// The table names a policy the bundle lacks.
     #[error("the bundle has no policy `{0}` listed in its table")]
     #[diagnostic(code(ipc::mutate::policy))]
     MissingPolicy(String),
     #[error(transparent)]
     #[diagnostic(transparent)]
     Mutant(#[from] mutants::MutantError),
+    /// A pack's scenarios cannot run (unreadable or invalid files).
     #[error("the scenarios of pack `{pack}` cannot run: {reason}")]
     #[diagnostic(code(ipc::mutate::suite))]
     Suite { pack: String, reason: String },
+    /// The scenarios fail on the real policies: mutants would be killed by
+    /// tests that are wrong already.
     #[error("the scenarios of pack `{pack}` fail on the unmutated policies: {tests}")]
     #[diagnostic(
         code(ipc::mutate::baseline),
         help("mutation testing needs a passing suite: run `ipc test` and fix it first")
     )]
     Baseline { pack: String, tests: String },
+    /// A pack without scenarios: nothing could kill a mutant.
     #[error("pack `{0}` has no scenarios: every mutant would survive")]
     #[diagnostic(
         code(ipc::mutate::no_scenarios),

@@ -74,9 +74,11 @@ pub struct Mutant {
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum MutantError {
+    /// A policy cannot be read as a Cedar syntax tree to mutate.
     #[error("cannot read policy `{policy}` as a syntax tree: {reason}")]
     #[diagnostic(code(ipc::mutate::pst))]
     Pst { policy: String, reason: String },
+    /// A mutated syntax tree does not make a Cedar policy.
     #[error("cannot build a mutant of policy `{policy}`: {reason}")]
     #[diagnostic(code(ipc::mutate::build))]
     Build { policy: String, reason: String },

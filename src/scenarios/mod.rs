@@ -33,10 +33,13 @@ pub const MAX_SCENARIO_LEN: u64 = crate::base::json::MAX_LINE as u64;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error, miette::Diagnostic)]
 pub enum ScenarioError {
+    /// A scenario file cannot be read.
     #[error("cannot read scenario file `{path}`: {reason}")]
     #[diagnostic(code(ipc::scenario::read))]
     Read { path: String, reason: String },
 
+    /// A scenario file that does not fit the format (an unknown key anywhere,
+    /// a missing `expect`, an unknown mandate), naming the file and the test.
     #[error("invalid scenario file `{path}`{}: {reason}", at_test(.test))]
     #[diagnostic(
         code(ipc::scenario::invalid),

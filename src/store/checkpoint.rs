@@ -38,10 +38,13 @@ const MAX_CHECKPOINT_FILE: u64 = 64 * 1024;
 
 #[derive(Debug, Error, Diagnostic)]
 pub enum CheckpointError {
+    /// The checkpoint file cannot be read.
     #[error("cannot read checkpoint `{path}`: {reason}")]
     #[diagnostic(code(ipc::receipts::checkpoint_io))]
     Io { path: String, reason: String },
 
+    /// The file is not a checkpoint of `ipc receipts checkpoint` (or of
+    /// another format version).
     #[error("`{path}` is not a receipts checkpoint: {reason}")]
     #[diagnostic(
         code(ipc::receipts::checkpoint_format),
@@ -49,6 +52,8 @@ pub enum CheckpointError {
     )]
     Format { path: String, reason: String },
 
+    /// The checkpoint names another signing key than the one given to verify
+    /// it with; the verifying key always comes from the command line.
     #[error("checkpoint `{path}` names the signing key `{signed_by}`, not the given key `{given}`")]
     #[diagnostic(
         code(ipc::receipts::checkpoint_wrong_key),
@@ -62,6 +67,8 @@ pub enum CheckpointError {
         given: String,
     },
 
+    /// The checkpoint's signature does not verify: it was edited after
+    /// signing.
     #[error("the signature of checkpoint `{path}` does not verify with key `{key_id}`")]
     #[diagnostic(
         code(ipc::receipts::checkpoint_signature),
@@ -69,14 +76,18 @@ pub enum CheckpointError {
     )]
     BadSignature { path: String, key_id: String },
 
+    /// The checkpoint cannot be written.
     #[error("cannot write checkpoint `{path}`: {reason}")]
     #[diagnostic(code(ipc::receipts::checkpoint_write))]
     Write { path: String, reason: String },
 
+    /// A store without receipts has no head to sign.
     #[error("the chain of `{store}` is empty: there is nothing to checkpoint")]
     #[diagnostic(code(ipc::receipts::empty_chain))]
     EmptyChain { store: String },
 
+    /// `ipc receipts checkpoint` signs only a store that verifies: signing a
+    /// tampered chain would vouch for it.
     #[error("refusing to checkpoint `{store}`: the store does not verify ({problems})")]
     #[diagnostic(
         code(ipc::receipts::unverified),

@@ -197,10 +197,15 @@ pub struct Relink {
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum StoreError {
+    /// The store cannot be opened: a missing file for a command that never
+    /// creates one, a database of another application, a PostgreSQL server that
+    /// cannot be reached. A store is never modified when it is refused.
     #[error("cannot open store `{path}`: {reason}")]
     #[diagnostic(code(ipc::store::open))]
     Open { path: String, reason: String },
 
+    /// The database refused a statement or a commit; the transaction rolled
+    /// back and nothing of it is reported as decided.
     #[error("store error: {0}")]
     #[diagnostic(code(ipc::store::backend))]
     Backend(String),

@@ -15,5 +15,6 @@ mod check_ir;
 mod check_props;
 mod cli;
 mod codegen;
+mod docs;
 mod mutate;
 mod scenarios;

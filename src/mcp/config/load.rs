@@ -207,7 +207,7 @@ impl Loader {
             Err(e) => {
                 let message = e.message().trim_end_matches('\n').to_string();
                 let help = message.starts_with("unknown field").then(|| {
-                    "a misspelt key is never ignored; the keys are listed in the README, section \"MCP proxy configuration\"".to_string()
+                    "a misspelt key is never ignored; the keys are listed in docs/mcp.md, section \"MCP proxy configuration\"".to_string()
                 });
                 self.err(ConfigError::Toml {
                     message,
