@@ -36,6 +36,14 @@ pub const PRINCIPAL_TYPE: &str = "User";
 /// Resource entity type (the mandate's owner) in each pack's namespace.
 pub const RESOURCE_TYPE: &str = "Tenant";
 
+/// A condition over an action's context (parameters, facts) as Cedar: how
+/// `ipc build` states a guarantee to the solver.
+pub fn cedar_condition(e: &ir::Expr) -> Result<String, String> {
+    expr::translate(e)
+        .map(|c| c.render())
+        .map_err(|expr::Untranslatable(m)| m)
+}
+
 /// One checked pack to compile.
 #[derive(Clone, Debug)]
 pub struct PackInput {
