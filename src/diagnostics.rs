@@ -490,7 +490,7 @@ pub enum PackDiagnostic {
     /// A guarantee whose scope names no action of the pack: it would be
     /// proven over nothing, and so promise nothing.
     #[error("guarantee `{reason}` covers no action: {scope}")]
-    #[diagnostic(code(ipc::guarantee::covers_nothing))]
+    #[diagnostic(code(ipc::guarantee_covers_nothing))]
     GuaranteeCoversNothing {
         reason: String,
         scope: String,
@@ -503,7 +503,7 @@ pub enum PackDiagnostic {
     /// A guarantee's approval level the gateway has no such level for.
     #[error("`need level {level}` is not an approval level")]
     #[diagnostic(
-        code(ipc::guarantee::level),
+        code(ipc::guarantee_level),
         help("approval levels are 1 (the user approves) and 2 (four eyes); for no approval at all write `never allow`")
     )]
     GuaranteeLevel {
@@ -516,7 +516,7 @@ pub enum PackDiagnostic {
     /// decision breaks it. The build fails; the help is the counterexample
     /// as a scenario to add.
     #[error("guarantee `{reason}` does not hold for `{action}`: {decision}")]
-    #[diagnostic(code(ipc::guarantee::violated))]
+    #[diagnostic(code(ipc::guarantee_violated))]
     GuaranteeViolated {
         reason: String,
         action: String,
@@ -531,7 +531,7 @@ pub enum PackDiagnostic {
     /// cvc5): it is not proven, and the build fails.
     #[error("guarantee `{reason}` is not proven for `{action}`: {message}")]
     #[diagnostic(
-        code(ipc::guarantee::unproven),
+        code(ipc::guarantee_unproven),
         help("`ipc build` proves guarantees with cvc5: install it (`apt-get install cvc5`) or set `CVC5` to its path")
     )]
     GuaranteeUnproven {

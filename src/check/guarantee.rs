@@ -46,6 +46,7 @@ impl Cx {
                 Some(w) => {
                     let x = self.guarantee_condition(w, &actions[i]);
                     if self.errors.len() > before {
+                        self.scope_help(before, g, &actions[i]);
                         // the same mistake would be reported for every
                         // action of the scope: once is enough
                         break;
@@ -83,6 +84,19 @@ impl Cx {
         })
     }
 
+    /// A name the condition reads that a covered action lacks: say that the
+    /// scope covers it, and how to cover only the actions that have it.
+    fn scope_help(&mut self, from: usize, g: &ast::GuaranteeDecl, a: &ir::Action) {
+        for d in &mut self.errors[from..] {
+            if let PackDiagnostic::UnknownName { name, help, .. } = d {
+                *help = Some(format!(
+                    "guarantee `{}` covers `{}`, which has no parameter or fact `{name}`; to cover only the actions that have it, write `every action with {name}: TYPE`",
+                    g.reason.value, a.name
+                ));
+            }
+        }
+    }
+
     /// The scope as written and the indices of the actions it covers.
     fn covered(&mut self, g: &ast::GuaranteeDecl, actions: &[ir::Action]) -> (String, Vec<usize>) {
         let names = || actions.iter().map(|a| a.name.as_str());
@@ -104,7 +118,7 @@ impl Cx {
                         .filter(|&i| actions[i].name.starts_with(&prefix))
                         .collect(),
                     Some(format!(
-                        "`{}.*` covers the actions named `{}...`; the pack's are {}",
+                        "`{}.*` covers the actions named `{}…`; the pack's are {}",
                         n.text,
                         prefix,
                         action_list(actions)
