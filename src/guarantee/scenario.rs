@@ -321,7 +321,7 @@ pub(super) fn scenario(
     }
     test["expect"] = expect;
     let mut description = format!(
-        "found by `ipc build`: the pack decides {decision} where guarantee `{}` says {}",
+        "found by the proof of the guarantee: the pack decides {decision} where `{}` says {}",
         g.reason,
         match g.level {
             None => "never".to_string(),

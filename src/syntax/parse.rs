@@ -8,6 +8,7 @@ use pest::Parser;
 use pest::iterators::Pair;
 
 mod guarantee;
+pub use guarantee::parse_scope_at;
 
 #[derive(pest_derive::Parser)]
 #[grammar = "../grammar/pack.pest"]

@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// A guarantee's actions (`payment.transfer`, `payment.*`, `every action`,
+/// `every action with NAME: Type`) written at byte `offset` of a larger
+/// file: the MCP proxy's TOML states guarantees with it.
+pub fn parse_scope_at(text: &str, offset: usize) -> Result<GuaranteeScope, Vec<PackDiagnostic>> {
+    fragment(text, offset, Rule::scope_fragment, |b, p| {
+        match p.into_inner().find(|x| x.as_rule() == Rule::guarantee_scope) {
+            Some(x) => b.guarantee_scope(x),
+            None => GuaranteeScope::Every(Span::new(offset, offset)),
+        }
+    })
+}
+
 impl Builder {
     pub(super) fn guarantee(&mut self, p: Pair<'_, Rule>) -> GuaranteeDecl {
         let span: Span = p.as_span().into();
