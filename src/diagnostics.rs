@@ -504,7 +504,9 @@ pub enum PackDiagnostic {
     #[error("`need level {level}` is not an approval level")]
     #[diagnostic(
         code(ipc::guarantee_level),
-        help("approval levels are 1 (the user approves) and 2 (four eyes); for no approval at all write `never allow`")
+        help(
+            "approval levels are 1 (the user approves) and 2 (four eyes); for no approval at all write `never allow`"
+        )
     )]
     GuaranteeLevel {
         level: i64,
@@ -532,7 +534,9 @@ pub enum PackDiagnostic {
     #[error("guarantee `{reason}` is not proven for `{action}`: {message}")]
     #[diagnostic(
         code(ipc::guarantee_unproven),
-        help("`ipc build` proves guarantees with cvc5: install it (`apt-get install cvc5`) or set `CVC5` to its path")
+        help(
+            "`ipc build` proves guarantees with cvc5: install it (`apt-get install cvc5`) or set `CVC5` to its path"
+        )
     )]
     GuaranteeUnproven {
         reason: String,

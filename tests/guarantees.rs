@@ -36,7 +36,8 @@ fn build_json(paths: &[&Path], out: &Path) -> (i32, Value) {
     args.extend(["--format".into(), "json".into()]);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = run(&refs, &[]);
-    let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let doc: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
     (o.status.code().unwrap_or(-1), doc)
 }
 
@@ -57,7 +58,9 @@ fn outcomes(doc: &Value, guarantee: &str) -> Vec<(String, String)> {
 }
 
 fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
-    v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -84,7 +87,10 @@ fn a_violated_guarantee_fails_the_build_with_a_counterexample_scenario() {
     let out = run(&["build", SIBLING, "-o", bundle.to_str().unwrap()], &[]);
     let shown = text(&out).replace(bundle.to_str().unwrap(), "BUNDLE");
     assert!(shown.starts_with("exit: 1\n"), "{shown}");
-    assert!(!bundle.exists(), "a bundle was written despite a violated guarantee");
+    assert!(
+        !bundle.exists(),
+        "a bundle was written despite a violated guarantee"
+    );
     insta::with_settings!({
         snapshot_path => "../snapshots/cli",
         prepend_module_to_snapshot => false,
@@ -201,15 +207,31 @@ fn the_counterexample_scenario_fails_until_the_pack_keeps_the_guarantee() {
 #[test]
 fn every_shipped_pack_states_guarantees_and_the_build_proves_them() {
     let dir = tempfile::tempdir().unwrap();
-    let packs: Vec<PathBuf> = ["ap", "bank", "code", "health", "slack", "travel", "workspace"]
-        .iter()
-        .map(|p| repo(&format!("packs/{p}")))
-        .collect();
+    let packs: Vec<PathBuf> = [
+        "ap",
+        "bank",
+        "code",
+        "health",
+        "slack",
+        "travel",
+        "workspace",
+    ]
+    .iter()
+    .map(|p| repo(&format!("packs/{p}")))
+    .collect();
     let refs: Vec<&Path> = packs.iter().map(PathBuf::as_path).collect();
     let (code, doc) = build_json(&refs, &dir.path().join("b.json"));
     assert_eq!(code, 0, "{doc}");
     let proofs = doc["guarantees"].as_array().unwrap();
-    for p in ["ap", "bank", "code", "health", "slack", "travel", "workspace"] {
+    for p in [
+        "ap",
+        "bank",
+        "code",
+        "health",
+        "slack",
+        "travel",
+        "workspace",
+    ] {
         assert!(
             proofs.iter().any(|x| x["pack"] == p),
             "pack {p} states no guarantee"
@@ -338,6 +360,10 @@ fn without_a_solver_the_build_fails_closed_and_check_still_checks() {
     assert_eq!(check.status.code(), Some(0));
     let doc: Value = serde_json::from_slice(&check.stdout).unwrap();
     let gs = doc["packs"][0]["guarantees"].as_array().unwrap();
-    assert!(gs.iter().any(|g| g["scope"] == "every action with recipient: Id"
-        && g["covers"] == serde_json::json!(["payment.send", "payment.schedule", "scheduled.update"])));
+    assert!(
+        gs.iter()
+            .any(|g| g["scope"] == "every action with recipient: Id"
+                && g["covers"]
+                    == serde_json::json!(["payment.send", "payment.schedule", "scheduled.update"]))
+    );
 }

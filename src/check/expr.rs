@@ -63,7 +63,11 @@ impl Cx {
                 .filter(|p| p.secret)
                 .map(|p| p.name.as_str())
                 .collect(),
-            facts: a.facts.iter().map(|f| (f.name.clone(), f.ty.clone())).collect(),
+            facts: a
+                .facts
+                .iter()
+                .map(|f| (f.name.clone(), f.ty.clone()))
+                .collect(),
             later_facts: vec![],
             in_rule: false,
         };

@@ -132,7 +132,10 @@ impl Cx {
                 };
                 let with_name: Vec<String> = actions
                     .iter()
-                    .filter_map(|a| a.param(&name.text).map(|p| format!("`{}` ({})", a.name, p.ty)))
+                    .filter_map(|a| {
+                        a.param(&name.text)
+                            .map(|p| format!("`{}` ({})", a.name, p.ty))
+                    })
                     .collect();
                 (
                     format!("every action with {}: {want}", name.text),
@@ -183,9 +186,7 @@ impl Cx {
         }
         let ty = match &x {
             Expr::Binary {
-                op: BinOp::In,
-                rhs,
-                ..
+                op: BinOp::In, rhs, ..
             } if matches!(**rhs, Expr::Registry { .. }) => Some(ir::Type::Bool),
             Expr::Claim { name } => self.claims.get(name).map(|c| c.0.clone()),
             Expr::Lookup {

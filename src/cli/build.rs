@@ -88,9 +88,8 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
         Some(Ok(f)) => f.len(),
         _ => 0,
     };
-    let errors = report.errors()
-        + broken.len()
-        + usize::from(failure.is_some() && report.failure.is_none());
+    let errors =
+        report.errors() + broken.len() + usize::from(failure.is_some() && report.failure.is_none());
     let warnings = report.warnings();
     let result = match args.format {
         Format::Human => {

@@ -88,7 +88,7 @@ impl Proof {
     /// The build's diagnostic for a proof that did not succeed.
     pub fn problem(&self, packs: &[PackGuarantees<'_>]) -> Option<crate::codegen::Problem> {
         let p = packs.get(self.pack_ix)?;
-        let span = line_span(&p.source, self.line);
+        let span = crate::codegen::line_span(&p.source, self.line);
         let diagnostic = match self.outcome {
             Outcome::Proven => return None,
             Outcome::Violated => PackDiagnostic::GuaranteeViolated {
@@ -132,18 +132,6 @@ fn scenario_dir(p: &PackGuarantees<'_>) -> String {
     }
 }
 
-fn line_span(source: &str, line: usize) -> miette::SourceSpan {
-    let mut start = 0;
-    for (i, l) in source.split_inclusive('\n').enumerate() {
-        if i + 1 == line {
-            let trimmed = l.trim_start();
-            return (start + l.len() - trimmed.len(), trimmed.trim_end().len()).into();
-        }
-        start += l.len();
-    }
-    (0, 0).into()
-}
-
 /// Whether any of these packs states a guarantee.
 pub fn any(packs: &[PackGuarantees<'_>]) -> bool {
     packs.iter().any(|p| !p.pack.guarantees.is_empty())
@@ -171,7 +159,11 @@ pub fn prove(bundle: &Bundle, packs: &[PackGuarantees<'_>]) -> Vec<Proof> {
                 let mut proof = Proof {
                     pack: p.pack.name.clone(),
                     guarantee: g.reason.clone(),
-                    source: format!("{}:{}", label(&p.pack.name, &p.pack.file), g.line),
+                    source: format!(
+                        "{}:{}",
+                        crate::codegen::file_label(&p.pack.name, &p.pack.file),
+                        g.line
+                    ),
                     scope: g.scope.clone(),
                     action: c.action.clone(),
                     claim: claim.clone(),
@@ -199,9 +191,7 @@ pub fn prove(bundle: &Bundle, packs: &[PackGuarantees<'_>]) -> Vec<Proof> {
                         let (a, set) = (action, set);
                         if let (Some(a), Some(set)) = (a, set) {
                             let decision = gateway_outcome(set, &example);
-                            proof.scenario = Some(scenario::scenario(
-                                p, a, g, &example, &decision,
-                            ));
+                            proof.scenario = Some(scenario::scenario(p, a, g, &example, &decision));
                             proof.decision = Some(decision);
                         }
                         proof.outcome = Outcome::Violated;
@@ -215,14 +205,6 @@ pub fn prove(bundle: &Bundle, packs: &[PackGuarantees<'_>]) -> Vec<Proof> {
         }
     }
     out
-}
-
-fn label(pack: &str, file: &str) -> String {
-    let base = std::path::Path::new(file)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| file.to_string());
-    format!("{pack}/{base}")
 }
 
 /// The guarantee on one action as a permit: it matches exactly the

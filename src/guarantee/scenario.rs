@@ -30,8 +30,10 @@ struct Data<'a> {
 impl Data<'_> {
     fn file(&self, registry: &str) -> Option<Map<String, Value>> {
         let dir = self.p.dir.as_ref()?;
-        let v = crate::gateway::json::read_file(&dir.join("registries").join(format!("{registry}.json")))
-            .ok()?;
+        let v = crate::gateway::json::read_file(
+            &dir.join("registries").join(format!("{registry}.json")),
+        )
+        .ok()?;
         v.as_object().cloned()
     }
 
@@ -57,7 +59,11 @@ impl Data<'_> {
         };
         f.values()
             .flat_map(|recs| match recs {
-                Value::Array(a) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+                Value::Array(a) => a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect(),
                 Value::Object(o) => o.keys().cloned().collect::<Vec<_>>(),
                 _ => vec![],
             })
@@ -110,11 +116,17 @@ fn as_given(ty: &Type, v: &Value) -> Value {
             .map(|m| Value::String(format_minor(m)))
             .unwrap_or_else(|| v.clone()),
         (Type::Date, Value::Number(n)) => {
-            let s = n.as_i64().filter(|s| plausible(*s)).unwrap_or(DEFAULT_CLOCK);
+            let s = n
+                .as_i64()
+                .filter(|s| plausible(*s))
+                .unwrap_or(DEFAULT_CLOCK);
             Value::String(format_time(s)[..10].to_string())
         }
         (Type::Timestamp, Value::Number(n)) => {
-            let s = n.as_i64().filter(|s| plausible(*s)).unwrap_or(DEFAULT_CLOCK);
+            let s = n
+                .as_i64()
+                .filter(|s| plausible(*s))
+                .unwrap_or(DEFAULT_CLOCK);
             Value::String(format_time(s))
         }
         (Type::List(e) | Type::Set(e), Value::Array(items)) => {
@@ -131,12 +143,10 @@ fn as_given(ty: &Type, v: &Value) -> Value {
         {
             sample(&Type::Id)
         }
-        (t, Value::String(s)) if t.canonical_normalizer().is_some() => {
-            match canonical(t, s) {
-                Some(c) => Value::String(c),
-                None => sample(t),
-            }
-        }
+        (t, Value::String(s)) if t.canonical_normalizer().is_some() => match canonical(t, s) {
+            Some(c) => Value::String(c),
+            None => sample(t),
+        },
         _ => v.clone(),
     }
 }
@@ -235,11 +245,11 @@ pub(super) fn scenario(
         let value = value.unwrap_or_else(|| as_given(&prm.ty, v));
         if prm.critical {
             let from_registry = prm.sources.iter().any(|s| match s {
-                Source::Registry { registry } => value
-                    .as_str()
-                    .is_some_and(|v| data.members(registry).iter().any(|m| {
-                        canonical(&prm.ty, m).as_deref() == Some(v) || m == v
-                    })),
+                Source::Registry { registry } => value.as_str().is_some_and(|v| {
+                    data.members(registry)
+                        .iter()
+                        .any(|m| canonical(&prm.ty, m).as_deref() == Some(v) || m == v)
+                }),
                 _ => false,
             });
             let claim = prm.sources.iter().find_map(|s| match s {
@@ -264,7 +274,7 @@ pub(super) fn scenario(
                     prm.name,
                     prm.sources
                         .iter()
-                        .map(source_text)
+                        .map(crate::mutate::equiv::source_name)
                         .collect::<Vec<_>>()
                         .join(" | ")
                 )),
@@ -285,7 +295,9 @@ pub(super) fn scenario(
             notes.push(format!("fact `{}` = {v}", f.name));
         }
     }
-    let user = owner.or_else(|| data.some_owner()).unwrap_or_else(|| "user".into());
+    let user = owner
+        .or_else(|| data.some_owner())
+        .unwrap_or_else(|| "user".into());
     let now = ctx
         .get(CTX_NOW)
         .and_then(Value::as_i64)
@@ -339,12 +351,3 @@ pub(super) fn scenario(
         "tests": [test],
     })
 }
-
-fn source_text(s: &Source) -> String {
-    match s {
-        Source::Claim { claim } => format!("mandate.{claim}"),
-        Source::Registry { registry } => format!("registry.{registry}"),
-        Source::Lookup(l) => format!("registry.{}[…].{}", l.registry, l.field),
-    }
-}
-

@@ -706,7 +706,7 @@ pub fn suggested_scenario(
     serde_json::json!({"test": test, "needs": needs})
 }
 
-fn source_name(s: &crate::ir::Source) -> String {
+pub(crate) fn source_name(s: &crate::ir::Source) -> String {
     match s {
         crate::ir::Source::Claim { claim } => format!("mandate.{claim}"),
         crate::ir::Source::Registry { registry } => format!("registry.{registry}"),

@@ -98,7 +98,11 @@ pub enum GuaranteeScope {
     /// `every action`
     Every(Span),
     /// `every action with payee_iban: Iban`
-    WithParam { name: Name, ty: TypeExpr, span: Span },
+    WithParam {
+        name: Name,
+        ty: TypeExpr,
+        span: Span,
+    },
 }
 
 impl GuaranteeScope {

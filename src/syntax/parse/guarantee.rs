@@ -8,7 +8,10 @@ use super::*;
 /// file: the MCP proxy's TOML states guarantees with it.
 pub fn parse_scope_at(text: &str, offset: usize) -> Result<GuaranteeScope, Vec<PackDiagnostic>> {
     fragment(text, offset, Rule::scope_fragment, |b, p| {
-        match p.into_inner().find(|x| x.as_rule() == Rule::guarantee_scope) {
+        match p
+            .into_inner()
+            .find(|x| x.as_rule() == Rule::guarantee_scope)
+        {
             Some(x) => b.guarantee_scope(x),
             None => GuaranteeScope::Every(Span::new(offset, offset)),
         }
