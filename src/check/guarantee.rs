@@ -255,3 +255,56 @@ fn reads_store(e: &Expr) -> bool {
         Expr::Binary { lhs, rhs, .. } => reads_store(lhs) || reads_store(rhs),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::{Expr, Type};
+
+    const PACK: &str = r#"pack p
+registry blocked: set<Iban> global
+action pay.a "A" {
+  scope s
+  executor external
+  param payee_iban: Iban
+  fact blocked_payee = payee_iban in registry.blocked
+  forbid "blocked" when blocked_payee
+}
+action pay.b "B, which forgot the rule" {
+  scope s
+  executor external
+  param payee_iban: Iban
+}
+action other.c "C, out of scope" {
+  scope s
+  executor external
+  param payee_iban: Id
+}
+guarantee "never blocked" never allow every action with payee_iban: Iban when payee_iban in registry.blocked
+"#;
+
+    /// The read of the registry is the action's own fact where it has one,
+    /// a fact the gateway computes where it has none; an action out of
+    /// scope is left alone.
+    #[test]
+    fn registry_reads_become_facts_of_the_covered_actions() {
+        let c = crate::check::check_text("p.ipc", PACK);
+        let pack = c.pack.expect("checks");
+        let g = &pack.guarantees[0];
+        let covered: Vec<&str> = g.covers.iter().map(|c| c.action.as_str()).collect();
+        assert_eq!(covered, ["pay.a", "pay.b"]);
+        assert_eq!(
+            g.covers[0].when,
+            Some(Expr::Fact {
+                name: "blocked_payee".into()
+            })
+        );
+        let name = "payee_iban in registry.blocked";
+        assert_eq!(g.covers[1].when, Some(Expr::Fact { name: name.into() }));
+        let b = pack.action("pay.b").unwrap();
+        let f = b.fact(name).expect("the gateway computes it for pay.b");
+        assert_eq!(f.ty, Type::Bool);
+        assert_eq!(f.expr, pack.action("pay.a").unwrap().facts[0].expr);
+        assert!(pack.action("pay.a").unwrap().fact(name).is_none());
+        assert!(pack.action("other.c").unwrap().facts.is_empty());
+    }
+}
