@@ -486,6 +486,66 @@ pub enum PackDiagnostic {
         span: SourceSpan,
     },
 
+    // ---- guarantees ------------------------------------------------------
+    /// A guarantee whose scope names no action of the pack: it would be
+    /// proven over nothing, and so promise nothing.
+    #[error("guarantee `{reason}` covers no action: {scope}")]
+    #[diagnostic(code(ipc::guarantee_covers_nothing))]
+    GuaranteeCoversNothing {
+        reason: String,
+        scope: String,
+        #[label("no action of the pack is here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A guarantee's approval level the gateway has no such level for.
+    #[error("`need level {level}` is not an approval level")]
+    #[diagnostic(
+        code(ipc::guarantee_level),
+        help(
+            "approval levels are 1 (the user approves) and 2 (four eyes); for no approval at all write `never allow`"
+        )
+    )]
+    GuaranteeLevel {
+        level: i64,
+        #[label("not 1 or 2")]
+        span: SourceSpan,
+    },
+
+    /// A guarantee that does not hold: for some input the gateway's Cedar
+    /// decision breaks it. The build fails; the help is the counterexample
+    /// as a scenario to add.
+    #[error("guarantee `{reason}` does not hold for `{action}`: {decision}")]
+    #[diagnostic(code(ipc::guarantee_violated))]
+    GuaranteeViolated {
+        reason: String,
+        action: String,
+        decision: String,
+        #[label("violated for `{action}`")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// The solver gave no answer for a guarantee (time limit, crash, no
+    /// cvc5): it is not proven, and the build fails.
+    #[error("guarantee `{reason}` is not proven for `{action}`: {message}")]
+    #[diagnostic(
+        code(ipc::guarantee_unproven),
+        help(
+            "`ipc build` proves guarantees with cvc5: install it (`apt-get install cvc5`) or set `CVC5` to its path"
+        )
+    )]
+    GuaranteeUnproven {
+        reason: String,
+        action: String,
+        message: String,
+        #[label("not proven")]
+        span: SourceSpan,
+    },
+
     // ---- code generation (`ipc build`) --------------------------------
     /// Two packs in one build with the same name: their Cedar namespaces
     /// would merge.

@@ -219,6 +219,33 @@ pub struct Pack {
     pub claims: Vec<Claim>,
     pub registries: Vec<Registry>,
     pub actions: Vec<Action>,
+    /// What the pack promises for every input, each proven by `ipc build`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guarantees: Vec<Guarantee>,
+}
+
+/// `guarantee "reason" never allow ...` / `... need level N ...`, checked:
+/// the actions it covers now, each with its condition over what the
+/// action's Cedar context holds (parameters, facts, and the facts the
+/// checker added for the registry reads of the condition).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Guarantee {
+    pub reason: String,
+    /// `None`: never allowed, at any approval level; `Some(n)`: not
+    /// allowed below approval level `n`.
+    pub level: Option<u8>,
+    /// The actions it names, as written (`payment.*`).
+    pub scope: String,
+    pub covers: Vec<Covered>,
+    /// 1-based line of the `guarantee` keyword.
+    pub line: usize,
+}
+
+/// One action a guarantee covers, and its condition there (`None`: always).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Covered {
+    pub action: String,
+    pub when: Option<Expr>,
 }
 
 impl Pack {

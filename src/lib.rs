@@ -15,6 +15,7 @@ pub mod cli;
 pub mod codegen;
 pub mod diagnostics;
 pub mod gateway;
+pub mod guarantee;
 pub mod ir;
 pub mod keys;
 pub mod lint;

@@ -49,6 +49,38 @@ struct Scope<'a> {
 }
 
 impl Cx {
+    /// A guarantee's condition in one action it covers: typed as a fact is
+    /// (it may read parameters, facts, the mandate and the registries; the
+    /// guarantee's checker turns each read of the latter into a fact the
+    /// gateway computes), and Bool.
+    pub(super) fn guarantee_condition(&mut self, e: &ast::Expr, a: &ir::Action) -> Expr {
+        let scope = Scope {
+            action: &a.name,
+            params: a.params.iter().map(|p| (p.name.as_str(), &p.ty)).collect(),
+            secrets: a
+                .params
+                .iter()
+                .filter(|p| p.secret)
+                .map(|p| p.name.as_str())
+                .collect(),
+            facts: a
+                .facts
+                .iter()
+                .map(|f| (f.name.clone(), f.ty.clone()))
+                .collect(),
+            later_facts: vec![],
+            in_rule: false,
+        };
+        let (x, ty) = self.expr(e, &scope);
+        if !matches!(ty, Ty::T(Type::Bool) | Ty::Err) {
+            self.err(PackDiagnostic::ConditionNotBool {
+                found: ty.describe(),
+                span: e.span.into(),
+            });
+        }
+        x
+    }
+
     pub(crate) fn facts_and_rules(
         &mut self,
         a: &ast::ActionDecl,

@@ -6,6 +6,7 @@
 //! normalisers, validators), `expr` (facts and rule conditions).
 
 mod expr;
+mod guarantee;
 mod params;
 mod types;
 
@@ -144,6 +145,8 @@ pub fn check_ast(file: &str, source: &str, ast: &ast::File) -> Checked {
 
 /// Checking context: the diagnostics so far and the pack-level names.
 pub(crate) struct Cx {
+    /// The text checked (a guarantee names the facts it adds by their text).
+    source: String,
     line_starts: Vec<usize>,
     pub(crate) errors: Vec<PackDiagnostic>,
     claims: HashMap<String, (ir::Type, Span)>,
@@ -155,6 +158,7 @@ impl Cx {
         let mut line_starts = vec![0];
         line_starts.extend(source.match_indices('\n').map(|(i, _)| i + 1));
         Cx {
+            source: source.to_string(),
             line_starts,
             errors: vec![],
             claims: HashMap::new(),
@@ -193,6 +197,7 @@ impl Cx {
             claims: vec![],
             registries: vec![],
             actions: vec![],
+            guarantees: vec![],
         };
         // names first, so that order of declaration does not matter
         for item in &f.items {
@@ -224,7 +229,7 @@ impl Cx {
                         .insert(r.name.text.clone(), (reg.clone(), r.name.span));
                     pack.registries.push(reg);
                 }
-                ast::Item::Action(_) => {}
+                ast::Item::Action(_) | ast::Item::Guarantee(_) => {}
             }
         }
         let mut seen: HashMap<String, Span> = HashMap::new();
@@ -237,6 +242,14 @@ impl Cx {
                 }
                 seen.insert(a.name.text.clone(), a.name.span);
                 pack.actions.push(self.action(a));
+            }
+        }
+        // after every action: a guarantee covers the actions in its scope,
+        // wherever they are declared
+        for item in &f.items {
+            if let ast::Item::Guarantee(g) = item {
+                let checked = self.guarantee(g, &mut pack.actions);
+                pack.guarantees.extend(checked);
             }
         }
         pack

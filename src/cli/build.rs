@@ -4,6 +4,7 @@
 use super::Format;
 use super::bundle::{error_json, render_error};
 use crate::bundle::{Bundle, BundleError, build};
+use crate::guarantee;
 use crate::keys::SecretKey;
 use serde_json::json;
 use std::io::Write;
@@ -58,9 +59,19 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
         },
     };
     let report = build(&args.paths);
+    let packs = guarantee::inputs(&report.checked);
+    // every guarantee proven before anything is written
+    let proofs = match &report.bundle {
+        Some(b) if guarantee::any(&packs) => guarantee::prove(b, &packs),
+        _ => vec![],
+    };
+    let broken: Vec<(&guarantee::Proof, crate::codegen::Problem)> = proofs
+        .iter()
+        .filter_map(|p| p.problem(&packs).map(|x| (p, x)))
+        .collect();
     let mut failure: Option<BundleError> = report.failure.clone();
     let mut written: Option<Bundle> = None;
-    if let Some(mut b) = report.bundle.clone() {
+    if let Some(mut b) = report.bundle.clone().filter(|_| broken.is_empty()) {
         if let Some(k) = &key {
             b.sign(k);
         }
@@ -77,11 +88,13 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
         Some(Ok(f)) => f.len(),
         _ => 0,
     };
-    let errors = report.errors() + usize::from(failure.is_some() && report.failure.is_none());
+    let errors =
+        report.errors() + broken.len() + usize::from(failure.is_some() && report.failure.is_none());
     let warnings = report.warnings();
     let result = match args.format {
         Format::Human => {
             let mut text = report.render_human(false, color);
+            text.push_str(&guarantee::render_human(&proofs, &broken, color));
             if let Some(e) = &failure {
                 text.push_str(&render_error(e, color));
                 text.push('\n');
@@ -139,6 +152,9 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
             for p in &report.problems {
                 diags.push(json!(p.to_json()));
             }
+            for (_, p) in &broken {
+                diags.push(json!(p.to_json()));
+            }
             if let Some(e) = &failure {
                 diags.push(error_json(e));
             }
@@ -153,6 +169,7 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
                 "errors": errors,
                 "warnings": warnings,
                 "diagnostics": diags,
+                "guarantees": proofs,
                 "lint": match &lint {
                     Some(Ok(f)) => json!(f),
                     Some(Err(e)) => json!({"not_run": e}),

@@ -31,6 +31,17 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> u8 {
                     "file": r.file,
                     "pack": r.pack.as_ref().map(|p| &p.name),
                     "actions": r.pack.as_ref().map(|p| p.actions.len()),
+                    // type-checked here; `ipc build` proves them
+                    "guarantees": r.pack.as_ref().map(|p| p.guarantees.iter().map(|g| json!({
+                        "guarantee": g.reason,
+                        "line": g.line,
+                        "claim": match g.level {
+                            None => "never allow".to_string(),
+                            Some(n) => format!("need level {n}"),
+                        },
+                        "scope": g.scope,
+                        "covers": g.covers.iter().map(|c| &c.action).collect::<Vec<_>>(),
+                    })).collect::<Vec<_>>()),
                     "diagnostics": r.diagnostics.iter()
                         .map(|d| to_json(d, &r.file, &r.source))
                         .collect::<Vec<_>>(),

@@ -36,6 +36,14 @@ pub const PRINCIPAL_TYPE: &str = "User";
 /// Resource entity type (the mandate's owner) in each pack's namespace.
 pub const RESOURCE_TYPE: &str = "Tenant";
 
+/// A condition over an action's context (parameters, facts) as Cedar: how
+/// `ipc build` states a guarantee to the solver.
+pub fn cedar_condition(e: &ir::Expr) -> Result<String, String> {
+    expr::translate(e)
+        .map(|c| c.render())
+        .map_err(|expr::Untranslatable(m)| m)
+}
+
 /// One checked pack to compile.
 #[derive(Clone, Debug)]
 pub struct PackInput {
@@ -121,7 +129,7 @@ impl Problem {
 
 /// `<pack name>/<file name>`: how annotations name a pack's files, so that
 /// a bundle never depends on the directory it was built from.
-fn file_label(pack: &str, file: &str) -> String {
+pub(crate) fn file_label(pack: &str, file: &str) -> String {
     let base = Path::new(file)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -130,7 +138,7 @@ fn file_label(pack: &str, file: &str) -> String {
 }
 
 /// The byte span of a 1-based line, without its indentation.
-fn line_span(source: &str, line: usize) -> SourceSpan {
+pub(crate) fn line_span(source: &str, line: usize) -> SourceSpan {
     let mut start = 0;
     for (i, l) in source.split_inclusive('\n').enumerate() {
         if i + 1 == line {

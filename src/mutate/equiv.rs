@@ -400,6 +400,40 @@ impl Prover {
         Ok(Verdict::Equivalent)
     }
 
+    /// A request of the gateway's domain that `set` (an action's policies)
+    /// allows and `condition` (a permit of the same action) matches, if any:
+    /// `None` proves that `set` denies whenever `condition` holds. The
+    /// example is replayed through Cedar before it is returned.
+    pub fn allowed_where(
+        &mut self,
+        action: &TableAction,
+        set: &PolicySet,
+        condition: &Policy,
+    ) -> Result<Option<Counterexample>, String> {
+        let envs = self.original(action, set)?;
+        let mut cond = PolicySet::new();
+        cond.add(condition.clone()).map_err(|e| e.to_string())?;
+        for (env, orig) in envs {
+            let c = CompiledPolicySet::compile(&cond, &env, &self.schema)
+                .map_err(|e| format!("cannot compile the guarantee: {e}"))?;
+            let found = solve!(self, s => s.check_disjoint_with_counterexample_opt(&orig, &c))?;
+            if let Some(env) = found {
+                let example = request_of(&env);
+                let (a, b) = (
+                    cedar_decision(set, &example),
+                    cedar_decision(&cond, &example),
+                );
+                if a != Some(Decision::Allow) || b != Some(Decision::Allow) {
+                    return Err(format!(
+                        "the solver's counterexample does not replay: the policies decide {a:?}, the guarantee's condition {b:?}"
+                    ));
+                }
+                return Ok(Some(example));
+            }
+        }
+        Ok(None)
+    }
+
     /// The solver-backed lint of one action's policies: a forbid that can
     /// error at run time, a rule that never matches in the gateway's domain,
     /// an approval rule made unreachable by a forbid, a set that allows every
@@ -675,7 +709,7 @@ pub fn suggested_scenario(
     serde_json::json!({"test": test, "needs": needs})
 }
 
-fn source_name(s: &crate::ir::Source) -> String {
+pub(crate) fn source_name(s: &crate::ir::Source) -> String {
     match s {
         crate::ir::Source::Claim { claim } => format!("mandate.{claim}"),
         crate::ir::Source::Registry { registry } => format!("registry.{registry}"),

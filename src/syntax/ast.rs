@@ -71,6 +71,47 @@ pub enum Item {
     Mandate(MandateBlock),
     Registry(RegistryDecl),
     Action(ActionDecl),
+    Guarantee(GuaranteeDecl),
+}
+
+/// `guarantee "reason" never allow SCOPE when C` or
+/// `guarantee "reason" SCOPE need level N when C` (`always` for no condition).
+#[derive(Clone, Debug)]
+pub struct GuaranteeDecl {
+    pub reason: Str,
+    /// `None`: never allowed; `Some(level)`: needs at least that level.
+    pub level: Option<(i64, Span)>,
+    pub scope: GuaranteeScope,
+    /// `None` for `always`.
+    pub when: Option<Expr>,
+    pub span: Span,
+}
+
+/// The actions a guarantee covers, as written.
+#[derive(Clone, Debug)]
+pub enum GuaranteeScope {
+    /// `payment.transfer`
+    Action(Name),
+    /// `payment.*`: every action whose name starts with `payment.`; the name
+    /// holds the prefix without `.*`.
+    Prefix(Name),
+    /// `every action`
+    Every(Span),
+    /// `every action with payee_iban: Iban`
+    WithParam {
+        name: Name,
+        ty: TypeExpr,
+        span: Span,
+    },
+}
+
+impl GuaranteeScope {
+    pub fn span(&self) -> Span {
+        match self {
+            GuaranteeScope::Action(n) | GuaranteeScope::Prefix(n) => n.span,
+            GuaranteeScope::Every(s) | GuaranteeScope::WithParam { span: s, .. } => *s,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -5,5 +5,6 @@ pub mod ast;
 mod parse;
 
 pub use parse::{
-    KEYWORDS, MAX_DEPTH, MAX_SOURCE_LEN, parse, parse_expr_at, parse_path_at, parse_type_at,
+    KEYWORDS, MAX_DEPTH, MAX_SOURCE_LEN, parse, parse_expr_at, parse_path_at, parse_scope_at,
+    parse_type_at,
 };

@@ -8,6 +8,9 @@ use crate::diagnostics::PackDiagnostic;
 use pest::Parser;
 use pest::iterators::Pair;
 
+mod guarantee;
+pub use guarantee::parse_scope_at;
+
 #[derive(pest_derive::Parser)]
 #[grammar = "../grammar/pack.pest"]
 struct PackParser;
@@ -223,6 +226,16 @@ fn describe(rule: Rule) -> Option<&'static str> {
         Rule::index_step => "`[key]`",
         Rule::now | Rule::kw_now => "`now`",
         Rule::version_clause | Rule::kw_version => "`version`",
+        Rule::guarantee_decl | Rule::kw_guarantee => "`guarantee`",
+        Rule::guarantee_never | Rule::kw_never => "`never allow ACTIONS`",
+        Rule::guarantee_need | Rule::kw_need => "`need level N`",
+        Rule::kw_allow => "`allow`",
+        Rule::kw_level => "`level`",
+        Rule::guarantee_scope | Rule::scope_prefix => {
+            "the actions (`payment.transfer`, `payment.*`, `every action with NAME: Type`)"
+        }
+        Rule::scope_with | Rule::scope_every | Rule::kw_every => "`every action`",
+        Rule::kw_with => "`with NAME: Type`",
         _ => return None,
     })
 }
@@ -347,6 +360,7 @@ impl Builder {
                 Rule::mandate_block => items.push(Item::Mandate(self.mandate(it))),
                 Rule::registry_decl => items.push(Item::Registry(self.registry(it))),
                 Rule::action_decl => items.push(Item::Action(self.action(it))),
+                Rule::guarantee_decl => items.push(Item::Guarantee(self.guarantee(it))),
                 _ => {}
             }
         }

@@ -80,6 +80,24 @@ pub(super) struct InlinePackFile {
     pub mandate: BTreeMap<S<String>, S<String>>,
     #[serde(default)]
     pub registries: BTreeMap<S<String>, S<RegistryFile>>,
+    /// What the inline tools promise, proven when the config is loaded
+    /// (docs/guarantees.md): the pack language's `guarantee` as a table.
+    #[serde(default)]
+    pub guarantees: Vec<S<GuaranteeFile>>,
+}
+
+/// `[[pack.guarantees]]`: `reason`, `actions` (`payment.transfer`,
+/// `payment.*`, `every action with NAME: Type`), `never = true` or
+/// `level = N`, and `when = "..."` or `always = true`.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GuaranteeFile {
+    pub reason: S<String>,
+    pub actions: S<String>,
+    pub never: Option<S<bool>>,
+    pub level: Option<S<i64>>,
+    pub when: Option<S<String>>,
+    pub always: Option<S<bool>>,
 }
 
 #[derive(Deserialize, Debug)]

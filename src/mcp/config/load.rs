@@ -10,7 +10,7 @@ use super::lower::{Lowering, sorted};
 use super::mapping::SCALES;
 use super::{ArgMap, ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
 use crate::bundle::{Bundle, TableAction};
-use crate::diagnostics::suggest;
+use crate::diagnostics::{PackDiagnostic, suggest};
 use crate::gateway::MandateToken;
 use crate::gateway::mandate::MandateSpec;
 use crate::gateway::world::{Approver, World};
@@ -579,6 +579,7 @@ impl Loader {
                     });
                     return None;
                 }
+                let from_files = paths.len();
                 let report = crate::bundle::build_with(&paths, extra);
                 for c in &report.checked {
                     for d in &c.diagnostics {
@@ -603,6 +604,38 @@ impl Loader {
                         span: None,
                         help: None,
                     });
+                }
+                // the inline pack's guarantees, proven as `ipc build`
+                // proves a pack's (the packs' own are `ipc build`'s)
+                if let Some(b) = &report.bundle {
+                    let inline = report.checked.get(from_files..).unwrap_or_default();
+                    let inputs = crate::guarantee::inputs(inline);
+                    if crate::guarantee::any(&inputs) {
+                        let mut broken = false;
+                        for proof in crate::guarantee::prove(b, &inputs) {
+                            if let Some(mut p) = proof.problem(&inputs) {
+                                broken = true;
+                                // no scenario is printed here: the help has it
+                                if let (
+                                    PackDiagnostic::GuaranteeViolated { help, action, .. },
+                                    Some(s),
+                                ) = (&mut p.diagnostic, &proof.scenario)
+                                {
+                                    *help = Some(format!(
+                                        "add the missing rule to `{action}`; the counterexample, as a scenario: {s}"
+                                    ));
+                                }
+                                self.report.items.push(Reported {
+                                    file: p.file,
+                                    source: p.source,
+                                    diag: Diag::Pack(p.diagnostic),
+                                });
+                            }
+                        }
+                        if broken {
+                            return None;
+                        }
+                    }
                 }
                 report.bundle.map(|b| ((b, None), inline_name))
             }

@@ -8,7 +8,7 @@
 //! with the pack language's own parser, at the offset of the TOML string.
 
 use super::diag::ConfigError;
-use super::file::{InlinePackFile, ParamFile, RuleFile, S, ToolFile};
+use super::file::{GuaranteeFile, InlinePackFile, ParamFile, RuleFile, S, ToolFile};
 use crate::diagnostics::PackDiagnostic;
 use crate::ir::RuleKind;
 use crate::syntax::ast::*;
@@ -223,7 +223,60 @@ impl<'a> Lowering<'a> {
         for t in tools {
             items.push(Item::Action(self.action(t)));
         }
+        for g in pack.map(|p| &p.get_ref().guarantees).into_iter().flatten() {
+            if let Some(g) = self.guarantee(g) {
+                items.push(Item::Guarantee(g));
+            }
+        }
         File { header, items }
+    }
+
+    /// `[[pack.guarantees]]` as the pack language's `guarantee`.
+    fn guarantee(&mut self, g: &S<GuaranteeFile>) -> Option<GuaranteeDecl> {
+        let gf = g.get_ref();
+        let never = gf.never.as_ref().is_some_and(|n| *n.get_ref());
+        let level = match (never, &gf.level) {
+            (true, None) => None,
+            (false, Some(l)) => Some((*l.get_ref(), span(l.span()))),
+            _ => {
+                self.config.push(ConfigError::Inline {
+                    message: "a guarantee has exactly one of `never = true` and `level = N`".into(),
+                    span: span(g.span()).into(),
+                    help: Some("e.g. `never = true` (no approval lifts it) or `level = 1` (the user approves)".into()),
+                });
+                return None;
+            }
+        };
+        let always = gf.always.as_ref().is_some_and(|a| *a.get_ref());
+        let when = match (&gf.when, always) {
+            (Some(w), false) => Some(self.expr(w)?),
+            (None, true) => None,
+            _ => {
+                self.config.push(ConfigError::Inline {
+                    message: "a guarantee has exactly one of `when` and `always = true`".into(),
+                    span: span(g.span()).into(),
+                    help: Some("e.g. `when = \"payee_iban in registry.blocked\"`".into()),
+                });
+                return None;
+            }
+        };
+        let scope = match crate::syntax::parse_scope_at(
+            gf.actions.get_ref(),
+            self.content_offset(&gf.actions),
+        ) {
+            Ok(s) => s,
+            Err(d) => {
+                self.syntax.extend(d);
+                return None;
+            }
+        };
+        Some(GuaranteeDecl {
+            reason: self.str(&gf.reason),
+            level,
+            scope,
+            when,
+            span: span(g.span()),
+        })
     }
 
     fn action(&mut self, t: &S<ToolFile>) -> ActionDecl {

@@ -1,0 +1,353 @@
+//! A counterexample as a scenario file to add to the pack (docs/scenarios.md):
+//! the proposal in the pack's units (money as `1000.01`, dates as
+//! `2026-12-01`), a mandate that vouches for its critical values, a value
+//! of the pack's own registry data wherever the counterexample needs a
+//! member (a sanctioned payee), and the decision the guarantee demands. On
+//! the pack as it is the scenario fails, with the decision the solver found;
+//! once the pack keeps the guarantee it passes.
+//!
+//! What the world must hold that a scenario cannot set (a fact over a
+//! record, the provenance of a value) is said in the test's `description`.
+
+use super::PackGuarantees;
+use crate::codegen::table::TableAction;
+use crate::codegen::{CTX_APPROVAL_LEVEL, CTX_NOW};
+use crate::gateway::json::{format_minor, format_time};
+use crate::ir::{self, BinOp, Expr, Source, Type};
+use crate::mutate::equiv::Counterexample;
+use serde_json::{Map, Value, json};
+
+/// The clock of a scenario when the counterexample's own is not a
+/// plausible time.
+const DEFAULT_CLOCK: i64 = 1_795_000_000; // 2026-11-18
+
+/// The pack's registry data: `registries/NAME.json`, owner to values or
+/// records, as `World::load_registries` reads it.
+struct Data<'a> {
+    p: &'a PackGuarantees<'a>,
+}
+
+impl Data<'_> {
+    fn file(&self, registry: &str) -> Option<Map<String, Value>> {
+        let dir = self.p.dir.as_ref()?;
+        let v = crate::gateway::json::read_file(
+            &dir.join("registries").join(format!("{registry}.json")),
+        )
+        .ok()?;
+        v.as_object().cloned()
+    }
+
+    /// A member of a registry (a value, or a record's key), with its owner.
+    fn member(&self, registry: &str) -> Option<(String, String)> {
+        let f = self.file(registry)?;
+        for (owner, recs) in f {
+            let first = match &recs {
+                Value::Array(a) => a.first().and_then(Value::as_str).map(str::to_string),
+                Value::Object(o) => o.keys().next().cloned(),
+                _ => None,
+            };
+            if let Some(v) = first {
+                return Some((owner, v));
+            }
+        }
+        None
+    }
+
+    fn members(&self, registry: &str) -> Vec<String> {
+        let Some(f) = self.file(registry) else {
+            return vec![];
+        };
+        f.values()
+            .flat_map(|recs| match recs {
+                Value::Array(a) => a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect(),
+                Value::Object(o) => o.keys().cloned().collect::<Vec<_>>(),
+                _ => vec![],
+            })
+            .collect()
+    }
+
+    /// Some owner of the pack's records, for a mandate's user.
+    fn some_owner(&self) -> Option<String> {
+        for r in &self.p.pack.registries {
+            if r.global {
+                continue;
+            }
+            if let Some(f) = self.file(&r.name)
+                && let Some(o) = f.keys().next()
+            {
+                return Some(o.clone());
+            }
+        }
+        None
+    }
+}
+
+/// A well-formed value of a type, for when the solver's is not one.
+fn sample(ty: &Type) -> Value {
+    match ty {
+        Type::Iban => "DE89370400440532013000".into(),
+        Type::Email => "someone@example.com".into(),
+        Type::Phone => "+4930123456".into(),
+        Type::Currency => "EUR".into(),
+        Type::Url => "https://example.com/".into(),
+        Type::Enum(vs) => vs.first().cloned().unwrap_or_default().into(),
+        Type::Id => "id-1".into(),
+        _ => "x".into(),
+    }
+}
+
+fn canonical(ty: &Type, s: &str) -> Option<String> {
+    match ty.canonical_normalizer() {
+        Some(n) => crate::gateway::normalize::apply(n, s).ok(),
+        None => Some(s.to_string()),
+    }
+}
+
+/// The solver's value as the caller's tool would send it, or a
+/// well-formed one of the type.
+fn as_given(ty: &Type, v: &Value) -> Value {
+    match (ty, v) {
+        (Type::Money, Value::Number(n)) => n
+            .as_i64()
+            .map(|m| Value::String(format_minor(m)))
+            .unwrap_or_else(|| v.clone()),
+        (Type::Date, Value::Number(n)) => {
+            let s = n
+                .as_i64()
+                .filter(|s| plausible(*s))
+                .unwrap_or(DEFAULT_CLOCK);
+            Value::String(format_time(s)[..10].to_string())
+        }
+        (Type::Timestamp, Value::Number(n)) => {
+            let s = n
+                .as_i64()
+                .filter(|s| plausible(*s))
+                .unwrap_or(DEFAULT_CLOCK);
+            Value::String(format_time(s))
+        }
+        (Type::List(e) | Type::Set(e), Value::Array(items)) => {
+            Value::Array(items.iter().map(|x| as_given(e, x)).collect())
+        }
+        (Type::Enum(vs), Value::String(s)) if !vs.contains(s) => sample(ty),
+        (Type::Currency, Value::String(s))
+            if !(s.len() == 3 && s.chars().all(|c| c.is_ascii_uppercase())) =>
+        {
+            sample(ty)
+        }
+        (Type::Id | Type::Text, Value::String(s))
+            if s.is_empty() || s.chars().any(|c| c.is_control() || c == '\u{7f}') =>
+        {
+            sample(&Type::Id)
+        }
+        (t, Value::String(s)) if t.canonical_normalizer().is_some() => match canonical(t, s) {
+            Some(c) => Value::String(c),
+            None => sample(t),
+        },
+        _ => v.clone(),
+    }
+}
+
+/// Between 2000 and 2100: a time a scenario can be set at.
+fn plausible(secs: i64) -> bool {
+    (946_684_800..4_102_444_800).contains(&secs)
+}
+
+/// `PARAM in registry.R` (a fact's or a guarantee's membership read).
+fn membership(e: &Expr) -> Option<(&str, &str)> {
+    match e {
+        Expr::Binary {
+            op: BinOp::In,
+            lhs,
+            rhs,
+        } => match (&**lhs, &**rhs) {
+            (Expr::Param { name }, Expr::Registry { name: r }) => Some((name, r)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+pub(super) fn scenario(
+    p: &PackGuarantees<'_>,
+    action: &TableAction,
+    g: &ir::Guarantee,
+    example: &Counterexample,
+    decision: &str,
+) -> Value {
+    let data = Data { p };
+    let a = &action.action;
+    let ctx = example.context.as_object().cloned().unwrap_or_default();
+    let mut owner: Option<String> = None;
+    let mut args = Map::new();
+    let mut claims = Map::new();
+    let mut notes: Vec<String> = vec![];
+    // membership the counterexample needs: a member of the pack's data, or
+    // a value that is none
+    let mut wanted: Vec<(&str, &str, bool)> = vec![];
+    for f in &a.facts {
+        if let (Some((param, reg)), Some(Value::Bool(b))) = (membership(&f.expr), ctx.get(&f.name))
+        {
+            wanted.push((param, reg, *b));
+        }
+    }
+    for prm in &a.params {
+        let Some(v) = ctx.get(&prm.name) else {
+            continue;
+        };
+        let reg_type = |r: &str| p.pack.registry(r).map(|x| x.member_type().clone());
+        let mut value = None;
+        for (param, reg, member) in &wanted {
+            if *param != prm.name {
+                continue;
+            }
+            let members = data.members(reg);
+            if *member {
+                if let Some((o, m)) = data.member(reg) {
+                    let ty = reg_type(reg).unwrap_or(Type::Text);
+                    value = Some(Value::String(canonical(&ty, &m).unwrap_or(m)));
+                    if o != "*" {
+                        owner.get_or_insert(o);
+                    }
+                } else {
+                    notes.push(format!("`{}` must be in `registry.{reg}`", prm.name));
+                }
+            } else {
+                let v = as_given(&prm.ty, v);
+                if v.as_str().is_some_and(|s| members.iter().any(|m| m == s)) {
+                    notes.push(format!("`{}` must not be in `registry.{reg}`", prm.name));
+                }
+                value = Some(v);
+            }
+        }
+        if value.is_none() && prm.critical {
+            // a critical value from its trusted source: a registry's member
+            // from the pack's data, else the mandate claim that vouches
+            for s in &prm.sources {
+                match s {
+                    Source::Registry { registry } => {
+                        if let Some((o, m)) = data.member(registry) {
+                            let ty = reg_type(registry).unwrap_or(Type::Text);
+                            value = Some(Value::String(canonical(&ty, &m).unwrap_or(m)));
+                            if o != "*" {
+                                owner.get_or_insert(o);
+                            }
+                            break;
+                        }
+                    }
+                    Source::Claim { .. } | Source::Lookup(_) => {}
+                }
+            }
+        }
+        let value = value.unwrap_or_else(|| as_given(&prm.ty, v));
+        if prm.critical {
+            let from_registry = prm.sources.iter().any(|s| match s {
+                Source::Registry { registry } => value.as_str().is_some_and(|v| {
+                    data.members(registry)
+                        .iter()
+                        .any(|m| canonical(&prm.ty, m).as_deref() == Some(v) || m == v)
+                }),
+                _ => false,
+            });
+            let claim = prm.sources.iter().find_map(|s| match s {
+                Source::Claim { claim } => Some(claim.clone()),
+                _ => None,
+            });
+            match claim {
+                Some(c) if !from_registry => {
+                    let collection = p.pack.claim(&c).is_some_and(|x| x.ty.is_collection());
+                    if collection {
+                        let e = claims.entry(c).or_insert_with(|| Value::Array(vec![]));
+                        if let Value::Array(xs) = e {
+                            xs.push(value.clone());
+                        }
+                    } else {
+                        claims.insert(c, value.clone());
+                    }
+                }
+                Some(_) => {}
+                None if !from_registry => notes.push(format!(
+                    "`{}` must come from {}",
+                    prm.name,
+                    prm.sources
+                        .iter()
+                        .map(crate::mutate::equiv::source_name)
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                )),
+                None => {}
+            }
+        }
+        if prm.secret {
+            continue;
+        }
+        args.insert(prm.name.clone(), value);
+    }
+    // the pack's own facts the counterexample sets, other than membership
+    for f in &a.facts {
+        if membership(&f.expr).is_some() {
+            continue;
+        }
+        if let Some(v) = ctx.get(&f.name) {
+            notes.push(format!("fact `{}` = {v}", f.name));
+        }
+    }
+    let user = owner
+        .or_else(|| data.some_owner())
+        .unwrap_or_else(|| "user".into());
+    let now = ctx
+        .get(CTX_NOW)
+        .and_then(Value::as_i64)
+        .filter(|s| plausible(*s))
+        .unwrap_or(DEFAULT_CLOCK);
+    let mut mandate = json!({
+        "user": user,
+        "scopes": [a.scope],
+        "claims": claims,
+        "calls": 10,
+    });
+    if let Some(b) = &a.budget
+        && let Some(Value::Number(n)) = ctx.get(b)
+        && let Some(m) = n.as_i64()
+    {
+        mandate["budget"] = Value::String(format_minor(m.max(0)));
+    }
+    let expect = match g.level {
+        None => json!({"decision": "DENY", "stage": "policy"}),
+        Some(n) => json!({"decision": "PENDING", "level": n}),
+    };
+    let mut test = json!({
+        "name": format!("guarantee: {} ({})", g.reason, a.name),
+        "mandate": "guarantee",
+        "proposal": {"action": a.name, "args": args},
+    });
+    // allowed at level 1 only: the user's approval is what lets it through
+    if g.level.is_none()
+        && ctx.get(CTX_APPROVAL_LEVEL).and_then(Value::as_i64) == Some(1)
+        && decision == "PENDING level 1"
+    {
+        test["approvals"] = json!([user]);
+    }
+    test["expect"] = expect;
+    let mut description = format!(
+        "found by the proof of the guarantee: the pack decides {decision} where `{}` says {}",
+        g.reason,
+        match g.level {
+            None => "never".to_string(),
+            Some(n) => format!("level {n} is needed"),
+        }
+    );
+    if !notes.is_empty() {
+        description.push_str(&format!("; the world must also give: {}", notes.join(", ")));
+    }
+    test["description"] = Value::String(description);
+    json!({
+        "pack": p.pack.name,
+        "clock": format_time(now),
+        "mandates": {"guarantee": mandate},
+        "tests": [test],
+    })
+}
