@@ -25,6 +25,14 @@ fn transfer(tag: &str, i: usize) -> Value {
         "subject": format!("{tag} {i}")}})
 }
 
+/// A bearer token for one instance (long enough for `ipc serve`).
+fn token() -> String {
+    format!(
+        "instance-{}",
+        intentplane::gateway::approval::random_id().unwrap()
+    )
+}
+
 fn big_mandate(w: &TestWorld) -> Value {
     let mut s = MandateSpec::bank("emma");
     s.budget = 10_000_000;
@@ -84,7 +92,7 @@ fn an_instance_frozen_holding_the_head_lock_does_not_stop_the_others() {
         &m,
         "127.0.0.1:0",
         &pg.url,
-        "token-a",
+        &token(),
         &[],
         std::fs::File::create(&log_a).unwrap().into(),
     );
@@ -93,7 +101,7 @@ fn an_instance_frozen_holding_the_head_lock_does_not_stop_the_others() {
         &m,
         "127.0.0.1:0",
         &pg.url,
-        "token-b",
+        &token(),
         &[],
         std::fs::File::create(&log_b).unwrap().into(),
     );
@@ -257,7 +265,7 @@ fn serve_waits_for_a_database_that_is_not_up_yet() {
         &m,
         "127.0.0.1:0",
         &url,
-        "token",
+        &token(),
         &[],
         std::fs::File::create(&log).unwrap().into(),
     );
