@@ -41,6 +41,7 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -143,6 +144,9 @@ struct Outcomes {
     queued: Arc<tokio::sync::Notify>,
     /// Wakes a flush: outcomes taken were settled.
     settled: Arc<tokio::sync::Notify>,
+    /// How long an outcome waits for the next decision, in milliseconds
+    /// ([`OUTCOME_IDLE`] unless a test sets another).
+    idle_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How long an answered outcome waits for the next decision to carry it
@@ -172,6 +176,9 @@ impl Outcomes {
             queue: Arc::default(),
             queued: Arc::default(),
             settled: Arc::default(),
+            idle_ms: Arc::new(std::sync::atomic::AtomicU64::new(
+                OUTCOME_IDLE.as_millis() as u64,
+            )),
         };
         tokio::spawn(write_outcomes(gateway, out.clone_handles()));
         out
@@ -183,6 +190,7 @@ impl Outcomes {
             queue: self.queue.clone(),
             queued: self.queued.clone(),
             settled: self.settled.clone(),
+            idle_ms: self.idle_ms.clone(),
         }
     }
 
@@ -328,12 +336,13 @@ async fn write_outcomes(gw: Arc<Gateway>, outcomes: Outcomes) {
                 Err(_) => return,
             };
             let Some(at) = oldest else { break };
+            let idle = Duration::from_millis(outcomes.idle_ms.load(Ordering::Relaxed));
             let now = std::time::Instant::now();
-            if now < at + OUTCOME_IDLE {
-                tokio::time::sleep_until((at + OUTCOME_IDLE).into()).await;
+            if now < at + idle {
+                tokio::time::sleep_until((at + idle).into()).await;
                 continue;
             }
-            let batch = outcomes.take(Some(now.checked_sub(OUTCOME_IDLE).unwrap_or(at)));
+            let batch = outcomes.take(Some(now.checked_sub(idle).unwrap_or(at)));
             if !batch.is_empty() {
                 outcomes.write(&gw, batch).await;
             }
@@ -515,6 +524,15 @@ impl Proxy {
                 outcomes: Outcomes::start(gateway),
             }),
         })
+    }
+
+    /// How long an answered outcome waits for the next decision to carry
+    /// it into the store before it is committed alone (20 ms; tests that
+    /// count commits set it longer).
+    #[doc(hidden)]
+    pub fn set_outcome_idle(&self, idle: Duration) {
+        let ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        self.inner.outcomes.idle_ms.store(ms, Ordering::Relaxed);
     }
 
     /// How the session was come to at start-up.
