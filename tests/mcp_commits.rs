@@ -9,9 +9,7 @@ use intentplane::gateway::testkit::{LANDLORD, MandateSpec, TestWorld};
 use intentplane::mcp::proxy::Proxy;
 use intentplane::mcp::testkit;
 use intentplane::store::sqlite::SqliteStore;
-use intentplane::store::{
-    ReceiptRange, ReceiptRecord, Relink, Snapshot, Store, StoreError, TxFn,
-};
+use intentplane::store::{ReceiptRange, ReceiptRecord, Relink, Snapshot, Store, StoreError, TxFn};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -182,7 +180,11 @@ async fn an_outcome_no_decision_carries_is_written_alone() {
     h.call(pay("alone")).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while !h.kinds().iter().any(|k| k == "outcome") {
-        assert!(Instant::now() < deadline, "no outcome written: {:?}", h.kinds());
+        assert!(
+            Instant::now() < deadline,
+            "no outcome written: {:?}",
+            h.kinds()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -241,9 +241,11 @@ fn serve_waits_for_a_database_that_is_not_up_yet() {
         .local_addr()
         .unwrap()
         .port();
-    let url = pg
-        .url
-        .replacen(&format!("{user_at}{real}"), &format!("{user_at}127.0.0.1:{port}"), 1);
+    let url = pg.url.replacen(
+        &format!("{user_at}{real}"),
+        &format!("{user_at}127.0.0.1:{port}"),
+        1,
+    );
     let w = TestWorld::new();
     let m = big_mandate(&w);
     let log = w.dir.path().join("serve.stderr");

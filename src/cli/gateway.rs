@@ -183,9 +183,8 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
     }
     let store_path = args.store.clone().or_else(|| world.store.clone());
     let store: Arc<dyn Store> = match store_path {
-        Some(p) if args.wait_for_store => {
-            crate::store::open_waiting(&p, true, STORE_WAIT).map_err(|e| Box::new(e) as LoadError)?
-        }
+        Some(p) if args.wait_for_store => crate::store::open_waiting(&p, true, STORE_WAIT)
+            .map_err(|e| Box::new(e) as LoadError)?,
         Some(p) => crate::store::open(&p, true).map_err(|e| Box::new(e) as LoadError)?,
         None if !args.ephemeral_ok => return Err(Box::new(NoStore)),
         None => {

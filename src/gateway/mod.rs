@@ -520,7 +520,14 @@ impl Gateway {
             return Ok((d, Some(links)));
         }
         let d = self.decide_one(input, Some(dispatch))?;
-        Ok((d, if outcomes.is_empty() { Some(vec![]) } else { None }))
+        Ok((
+            d,
+            if outcomes.is_empty() {
+                Some(vec![])
+            } else {
+                None
+            },
+        ))
     }
 
     fn decide_one(

@@ -177,7 +177,7 @@ impl Outcomes {
             queued: Arc::default(),
             settled: Arc::default(),
             idle_ms: Arc::new(std::sync::atomic::AtomicU64::new(
-                OUTCOME_IDLE.as_millis() as u64,
+                OUTCOME_IDLE.as_millis() as u64
             )),
         };
         tokio::spawn(write_outcomes(gateway, out.clone_handles()));
@@ -222,11 +222,8 @@ impl Outcomes {
             calls.insert(op.to_string(), Some(outcome.clone()));
         }
         if let Ok(mut q) = self.queue.lock() {
-            q.waiting.push((
-                std::time::Instant::now(),
-                op.to_string(),
-                outcome.clone(),
-            ));
+            q.waiting
+                .push((std::time::Instant::now(), op.to_string(), outcome.clone()));
         }
         self.queued.notify_one();
     }
@@ -242,15 +239,16 @@ impl Outcomes {
             Some(t) => q.waiting.iter().take_while(|(at, _, _)| *at <= t).count(),
         };
         q.taken += n;
-        q.waiting
-            .drain(..n)
-            .map(|(_, op, o)| (op, o))
-            .collect()
+        q.waiting.drain(..n).map(|(_, op, o)| (op, o)).collect()
     }
 
     /// The outcomes taken are written: `Ok` ones leave the map, refused
     /// ones are reported and answered from memory.
-    fn settle(&self, taken: &[(String, ExternalOutcome)], results: Vec<Result<ReceiptRef, String>>) {
+    fn settle(
+        &self,
+        taken: &[(String, ExternalOutcome)],
+        results: Vec<Result<ReceiptRef, String>>,
+    ) {
         if let Ok(mut c) = self.calls.lock() {
             for ((op, _), r) in taken.iter().zip(results) {
                 match r {
