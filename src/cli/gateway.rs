@@ -14,6 +14,10 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// How long `ipc serve` waits at start for a PostgreSQL store to be
+/// reachable.
+pub const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct GatewayArgs {
     /// The bundle (from `ipc build`).
@@ -60,6 +64,10 @@ pub struct GatewayArgs {
     /// Whether a fixed clock is announced on stderr (`--allow-frozen-clock`).
     #[arg(skip)]
     pub announce_frozen_clock: bool,
+    /// A PostgreSQL store that cannot be reached is tried again for up to
+    /// [`STORE_WAIT`] (`ipc serve`), see `store::open_waiting`.
+    #[arg(skip)]
+    pub wait_for_store: bool,
 }
 
 /// A world with a fixed clock given to a long-running command.
@@ -175,6 +183,8 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
     }
     let store_path = args.store.clone().or_else(|| world.store.clone());
     let store: Arc<dyn Store> = match store_path {
+        Some(p) if args.wait_for_store => crate::store::open_waiting(&p, true, STORE_WAIT)
+            .map_err(|e| Box::new(e) as LoadError)?,
         Some(p) => crate::store::open(&p, true).map_err(|e| Box::new(e) as LoadError)?,
         None if !args.ephemeral_ok => return Err(Box::new(NoStore)),
         None => {

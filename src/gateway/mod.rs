@@ -500,6 +500,40 @@ impl Gateway {
         self.decide_one(input, Some(dispatch))
     }
 
+    /// [`Self::decide_dispatching`], recording first, in the decision's
+    /// transaction, the `outcomes` of calls answered earlier (see
+    /// [`Self::record_outcomes`]): one durable commit for both, so that an
+    /// outcome written after the agent's answer never costs the next call
+    /// a commit of its own (the MCP proxy). The receipts of the outcomes
+    /// come with the decision, or `None` when they were not recorded: the
+    /// transaction that held them failed (an outcome the store refused, a
+    /// store error), and the decision was taken alone, exactly as
+    /// [`Self::decide_dispatching`] takes it; the caller records them
+    /// another way. An outcome never changes the decision.
+    pub fn decide_dispatching_after(
+        &self,
+        input: &Input,
+        dispatch: Dispatch<'_>,
+        outcomes: &[(String, outcome::ExternalOutcome)],
+    ) -> Result<(Decision, Option<Vec<ReceiptRef>>), GatewayError> {
+        if !outcomes.is_empty()
+            && let Ok((mut d, links)) =
+                self.decide_recording(&[(input, &Tenants::All)], Some(dispatch), outcomes)
+            && let Some(d) = d.pop()
+        {
+            return Ok((d, Some(links)));
+        }
+        let d = self.decide_one(input, Some(dispatch))?;
+        Ok((
+            d,
+            if outcomes.is_empty() {
+                Some(vec![])
+            } else {
+                None
+            },
+        ))
+    }
+
     fn decide_one(
         &self,
         input: &Input,
@@ -608,10 +642,31 @@ impl Gateway {
         inputs: &[(&Input, &Tenants)],
         dispatch: Option<Dispatch<'_>>,
     ) -> Result<Vec<Decision>, GatewayError> {
+        Ok(self.decide_recording(inputs, dispatch, &[])?.0)
+    }
+
+    /// [`Self::decide_with`], the `outcomes` recorded first in the same
+    /// transaction (any of them refused fails it all), with their receipts.
+    fn decide_recording(
+        &self,
+        inputs: &[(&Input, &Tenants)],
+        dispatch: Option<Dispatch<'_>>,
+        outcomes: &[(String, outcome::ExternalOutcome)],
+    ) -> Result<(Vec<Decision>, Vec<ReceiptRef>), GatewayError> {
         let now = self.now()?;
         let mut out: Vec<Decision> = vec![];
+        let mut links: Vec<ReceiptRef> = vec![];
         let (_, relinks) = self.store.transaction_linked(&mut |tx: &mut dyn Tx| {
             out.clear();
+            links.clear();
+            for (op, o) in outcomes {
+                let body = self.outcome_change(tx, op, o, now)?;
+                let l = tx.append_receipt_jcs(&body)?;
+                links.push(ReceiptRef {
+                    seq: l.seq,
+                    hash: l.hash,
+                });
+            }
             for (input, tenants) in inputs {
                 let d = stages::run(self, tx, input, tenants, now, dispatch)?;
                 out.push(d);
@@ -624,14 +679,15 @@ impl Gateway {
                 .iter()
                 .map(|r| (r.seen.hash.as_str(), &r.committed))
                 .collect();
-            for r in out.iter_mut().filter_map(|d| d.receipt.as_mut()) {
+            let decided = out.iter_mut().filter_map(|d| d.receipt.as_mut());
+            for r in decided.chain(links.iter_mut()) {
                 if let Some(link) = moved.get(r.hash.as_str()) {
                     r.seq = link.seq;
                     r.hash = link.hash.clone();
                 }
             }
         }
-        Ok(out)
+        Ok((out, links))
     }
 }
 

@@ -180,7 +180,7 @@ impl Gateway {
     /// commitment) is not stored at all, whatever encoding an echo of the
     /// secret would take in it: only a tool result whose text is
     /// [`WITHHELD_ANSWER`], with the status and the hash.
-    fn outcome_change(
+    pub(crate) fn outcome_change(
         &self,
         tx: &mut dyn Tx,
         operation_hash: &str,

@@ -28,7 +28,7 @@ pub mod elicit;
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
 use crate::gateway::secret::SecretValues;
-use crate::gateway::{Decision, Gateway, Input, Outcome};
+use crate::gateway::{Decision, Gateway, Input, Outcome, ReceiptRef};
 use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
 use crate::mcp::session;
 use rmcp::model::{
@@ -41,6 +41,7 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -138,20 +139,35 @@ struct Inner {
 
 /// The operations whose downstream call runs in this process (`None`) or
 /// answered with an outcome not yet in the store (`Some`): the outcome is
-/// recorded in the background, after the agent has its answer, by one
-/// writer that commits whatever queued up at once. An entry leaves the
-/// map only once its outcome is in the store, so a retry finds it here or
-/// there; a crash before that is "outcome unknown", as a crash during the
-/// downstream's call.
+/// recorded after the agent has its answer, in the transaction of the next
+/// decision ([`Gateway::decide_dispatching_after`]: one durable commit per
+/// call), or, when no decision comes within [`OUTCOME_IDLE`], by a writer
+/// in the background that commits whatever queued up at once. An entry
+/// leaves the map only once its outcome is in the store, so a retry finds
+/// it here or there; a crash before that is "outcome unknown", as a crash
+/// during the downstream's call.
 struct Outcomes {
     calls: Arc<Mutex<HashMap<String, Option<ExternalOutcome>>>>,
-    queue: tokio::sync::mpsc::UnboundedSender<Write>,
+    queue: Arc<Mutex<Queue>>,
+    /// Wakes the writer: something was queued.
+    queued: Arc<tokio::sync::Notify>,
+    /// Wakes a flush: outcomes taken were settled.
+    settled: Arc<tokio::sync::Notify>,
+    /// How long an outcome waits for the next decision, in milliseconds
+    /// ([`OUTCOME_IDLE`] unless a test sets another).
+    idle_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
-enum Write {
-    Outcome(String, ExternalOutcome),
-    /// Answered once everything queued before is written.
-    Flush(tokio::sync::oneshot::Sender<()>),
+/// How long an answered outcome waits for the next decision to carry it
+/// into the store before the writer commits it alone.
+const OUTCOME_IDLE: Duration = Duration::from_millis(20);
+
+/// Outcomes answered, not yet taken to the store (oldest first, with the
+/// time they were queued), and how many are taken and not yet settled.
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<(std::time::Instant, String, ExternalOutcome)>,
+    taken: usize,
 }
 
 /// Where a retried operation stands in this process.
@@ -162,13 +178,29 @@ enum Seen {
 }
 
 impl Outcomes {
-    /// The writer runs on the current runtime until the last sender is
-    /// gone.
+    /// The writer runs on the current runtime for as long as the proxy.
     fn start(gateway: Arc<Gateway>) -> Outcomes {
-        let calls: Arc<Mutex<HashMap<String, Option<ExternalOutcome>>>> = Arc::default();
-        let (queue, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(write_outcomes(gateway, calls.clone(), rx));
-        Outcomes { calls, queue }
+        let out = Outcomes {
+            calls: Arc::default(),
+            queue: Arc::default(),
+            queued: Arc::default(),
+            settled: Arc::default(),
+            idle_ms: Arc::new(std::sync::atomic::AtomicU64::new(
+                OUTCOME_IDLE.as_millis() as u64
+            )),
+        };
+        tokio::spawn(write_outcomes(gateway, out.clone_handles()));
+        out
+    }
+
+    fn clone_handles(&self) -> Outcomes {
+        Outcomes {
+            calls: self.calls.clone(),
+            queue: self.queue.clone(),
+            queued: self.queued.clone(),
+            settled: self.settled.clone(),
+            idle_ms: self.idle_ms.clone(),
+        }
     }
 
     fn seen(&self, op: &str) -> Seen {
@@ -193,74 +225,134 @@ impl Outcomes {
         }
     }
 
-    /// The downstream answered `op`: kept here until the writer has put
-    /// it in the store.
+    /// The downstream answered `op`: kept here until it is in the store.
     fn answered(&self, op: &str, outcome: &ExternalOutcome) {
         if let Ok(mut calls) = self.calls.lock() {
             calls.insert(op.to_string(), Some(outcome.clone()));
         }
-        let _ = self
-            .queue
-            .send(Write::Outcome(op.to_string(), outcome.clone()));
+        if let Ok(mut q) = self.queue.lock() {
+            q.waiting
+                .push((std::time::Instant::now(), op.to_string(), outcome.clone()));
+        }
+        self.queued.notify_one();
     }
 
-    /// Waits until every outcome queued so far is written.
-    async fn flush(&self) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.queue.send(Write::Flush(tx)).is_ok() {
-            let _ = rx.await;
+    /// Takes the outcomes queued at or before `before` (all with `None`)
+    /// to write them; each must be [`Self::settle`]d.
+    fn take(&self, before: Option<std::time::Instant>) -> Vec<(String, ExternalOutcome)> {
+        let Ok(mut q) = self.queue.lock() else {
+            return vec![];
+        };
+        let n = match before {
+            None => q.waiting.len(),
+            Some(t) => q.waiting.iter().take_while(|(at, _, _)| *at <= t).count(),
+        };
+        q.taken += n;
+        q.waiting.drain(..n).map(|(_, op, o)| (op, o)).collect()
+    }
+
+    /// The outcomes taken are written: `Ok` ones leave the map, refused
+    /// ones are reported and answered from memory.
+    fn settle(
+        &self,
+        taken: &[(String, ExternalOutcome)],
+        results: Vec<Result<ReceiptRef, String>>,
+    ) {
+        if let Ok(mut c) = self.calls.lock() {
+            for ((op, _), r) in taken.iter().zip(results) {
+                match r {
+                    Ok(_) => {
+                        c.remove(op);
+                    }
+                    Err(e) => eprintln!(
+                        "intentplane: the outcome of the operation {op} could not be recorded: {e}"
+                    ),
+                }
+            }
+        }
+        self.forget(taken.len());
+    }
+
+    /// `n` outcomes taken are settled (written, or lost with a task that
+    /// did not finish: then answered from memory only).
+    fn forget(&self, n: usize) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.taken = q.taken.saturating_sub(n);
+        }
+        self.settled.notify_waiters();
+    }
+
+    /// Outcomes a decision took but could not record with it: written in
+    /// a commit of their own, in the background.
+    fn write_later(&self, gw: &Arc<Gateway>, batch: Vec<(String, ExternalOutcome)>) {
+        let (me, gw) = (self.clone_handles(), gw.clone());
+        tokio::spawn(async move { me.write(&gw, batch).await });
+    }
+
+    /// Waits until every outcome answered so far is written.
+    async fn flush(&self, gw: &Arc<Gateway>) {
+        loop {
+            let settled = self.settled.notified();
+            let batch = self.take(None);
+            if !batch.is_empty() {
+                self.write(gw, batch).await;
+                continue;
+            }
+            match self.queue.lock() {
+                Ok(q) if q.taken > 0 => {}
+                _ => return,
+            }
+            // a decision carries some: wait until it is settled
+            settled.await;
+        }
+    }
+
+    /// Records `batch` in one commit of its own.
+    async fn write(&self, gw: &Arc<Gateway>, batch: Vec<(String, ExternalOutcome)>) {
+        let (gw, n) = (gw.clone(), batch.len());
+        match tokio::task::spawn_blocking(move || {
+            let r = gw.record_outcomes(&batch);
+            (batch, r)
+        })
+        .await
+        {
+            Ok((batch, results)) => {
+                let results = results
+                    .into_iter()
+                    .map(|r| r.map_err(|e| e.to_string()))
+                    .collect();
+                self.settle(&batch, results);
+            }
+            Err(e) => {
+                eprintln!("intentplane: recording outcomes did not finish: {e}");
+                self.forget(n);
+            }
         }
     }
 }
 
-/// The outcome writer: takes what queued up, records it in one commit,
-/// then forgets the calls whose outcome is stored. One that cannot be
+/// The outcome writer: outcomes no decision took within [`OUTCOME_IDLE`]
+/// of their answer are recorded in one commit. One that cannot be
 /// recorded stays answered from memory and is reported on stderr.
-async fn write_outcomes(
-    gw: Arc<Gateway>,
-    calls: Arc<Mutex<HashMap<String, Option<ExternalOutcome>>>>,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Write>,
-) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![];
-        let mut acks = vec![];
-        let mut next = Some(first);
-        while let Some(w) = next {
-            match w {
-                Write::Outcome(op, o) => batch.push((op, o)),
-                Write::Flush(ack) => acks.push(ack),
-            }
-            next = rx.try_recv().ok();
-        }
-        if !batch.is_empty() {
-            let gw2 = gw.clone();
-            let (batch, results) = match tokio::task::spawn_blocking(move || {
-                let r = gw2.record_outcomes(&batch);
-                (batch, r)
-            })
-            .await
-            {
-                Ok(x) => x,
-                Err(e) => {
-                    eprintln!("intentplane: recording outcomes did not finish: {e}");
-                    (vec![], vec![])
-                }
+async fn write_outcomes(gw: Arc<Gateway>, outcomes: Outcomes) {
+    loop {
+        outcomes.queued.notified().await;
+        loop {
+            let oldest = match outcomes.queue.lock() {
+                Ok(q) => q.waiting.first().map(|(at, _, _)| *at),
+                Err(_) => return,
             };
-            if let Ok(mut c) = calls.lock() {
-                for ((op, _), r) in batch.iter().zip(results) {
-                    match r {
-                        Ok(_) => {
-                            c.remove(op);
-                        }
-                        Err(e) => eprintln!(
-                            "intentplane: the outcome of the operation {op} could not be recorded: {e}"
-                        ),
-                    }
-                }
+            let Some(at) = oldest else { break };
+            let idle = Duration::from_millis(outcomes.idle_ms.load(Ordering::Relaxed));
+            let now = std::time::Instant::now();
+            if now < at + idle {
+                tokio::time::sleep_until((at + idle).into()).await;
+                continue;
             }
-        }
-        for ack in acks {
-            let _ = ack.send(());
+            let batch = outcomes.take(Some(now.checked_sub(idle).unwrap_or(at)));
+            if !batch.is_empty() {
+                outcomes.write(&gw, batch).await;
+            }
         }
     }
 }
@@ -441,6 +533,15 @@ impl Proxy {
         })
     }
 
+    /// How long an answered outcome waits for the next decision to carry
+    /// it into the store before it is committed alone (20 ms; tests that
+    /// count commits set it longer).
+    #[doc(hidden)]
+    pub fn set_outcome_idle(&self, idle: Duration) {
+        let ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        self.inner.outcomes.idle_ms.store(ms, Ordering::Relaxed);
+    }
+
     /// How the session was come to at start-up.
     pub fn session_start(&self) -> &session::Start {
         &self.inner.start
@@ -449,7 +550,7 @@ impl Proxy {
     /// Waits until every outcome the agent was answered with is in the
     /// store (they are written in the background).
     pub async fn flush(&self) {
-        self.inner.outcomes.flush().await;
+        self.inner.outcomes.flush(&self.inner.gateway).await;
     }
 
     /// Serves one MCP client on `transport` until it closes.
@@ -495,10 +596,32 @@ impl Proxy {
         let dispatch = move |resolved: &Map<String, Value>, secrets: &SecretValues| {
             tool.downstream_call(resolved, secrets)?.record()
         };
-        tokio::task::spawn_blocking(move || gw.decide_dispatching(&input, &dispatch))
-            .await
-            .map_err(|e| format!("the decision did not finish: {e}"))?
-            .map_err(|e| format!("the gateway failed: {e}"))
+        // the outcomes answered since the last decision commit with this one
+        let outcomes = &self.inner.outcomes;
+        let earlier = outcomes.take(None);
+        let n = earlier.len();
+        let gw2 = gw.clone();
+        let decided = tokio::task::spawn_blocking(move || {
+            let r = gw2.decide_dispatching_after(&input, &dispatch, &earlier);
+            (earlier, r)
+        })
+        .await;
+        match decided {
+            Ok((earlier, Ok((d, Some(links))))) => {
+                outcomes.settle(&earlier, links.into_iter().map(Ok).collect());
+                Ok(d)
+            }
+            Ok((earlier, r)) => {
+                // still taken: settled once written
+                outcomes.write_later(&gw, earlier);
+                r.map(|(d, _)| d)
+                    .map_err(|e| format!("the gateway failed: {e}"))
+            }
+            Err(e) => {
+                outcomes.forget(n);
+                Err(format!("the decision did not finish: {e}"))
+            }
+        }
     }
 
     fn input(

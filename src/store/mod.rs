@@ -289,6 +289,48 @@ pub fn open(
         let s = postgres::PgStore::open_with(url, postgres::PgOptions::default(), create)?;
         return Ok(std::sync::Arc::new(s));
     }
+    open_sqlite(location, create)
+}
+
+/// [`open`], and a PostgreSQL database that cannot be reached
+/// (`StoreError::Open`: down, restarting, refusing connections) is tried
+/// again after 0.5, 1, 2, 4, 8, 8, ... seconds until `wait` has passed,
+/// each failure reported on stderr (`ipc serve`: a rolling restart of the
+/// database needs no supervisor to start the service again). Any other
+/// error, and an SQLite file, is returned at once.
+pub fn open_waiting(
+    location: &std::path::Path,
+    create: bool,
+    wait: std::time::Duration,
+) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    let Some(url) = location.to_str().filter(|s| postgres::is_url(s)) else {
+        return open_sqlite(location, create);
+    };
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(500);
+    let mut attempt = 1u32;
+    loop {
+        match postgres::PgStore::open_with(url, postgres::PgOptions::default(), create) {
+            Ok(s) => return Ok(std::sync::Arc::new(s)),
+            Err(e @ StoreError::Open { .. }) if start.elapsed() + pause <= wait => {
+                eprintln!(
+                    "intentplane: attempt {attempt}: {e}; trying again in {:.1} s (giving up {} s after the first)",
+                    pause.as_secs_f64(),
+                    wait.as_secs()
+                );
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_secs(8));
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn open_sqlite(
+    location: &std::path::Path,
+    create: bool,
+) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     let s = if create {
         sqlite::SqliteStore::open(location)?
     } else {

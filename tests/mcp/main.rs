@@ -8,6 +8,7 @@
 #[allow(dead_code, unused_imports)]
 mod common;
 
+mod commits;
 mod config;
 mod downstream;
 mod proxy;

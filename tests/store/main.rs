@@ -12,4 +12,5 @@ mod contract;
 mod failures;
 mod pg_optimistic;
 mod pg_registries;
+mod pg_stuck;
 mod pg_tls;

@@ -240,6 +240,7 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
     gateway_args.ephemeral_ok = args.ephemeral;
     gateway_args.frozen_clock_ok = args.allow_frozen_clock;
     gateway_args.announce_frozen_clock = args.allow_frozen_clock;
+    gateway_args.wait_for_store = true;
     let Some((gw, mandate)) = super::gateway::load_with_mandate(&gateway_args, &args.mandate)
     else {
         return 1;

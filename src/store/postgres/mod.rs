@@ -130,6 +130,20 @@ pub struct PgOptions {
     pub max_retries: u32,
     /// Connection timeout when the URL sets none.
     pub connect_timeout: Duration,
+    /// The longest a statement of this store's sessions waits for a lock
+    /// (`lock_timeout`; the chain's head lock above all) when the URL's
+    /// `options` set none: a wait past it fails the transaction, which
+    /// rolls back (nothing of it committed).
+    pub lock_timeout: Duration,
+    /// The longest this store's session may stay idle inside a transaction
+    /// (`idle_in_transaction_session_timeout`) when the URL's `options`
+    /// set none: the server ends the session of an instance frozen while
+    /// it holds the head lock (a paused VM, a stopped process), the lock is
+    /// released and the other instances go on; the frozen one's late
+    /// commit fails, nothing of its transaction committed. Below
+    /// `lock_timeout`, so that the others wait for the lock to come free
+    /// rather than give up first.
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl Default for PgOptions {
@@ -137,8 +151,33 @@ impl Default for PgOptions {
         Self {
             max_retries: 20,
             connect_timeout: Duration::from_secs(10),
+            lock_timeout: Duration::from_secs(5),
+            idle_in_transaction_timeout: Duration::from_secs(2),
         }
     }
+}
+
+/// The session bounds ([`PgOptions::lock_timeout`],
+/// [`PgOptions::idle_in_transaction_timeout`]) added to the connection's
+/// `options` (`-c name=ms`), each unless the URL's `options` set it.
+fn session_bounds(c: &mut Config, options: &PgOptions) {
+    let given = c.get_options().unwrap_or_default().to_string();
+    let mut out = given.clone();
+    for (name, d) in [
+        ("lock_timeout", options.lock_timeout),
+        (
+            "idle_in_transaction_session_timeout",
+            options.idle_in_transaction_timeout,
+        ),
+    ] {
+        if !given.contains(name) {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(&format!("-c {name}={}", d.as_millis()));
+        }
+    }
+    c.options(&out);
 }
 
 /// Whether a store location names PostgreSQL rather than an SQLite file.
@@ -222,6 +261,7 @@ fn config(url: &str, options: &PgOptions) -> Result<(Config, tls::Tls), StoreErr
     if c.get_application_name().is_none() {
         c.application_name("ipc");
     }
+    session_bounds(&mut c, options);
     Ok((c, tls))
 }
 
