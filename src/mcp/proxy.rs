@@ -320,6 +320,7 @@ async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>
         args,
         env,
         cwd,
+        clear_env,
     } = &s.transport
     else {
         return Err(ProxyError::Transport {
@@ -328,6 +329,9 @@ async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>
     };
     let mut cmd = tokio::process::Command::new(command_of(command));
     cmd.args(args).current_dir(cwd);
+    if *clear_env {
+        cmd.env_clear();
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

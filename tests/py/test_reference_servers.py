@@ -26,10 +26,17 @@ TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 IPC = TARGET / "debug" / "ipc"
 SERVERS = pathlib.Path(os.environ.get("IPC_REFERENCE_SERVERS", TARGET / "mcp-servers"))
 FS = SERVERS / "node_modules" / ".bin" / "mcp-server-filesystem"
+GIT = pathlib.Path(os.environ.get("IPC_REFERENCE_VENV", SERVERS / "venv")) / "bin" / "mcp-server-git"
 EXAMPLE = ROOT / "examples" / "mcp" / "filesystem" / "intentplane.toml"
+GIT_EXAMPLE = ROOT / "examples" / "mcp" / "git" / "intentplane.toml"
 SHIPPED = "/tmp/intentplane-workspace"
+SHIPPED_REPO = "/tmp/intentplane-repo"
 
-for need, how in [(IPC, "run cargo test first"), (FS, "run scripts/reference-servers")]:
+for need, how in [
+    (IPC, "run cargo test first"),
+    (FS, "run scripts/reference-servers"),
+    (GIT, "run scripts/reference-servers"),
+]:
     if not need.exists():
         if os.environ.get("CI"):
             raise RuntimeError(f"{need} is missing: {how}")
@@ -60,9 +67,9 @@ def config(tmp: pathlib.Path) -> pathlib.Path:
 
 
 class Run:
-    def __init__(self, tmp, answer=None):
+    def __init__(self, tmp, answer=None, make=config):
         self.tmp = pathlib.Path(tmp).resolve()
-        self.cfg = config(self.tmp)
+        self.cfg = make(self.tmp)
         self.ws = self.tmp / "ws"
         self.answer = answer
         self.asked = []
@@ -75,8 +82,10 @@ class Run:
 
     def play(self, body):
         async def go():
+            # the SDK starts a server with a few variables only: `ipc mcp`
+            # gets this test's environment (the git example's author)
             params = StdioServerParameters(
-                command=str(IPC), args=["mcp", "--config", str(self.cfg)]
+                command=str(IPC), args=["mcp", "--config", str(self.cfg)], env=dict(os.environ)
             )
             async with stdio_client(params) as (r, w):
                 async with ClientSession(r, w, elicitation_callback=self.elicit) as s:
@@ -206,3 +215,144 @@ def test_a_move_out_of_the_workspace_is_refused_before_anyone_is_asked(tmp_path)
     assert run.asked == []
     assert (run.ws / "notes" / "readme.md").exists()
     assert not (run.tmp / "outside" / "stolen.md").exists()
+
+
+# ---- the git server -------------------------------------------------------
+
+
+def git(repo, *args) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def git_config(tmp: pathlib.Path) -> pathlib.Path:
+    """The shipped git config, its repository moved to this test's."""
+    repo = (tmp / "repo").resolve()
+    env = {"GIT_AUTHOR_NAME": "Emma", "GIT_AUTHOR_EMAIL": "emma@example.org"}
+    os.environ.update(env)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "add", "README.md")
+    git(repo, "-c", "user.name=Emma", "-c", "user.email=emma@example.org", "commit", "-q", "-m", "init")
+    git(repo, "branch", "feature")
+    git(repo, "branch", "attacker")
+    other = (tmp / "other").resolve()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(other)], check=True)
+    text = GIT_EXAMPLE.read_text()
+    text = text.replace('command = "mcp-server-git"', f'command = "{GIT}"')
+    text = text.replace(SHIPPED_REPO, str(repo))
+    text = text.replace('"../keys/', f'"{ROOT}/examples/mcp/keys/')
+    text = text.replace('file = "registries/repos.json"', f'file = "{tmp}/repos.json"')
+    text = text.replace(
+        'file = "registries/branches.json"',
+        f'file = "{ROOT}/examples/mcp/git/registries/branches.json"',
+    )
+    text = text.replace('store = "intentplane.db"', f'store = "{tmp}/intentplane.db"')
+    (tmp / "repos.json").write_text(json.dumps({"emma": [{"id": "repo", "value": str(repo)}]}))
+    path = tmp / "intentplane.toml"
+    path.write_text(text)
+    return path
+
+
+def git_run(tmp, answer=None):
+    run = Run(tmp, answer, make=git_config)
+    run.repo = run.tmp / "repo"
+    return run
+
+
+def staged(repo) -> list:
+    return git(repo, "diff", "--cached", "--name-only").split()
+
+
+def test_the_git_config_matches_what_the_server_declares(tmp_path):
+    run = git_run(tmp_path)
+    out = subprocess.run(
+        [str(IPC), "mcp", "--config", str(run.cfg), "--check", "--servers", "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    doc = json.loads(out.stdout)
+    assert out.returncode == 0, out.stdout
+    assert (doc["errors"], doc["warnings"]) == (0, 0), doc["diagnostics"]
+
+
+def test_git_reads_pass_adds_land_and_injected_files_and_repos_are_refused(tmp_path):
+    run = git_run(tmp_path)
+    (run.repo / "new.txt").write_text("new\n")
+    (run.tmp / "outside.txt").write_text("outside\n")
+    (run.tmp / "other" / "x.txt").write_text("x\n")
+    repo = str(run.repo)
+
+    async def body(s):
+        status = await s.call_tool("git_status", {"repo_path": repo})
+        added = await s.call_tool("git_add", {"repo_path": repo, "files": ["./new.txt"]})
+        escape = await s.call_tool("git_add", {"repo_path": repo, "files": ["../outside.txt"]})
+        other = await s.call_tool(
+            "git_add", {"repo_path": str(run.tmp / "other"), "files": [str(run.tmp / "other" / "x.txt")]}
+        )
+        return status, added, escape, other
+
+    status, added, escape, other = run.play(body)
+    assert not status.is_error and "new.txt" in text(status)
+    assert not added.is_error, text(added)
+    assert staged(run.repo) == ["new.txt"]
+    assert escape.is_error and "DENY" in text(escape)
+    assert other.is_error and "DENY at stage `provenance`" in text(other)
+    assert git(run.tmp / "other", "status", "--porcelain").strip() == "?? x.txt"
+
+
+def test_a_checkout_goes_only_to_the_users_branches(tmp_path):
+    run = git_run(tmp_path)
+    repo = str(run.repo)
+
+    async def body(s):
+        bad = await s.call_tool("git_checkout", {"repo_path": repo, "branch_name": "attacker"})
+        head_after_bad = git(run.repo, "branch", "--show-current").strip()
+        good = await s.call_tool("git_checkout", {"repo_path": repo, "branch_name": "feature"})
+        return bad, head_after_bad, good
+
+    bad, head_after_bad, good = run.play(body)
+    assert bad.is_error and "DENY at stage `provenance`" in text(bad), text(bad)
+    assert head_after_bad == "main"
+    assert not good.is_error, text(good)
+    assert git(run.repo, "branch", "--show-current").strip() == "feature"
+
+
+@pytest.mark.parametrize("answer", ["accept", "decline"])
+def test_a_commit_is_asked_through_elicitation(tmp_path, answer):
+    run = git_run(tmp_path, answer=answer)
+    (run.repo / "new.txt").write_text("new\n")
+    git(run.repo, "add", "new.txt")
+    r = run.play(lambda s: s.call_tool("git_commit", {"repo_path": str(run.repo), "message": "add new.txt"}))
+    assert len(run.asked) == 1 and "a commit" in run.asked[0], run.asked
+    log = git(run.repo, "log", "--format=%s")
+    if answer == "accept":
+        assert not r.is_error, text(r)
+        assert log.splitlines()[0] == "add new.txt"
+        assert git(run.repo, "log", "-1", "--format=%an").strip() == "Emma"
+    else:
+        assert r.is_error and "DENY" in text(r)
+        assert log.splitlines() == ["init"]
+        assert staged(run.repo) == ["new.txt"]
+
+
+def test_a_reset_is_asked_through_elicitation(tmp_path):
+    run = git_run(tmp_path, answer="accept")
+    (run.repo / "new.txt").write_text("new\n")
+    git(run.repo, "add", "new.txt")
+    r = run.play(lambda s: s.call_tool("git_reset", {"repo_path": str(run.repo)}))
+    assert not r.is_error, text(r)
+    assert len(run.asked) == 1 and "unstaging" in run.asked[0]
+    assert staged(run.repo) == []
+
+
+def test_a_hidden_git_tool_is_refused(tmp_path):
+    run = git_run(tmp_path)
+    r = run.play(
+        lambda s: s.call_tool(
+            "git_create_branch", {"repo_path": str(run.repo), "branch_name": "evil", "base_branch": "main"}
+        )
+    )
+    assert r.is_error and "not available through intentplane" in text(r)
+    assert "evil" not in git(run.repo, "branch")

@@ -465,6 +465,7 @@ impl Loader {
                             None => continue,
                         },
                         cwd,
+                        clear_env: !sf.env_pass.is_empty(),
                     }
                 }
                 (None, Some(u)) => {

@@ -48,6 +48,10 @@ pub enum Transport {
         env: Vec<(String, String)>,
         /// Working directory (default: the config's folder).
         cwd: PathBuf,
+        /// `env_pass` was given: the server's environment is only `env`
+        /// (which holds the passed variables), nothing else of the
+        /// proxy's. Otherwise it inherits the proxy's environment.
+        clear_env: bool,
     },
     /// Streamable HTTP (only if rmcp makes it cheap).
     Http { url: String },
