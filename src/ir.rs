@@ -322,6 +322,11 @@ pub struct Param {
     /// the operation hash hold a salted commitment to it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub secret: bool,
+    /// `optional`: the proposal may leave it out, and then it is absent
+    /// (not sent, not in the Cedar context); a critical one, when given,
+    /// must come from its trusted sources like any other.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
     pub line: usize,
 }
 

@@ -444,3 +444,130 @@ proptest! {
         }
     }
 }
+
+/// `ipc check` of one pack text: exit code and the diagnostics' codes.
+fn check_pack(text: &str) -> (i32, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pack.ipc"), text).unwrap();
+    let out = Command::new(IPC)
+        .arg("check")
+        .arg(dir.path())
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut codes = vec![];
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(c)) = m.get("code") {
+                    out.push(c.clone());
+                }
+                m.values().for_each(|x| walk(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(&doc, &mut codes);
+    (out.status.code().unwrap_or(-1), codes)
+}
+
+const BRANCH_PACK: &str = r#"pack git version "0.1.0" "A repository"
+registry branches: set<Text>
+action git.create_branch "Start a branch" {
+  scope git.write
+  executor external
+  param name: Text max_len 200
+  param base: Text optional critical from registry.branches
+  RULE
+}
+"#;
+
+/// Item 4: an optional critical parameter is a pack like any other; a
+/// rule cannot read it (absent, it has no value), and a critical one still
+/// has no default.
+#[test]
+fn an_optional_critical_parameter_checks_and_is_never_read_by_a_rule() {
+    let (code, codes) = check_pack(&BRANCH_PACK.replace("RULE", ""));
+    assert_eq!(code, 0, "{codes:?}");
+    let (code, codes) = check_pack(&BRANCH_PACK.replace(
+        "RULE",
+        "step_up \"from main\" when base == \"main\"",
+    ));
+    assert_eq!(code, 1);
+    assert!(codes.contains(&"ipc::optional_read".to_string()), "{codes:?}");
+    let (code, codes) = check_pack(
+        &BRANCH_PACK
+            .replace("RULE", "")
+            .replace("optional critical", "optional default \"main\" critical"),
+    );
+    assert_eq!(code, 1);
+    assert!(codes.contains(&"ipc::critical_default".to_string()), "{codes:?}");
+}
+
+/// Item 4 through the gateway: left out, the parameter is absent from the
+/// decision (and so from the downstream call); given, it must come from
+/// the trusted source.
+#[test]
+fn an_optional_critical_parameter_is_absent_or_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("branches.json"),
+        r#"{"emma": [{"id": "main", "value": "main"}]}"#,
+    )
+    .unwrap();
+    let tools = r#"[pack]
+name = "git"
+[pack.registries.branches]
+type = "set<Text>"
+file = "branches.json"
+
+[[tools]]
+server = "demo"
+tool = "create_branch"
+action = "git.create_branch"
+scope = "git.write"
+[tools.params.name]
+type = "Text"
+[tools.params.base]
+type = "Text"
+critical = true
+optional = true
+sources = ["registry:branches"]
+"#;
+    let cfg = config(dir.path(), &demo_server(), tools);
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("scopes = [\"payments.write\"]", "scopes = [\"git.write\"]")
+        .replace("[session.claims]\naccount = \"emma-checking\"\ncurrency = \"EUR\"\n", "");
+    std::fs::write(&cfg, text).unwrap();
+    let setup = intentplane::mcp::config::load(&cfg).unwrap_or_else(|r| panic!("{r}"));
+    let tool = setup.tool("create_branch").unwrap().clone();
+    let mandate = setup.mandate_for(&tool).unwrap().clone();
+    let gw = intentplane::gateway::Gateway::new(&setup.bundle, setup.world, setup.store).unwrap();
+    let decide = |args: Value| {
+        let proposal = tool
+            .to_proposal(args.as_object().unwrap())
+            .unwrap_or_else(|e| panic!("{e}"));
+        gw.decide(&intentplane::gateway::Input {
+            proposal,
+            mandate: Some(mandate.clone()),
+            approvals: vec![],
+            malformed: None,
+        })
+        .unwrap()
+    };
+    use intentplane::gateway::Outcome;
+    let without = decide(json!({"name": "topic"}));
+    assert_eq!(without.decision, Outcome::Allow, "{without:?}");
+    assert!(!without.resolved.contains_key("base"), "{:?}", without.resolved);
+    let sent = tool.to_downstream(&without.resolved).unwrap();
+    assert_eq!(Value::Object(sent), json!({"name": "topic"}));
+    let trusted = decide(json!({"name": "topic", "base": "main"}));
+    assert_eq!(trusted.decision, Outcome::Allow);
+    assert_eq!(trusted.resolved["base"], "main");
+    let injected = decide(json!({"name": "topic", "base": "attacker"}));
+    assert_eq!(injected.decision, Outcome::Deny);
+    assert_eq!(injected.stage.name(), "provenance");
+}

@@ -347,12 +347,36 @@ def test_a_reset_is_asked_through_elicitation(tmp_path):
     assert staged(run.repo) == []
 
 
+def test_a_branch_starts_from_a_trusted_branch_or_where_it_is(tmp_path):
+    run = git_run(tmp_path)
+    repo = str(run.repo)
+    git(run.repo, "checkout", "-q", "feature")
+    (run.repo / "f.txt").write_text("f\n")
+    git(run.repo, "add", "f.txt")
+    git(run.repo, "-c", "user.name=E", "-c", "user.email=e@x", "commit", "-q", "-m", "on feature")
+    git(run.repo, "checkout", "-q", "main")
+
+    async def body(s):
+        based = await s.call_tool(
+            "git_create_branch", {"repo_path": repo, "branch_name": "topic", "base_branch": "feature"}
+        )
+        here = await s.call_tool("git_create_branch", {"repo_path": repo, "branch_name": "here"})
+        evil = await s.call_tool(
+            "git_create_branch", {"repo_path": repo, "branch_name": "evil", "base_branch": "attacker"}
+        )
+        return based, here, evil
+
+    based, here, evil = run.play(body)
+    assert not based.is_error, text(based)
+    assert git(run.repo, "rev-parse", "topic") == git(run.repo, "rev-parse", "feature")
+    # left out, it is not sent: the server starts the branch where HEAD is
+    assert not here.is_error, text(here)
+    assert git(run.repo, "rev-parse", "here") == git(run.repo, "rev-parse", "main")
+    assert evil.is_error and "DENY at stage `provenance`" in text(evil), text(evil)
+    assert "evil" not in git(run.repo, "branch")
+
+
 def test_a_hidden_git_tool_is_refused(tmp_path):
     run = git_run(tmp_path)
-    r = run.play(
-        lambda s: s.call_tool(
-            "git_create_branch", {"repo_path": str(run.repo), "branch_name": "evil", "base_branch": "main"}
-        )
-    )
+    r = run.play(lambda s: s.call_tool("git_diff", {"repo_path": str(run.repo), "target": "main"}))
     assert r.is_error and "not available through intentplane" in text(r)
-    assert "evil" not in git(run.repo, "branch")

@@ -88,7 +88,12 @@ fn keys_of(p: &Param) -> Vec<&str> {
 }
 
 fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
-    let arg = r.args.remove(&p.name).unwrap_or(Arg::List(vec![]));
+    let arg = match r.args.remove(&p.name) {
+        Some(a) => a,
+        // an optional parameter left out has no value to vouch for
+        None if p.optional => return Ok(()),
+        None => Arg::List(vec![]),
+    };
     match arg {
         Arg::List(items) => {
             let mut vals = vec![];

@@ -143,6 +143,8 @@ pub(super) struct ParamFile {
     pub hint: Option<S<String>>,
     pub default: Option<S<toml::Value>>,
     pub secret: Option<S<bool>>,
+    /// The tool may be called without it (then it is not sent).
+    pub optional: Option<S<bool>>,
     pub max_len: Option<S<i64>>,
     pub min_len: Option<S<i64>>,
     pub range: Option<S<Vec<S<toml::Value>>>>,
@@ -160,6 +162,7 @@ impl ParamFile {
             || self.hint.is_some()
             || self.default.is_some()
             || self.secret.is_some()
+            || self.optional.is_some()
             || self.max_len.is_some()
             || self.min_len.is_some()
             || self.range.is_some()

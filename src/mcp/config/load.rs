@@ -1171,7 +1171,7 @@ impl Loader {
                 pname,
                 p.get_ref(),
                 &param.ty,
-                param.default.is_some(),
+                param.default.is_some() || param.optional,
                 claims,
                 args,
             ) {
@@ -1184,7 +1184,10 @@ impl Loader {
             .map(|a| a.span())
             .unwrap_or(tf.tool.span());
         for param in &action.params {
-            if entries.iter().any(|(n, _)| n.get_ref() == &param.name) || param.default.is_some() {
+            if entries.iter().any(|(n, _)| n.get_ref() == &param.name)
+                || param.default.is_some()
+                || param.optional
+            {
                 continue;
             }
             self.err(ConfigError::UnmappedParam {
