@@ -427,7 +427,9 @@ pub enum PackDiagnostic {
     #[error("`{param}` is optional: rules and facts cannot read it")]
     #[diagnostic(
         code(ipc::optional_read),
-        help("give it a default instead of `optional` (not on a critical parameter), or make it required")
+        help(
+            "give it a default instead of `optional` (not on a critical parameter), or make it required"
+        )
     )]
     OptionalRead {
         param: String,

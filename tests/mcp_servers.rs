@@ -186,7 +186,10 @@ fn a_type_the_server_does_not_take_is_found() {
         line_of(&cfg, "[tools.params.amount]")
     );
     let msg = d[0]["message"].as_str().unwrap();
-    assert!(msg.contains("a string") && msg.contains("a number"), "{msg}");
+    assert!(
+        msg.contains("a string") && msg.contains("a number"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -214,7 +217,11 @@ fn passing_through_a_tool_not_declared_read_only_is_a_warning_unless_unguarded()
     let (code, doc) = check_json(&cfg, true);
     assert_eq!(code, 0, "a warning: {doc:#}");
     let w = with_code(&doc, "ipc::mcp::passthrough_writes");
-    assert_eq!(w.len(), 1, "read_inbox is read-only, delete_file is not: {doc:#}");
+    assert_eq!(
+        w.len(),
+        1,
+        "read_inbox is read-only, delete_file is not: {doc:#}"
+    );
     assert_eq!(w[0]["severity"], "warning");
     assert_eq!(doc["warnings"], 1);
     let line = w[0]["labels"][0]["line"].as_u64().unwrap();
@@ -223,7 +230,12 @@ fn passing_through_a_tool_not_declared_read_only_is_a_warning_unless_unguarded()
         text.lines().nth(line as usize - 1),
         Some("passthrough = true")
     );
-    assert!(text.lines().nth(line as usize - 2).unwrap().contains("delete_file"));
+    assert!(
+        text.lines()
+            .nth(line as usize - 2)
+            .unwrap()
+            .contains("delete_file")
+    );
     // on purpose
     let cfg = config(
         dir.path(),
@@ -283,10 +295,16 @@ async fn a_restarted_server_whose_declaration_changed_has_the_tool_refused() {
         p
     };
     let pay = json!({"recipient": "DE44500105175407324931", "amount": 12.5, "currency": "EUR", "subject": "rent"});
-    let r = client.call_tool(call("send_money", pay.clone())).await.unwrap();
+    let r = client
+        .call_tool(call("send_money", pay.clone()))
+        .await
+        .unwrap();
     assert_ne!(r.is_error, Some(true), "before the restart: {r:?}");
     // the downstream dies on this call
-    let r = client.call_tool(call("read_inbox", json!({}))).await.unwrap();
+    let r = client
+        .call_tool(call("read_inbox", json!({})))
+        .await
+        .unwrap();
     assert_eq!(r.is_error, Some(true), "{r:?}");
     // started again, with `send_money` declaring a `memo` it requires
     let r = client.call_tool(call("send_money", pay)).await.unwrap();
@@ -306,7 +324,10 @@ async fn a_restarted_server_whose_declaration_changed_has_the_tool_refused() {
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.contains("otherwise than when the config was checked"), "{shown}");
+    assert!(
+        shown.contains("otherwise than when the config was checked"),
+        "{shown}"
+    );
 }
 
 fn servers_of(cfg: &Path) -> Vec<(String, String)> {
@@ -347,7 +368,10 @@ fn a_servers_env_expands_variables_forwards_named_ones_and_resolves_paths() {
             "env = { TOKEN = \"${IPC_TEST_SERVERS_UNSET}\" }",
             "IPC_TEST_SERVERS_UNSET",
         ),
-        ("env_pass = [\"IPC_TEST_SERVERS_UNSET2\"]", "IPC_TEST_SERVERS_UNSET2"),
+        (
+            "env_pass = [\"IPC_TEST_SERVERS_UNSET2\"]",
+            "IPC_TEST_SERVERS_UNSET2",
+        ),
         ("env = { TOKEN = \"${unclosed\" }", ""),
     ] {
         let cfg = config(dir.path(), &format!("{}\n{bad}", demo_server()), SEND_MONEY);
@@ -491,19 +515,23 @@ action git.create_branch "Start a branch" {
 fn an_optional_critical_parameter_checks_and_is_never_read_by_a_rule() {
     let (code, codes) = check_pack(&BRANCH_PACK.replace("RULE", ""));
     assert_eq!(code, 0, "{codes:?}");
-    let (code, codes) = check_pack(&BRANCH_PACK.replace(
-        "RULE",
-        "step_up \"from main\" when base == \"main\"",
-    ));
+    let (code, codes) =
+        check_pack(&BRANCH_PACK.replace("RULE", "step_up \"from main\" when base == \"main\""));
     assert_eq!(code, 1);
-    assert!(codes.contains(&"ipc::optional_read".to_string()), "{codes:?}");
+    assert!(
+        codes.contains(&"ipc::optional_read".to_string()),
+        "{codes:?}"
+    );
     let (code, codes) = check_pack(
         &BRANCH_PACK
             .replace("RULE", "")
             .replace("optional critical", "optional default \"main\" critical"),
     );
     assert_eq!(code, 1);
-    assert!(codes.contains(&"ipc::critical_default".to_string()), "{codes:?}");
+    assert!(
+        codes.contains(&"ipc::critical_default".to_string()),
+        "{codes:?}"
+    );
 }
 
 /// Item 4 through the gateway: left out, the parameter is absent from the
@@ -540,7 +568,10 @@ sources = ["registry:branches"]
     let text = std::fs::read_to_string(&cfg)
         .unwrap()
         .replace("scopes = [\"payments.write\"]", "scopes = [\"git.write\"]")
-        .replace("[session.claims]\naccount = \"emma-checking\"\ncurrency = \"EUR\"\n", "");
+        .replace(
+            "[session.claims]\naccount = \"emma-checking\"\ncurrency = \"EUR\"\n",
+            "",
+        );
     std::fs::write(&cfg, text).unwrap();
     let setup = intentplane::mcp::config::load(&cfg).unwrap_or_else(|r| panic!("{r}"));
     let tool = setup.tool("create_branch").unwrap().clone();
@@ -561,7 +592,11 @@ sources = ["registry:branches"]
     use intentplane::gateway::Outcome;
     let without = decide(json!({"name": "topic"}));
     assert_eq!(without.decision, Outcome::Allow, "{without:?}");
-    assert!(!without.resolved.contains_key("base"), "{:?}", without.resolved);
+    assert!(
+        !without.resolved.contains_key("base"),
+        "{:?}",
+        without.resolved
+    );
     let sent = tool.to_downstream(&without.resolved).unwrap();
     assert_eq!(Value::Object(sent), json!({"name": "topic"}));
     let trusted = decide(json!({"name": "topic", "base": "main"}));

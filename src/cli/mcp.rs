@@ -45,9 +45,9 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
             && let Some(c) = &checked
         {
             match crate::mcp::proxy::declarations(&c.servers) {
-                Ok(offered) => report
-                    .items
-                    .extend(crate::mcp::config::declared::check(&c.sites, &c.tools, &offered).items),
+                Ok(offered) => report.items.extend(
+                    crate::mcp::config::declared::check(&c.sites, &c.tools, &offered).items,
+                ),
                 Err(e) => {
                     let _ = writeln!(out, "error: {e}");
                     return 1;

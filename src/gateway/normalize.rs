@@ -28,7 +28,12 @@ pub fn apply(n: Normalizer, s: &str) -> Result<String, String> {
 /// symbolic link is the server's to resolve. `/a//b/./c/../d` is `/a/b/d`,
 /// `./notes/todo.md` is `notes/todo.md`, `.` is `.`.
 pub fn path(s: &str) -> Result<String, String> {
-    let refuse = |why: &str| Err(format!("`{}` is not a path this gateway accepts: {why}", echo(s)));
+    let refuse = |why: &str| {
+        Err(format!(
+            "`{}` is not a path this gateway accepts: {why}",
+            echo(s)
+        ))
+    };
     if s.is_empty() {
         return refuse("it is empty");
     }

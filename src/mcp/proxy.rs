@@ -441,8 +441,7 @@ impl Proxy {
             .iter()
             .map(|(k, v)| (k.clone(), v.iter().map(declared_tool).collect()))
             .collect();
-        let report =
-            crate::mcp::config::declared::check(&setup.sites, &setup.tools, &declared);
+        let report = crate::mcp::config::declared::check(&setup.sites, &setup.tools, &declared);
         if report.has_errors() {
             return Err(ProxyError::Declared {
                 report: report.render_human(false),
@@ -891,7 +890,12 @@ impl Proxy {
         })?;
         let now: Vec<DeclaredTool> = now.iter().map(declared_tool).collect();
         if let Ok(mut changed) = self.inner.changed.lock() {
-            for r in self.inner.tools.iter().filter(|r| r.config.server == server) {
+            for r in self
+                .inner
+                .tools
+                .iter()
+                .filter(|r| r.config.server == server)
+            {
                 if !now.contains(&r.declared) {
                     changed.insert(r.config.tool.clone());
                 }
@@ -1047,10 +1051,7 @@ impl Proxy {
     }
 
     fn declaration_changed(&self, tool: &str) -> bool {
-        self.inner
-            .changed
-            .lock()
-            .map_or(true, |c| c.contains(tool))
+        self.inner.changed.lock().map_or(true, |c| c.contains(tool))
     }
 
     async fn refuse_changed(

@@ -206,7 +206,9 @@ fn resolve_one(
                         .is_some(),
                     Source::Registry { registry } => {
                         match a.pack.registries.iter().find(|x| &x.name == registry) {
-                            Some(reg) => regs.member(r.tx, reg, dir, norm).map_err(store)?.is_some(),
+                            Some(reg) => {
+                                regs.member(r.tx, reg, dir, norm).map_err(store)?.is_some()
+                            }
                             None => false,
                         }
                     }

@@ -301,7 +301,14 @@ mod tests {
         );
         assert!(fits(&Type::Bool, false, &json!({"type": ["boolean", "null"]})).is_ok());
         let list = Type::List(Box::new(Type::Text));
-        assert!(fits(&list, false, &json!({"type": "array", "items": {"type": "string"}})).is_ok());
+        assert!(
+            fits(
+                &list,
+                false,
+                &json!({"type": "array", "items": {"type": "string"}})
+            )
+            .is_ok()
+        );
         assert_eq!(
             fits(
                 &list,
@@ -327,7 +334,14 @@ mod tests {
             .is_err()
         );
         let e = Type::Enum(vec!["a".into(), "b".into()]);
-        assert!(fits(&e, false, &json!({"type": "string", "enum": ["a", "b", "c"]})).is_ok());
+        assert!(
+            fits(
+                &e,
+                false,
+                &json!({"type": "string", "enum": ["a", "b", "c"]})
+            )
+            .is_ok()
+        );
         assert!(fits(&e, false, &json!({"type": "string", "enum": ["a"]})).is_err());
         assert!(fits(&Type::Text, false, &json!({})).is_ok());
     }

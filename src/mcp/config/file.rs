@@ -187,7 +187,6 @@ impl ToolFile {
             .is_some_and(|p| !matches!(p.get_ref(), PassthroughFile::On(false)))
     }
 
-
     /// An inline declaration (a new action), rather than a mapping onto an
     /// action of a pack.
     pub fn is_inline(&self) -> bool {

@@ -4,8 +4,8 @@
 //! mandates and each tool's mapping. Every problem found is collected; the
 //! load goes as far as it can so that one run reports them all.
 
-use super::diag::{ConfigError, ConfigReport, Diag, Reported};
 use super::declared::{Sites, ToolSite};
+use super::diag::{ConfigError, ConfigReport, Diag, Reported};
 use super::file::{ConfigFile, ParamFile, PassthroughFile, S, ToolFile};
 use super::lower::{Lowering, sorted};
 use super::mapping::SCALES;
@@ -141,8 +141,8 @@ pub(super) fn expand_env(
                 return Err(String::new());
             };
             let name = &r[..end];
-            let valid = !name.is_empty()
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            let valid =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !valid {
                 return Err(String::new());
             }
