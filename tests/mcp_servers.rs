@@ -8,7 +8,6 @@
 //! (properties) and its trusted folders through the gateway.
 
 use intentplane::gateway::normalize::{path, path_and_parents};
-use intentplane::mcp::config::{Transport, check};
 use proptest::prelude::*;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -330,30 +329,48 @@ async fn a_restarted_server_whose_declaration_changed_has_the_tool_refused() {
     );
 }
 
-fn servers_of(cfg: &Path) -> Vec<(String, String)> {
-    let (report, checked) = check(cfg);
-    assert!(!report.has_errors(), "{report}");
-    let c = checked.unwrap();
-    match &c.servers[0].transport {
-        Transport::Stdio { env, .. } => env.clone(),
-        other => panic!("{other:?}"),
-    }
+/// The server's environment as it was started: the server is a shell
+/// that writes `env` to a file, then runs the demo server; `ipc mcp --check
+/// --servers` runs in an environment of the test's own (`vars`).
+fn server_env(dir: &Path, lines: &str, vars: &[(&str, &str)]) -> Vec<(String, String)> {
+    let dump = dir.join("env.txt");
+    let server = format!(
+        "command = \"/bin/sh\"\nargs = [\"-c\", \"env > '{}'; exec '{IPC}' demo mcp-server\"]\n{lines}",
+        dump.display()
+    );
+    let cfg = config(dir, &server, SEND_MONEY);
+    let out = Command::new(IPC)
+        .args(["mcp", "--config"])
+        .arg(&cfg)
+        .args(["--check", "--servers"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(vars.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    std::fs::read_to_string(&dump)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 #[test]
 fn a_servers_env_expands_variables_forwards_named_ones_and_resolves_paths() {
     let dir = tempfile::tempdir().unwrap();
-    // SAFETY of the test: the variables are this test's own names
-    unsafe {
-        std::env::set_var("IPC_TEST_SERVERS_TOKEN", "s3cret");
-        std::env::set_var("IPC_TEST_SERVERS_PASSED", "as-is");
-    }
-    let server = format!(
-        "{}\nenv = {{ TOKEN = \"Bearer ${{IPC_TEST_SERVERS_TOKEN}}\", DATA = \"./data\", COST = \"$$5\" }}\nenv_pass = [\"IPC_TEST_SERVERS_PASSED\"]",
-        demo_server()
-    );
-    let cfg = config(dir.path(), &server, SEND_MONEY);
-    let env = servers_of(&cfg);
+    let vars = [
+        ("IPC_TEST_SERVERS_TOKEN", "s3cret"),
+        ("IPC_TEST_SERVERS_PASSED", "as-is"),
+        ("IPC_TEST_SERVERS_OTHER", "not passed"),
+    ];
+    let lines = "env = { TOKEN = \"Bearer ${IPC_TEST_SERVERS_TOKEN}\", DATA = \"./data\", COST = \"$$5\" }\nenv_pass = [\"IPC_TEST_SERVERS_PASSED\", \"PATH\"]";
+    let env = server_env(dir.path(), lines, &vars);
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     assert_eq!(get("TOKEN").as_deref(), Some("Bearer s3cret"));
     assert_eq!(get("COST").as_deref(), Some("$5"));
@@ -361,6 +378,14 @@ fn a_servers_env_expands_variables_forwards_named_ones_and_resolves_paths() {
     assert_eq!(
         get("DATA"),
         Some(dir.path().join("./data").display().to_string())
+    );
+    // with `env_pass`, nothing else of the proxy's environment
+    assert_eq!(get("IPC_TEST_SERVERS_OTHER"), None, "{env:?}");
+    // without it, the server inherits the proxy's environment
+    let env = server_env(dir.path(), "", &vars);
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "IPC_TEST_SERVERS_OTHER" && v == "not passed")
     );
     // an unset variable is an error at its value's line, never ""
     for (bad, var) in [
