@@ -421,6 +421,22 @@ pub enum PackDiagnostic {
         span: SourceSpan,
     },
 
+    /// A rule or fact that reads an `optional` parameter: a proposal that
+    /// leaves it out has no value for it, and a condition on a missing
+    /// value would be decided by how absence is read, not by the pack.
+    #[error("`{param}` is optional: rules and facts cannot read it")]
+    #[diagnostic(
+        code(ipc::optional_read),
+        help(
+            "give it a default instead of `optional` (not on a critical parameter), or make it required"
+        )
+    )]
+    OptionalRead {
+        param: String,
+        #[label("read here")]
+        span: SourceSpan,
+    },
+
     /// A parameter whose name says it is a password, a secret or a token,
     /// and which is not `secret`: its value would stay in the receipts.
     #[error("`{param}` looks like a secret but is not marked `secret`")]

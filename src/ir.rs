@@ -93,6 +93,10 @@ pub enum Type {
     Currency,
     Phone,
     Url,
+    /// A file-system path, normalised lexically and strictly (`path`):
+    /// as a critical parameter, a registry or claim of paths vouches for
+    /// it when it is one of them or inside one of them.
+    Path,
     Enum(Vec<String>),
     List(Box<Type>),
     Set(Box<Type>),
@@ -113,6 +117,7 @@ pub const SCALAR_TYPES: &[(&str, Type)] = &[
     ("Currency", Type::Currency),
     ("Phone", Type::Phone),
     ("Url", Type::Url),
+    ("Path", Type::Path),
 ];
 
 impl Type {
@@ -127,6 +132,7 @@ impl Type {
                 | Type::Currency
                 | Type::Phone
                 | Type::Url
+                | Type::Path
                 | Type::Enum(_)
         )
     }
@@ -151,6 +157,7 @@ impl Type {
             Type::Iban => Some(Normalizer::Iban),
             Type::Email => Some(Normalizer::Email),
             Type::Phone => Some(Normalizer::Phone),
+            Type::Path => Some(Normalizer::Path),
             _ => None,
         }
     }
@@ -342,6 +349,11 @@ pub struct Param {
     /// the operation hash hold a salted commitment to it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub secret: bool,
+    /// `optional`: the proposal may leave it out, and then it is absent
+    /// (not sent, not in the Cedar context); a critical one, when given,
+    /// must come from its trusted sources like any other.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
     pub line: usize,
 }
 
@@ -420,6 +432,9 @@ pub enum Normalizer {
     Lower,
     Upper,
     Trim,
+    /// `.`, `..` and repeated separators resolved lexically; a path that
+    /// leaves its root (`../x`, `/..`) refused, never folded.
+    Path,
 }
 
 /// Normaliser names, as written, with the types each applies to.
@@ -430,6 +445,7 @@ pub const NORMALIZERS: &[(&str, Normalizer)] = &[
     ("lower", Normalizer::Lower),
     ("upper", Normalizer::Upper),
     ("trim", Normalizer::Trim),
+    ("path", Normalizer::Path),
 ];
 
 impl Normalizer {
@@ -447,6 +463,7 @@ impl Normalizer {
             Normalizer::Iban => *t == Type::Iban,
             Normalizer::Email => *t == Type::Email,
             Normalizer::Phone => *t == Type::Phone,
+            Normalizer::Path => *t == Type::Path,
             Normalizer::Lower | Normalizer::Upper | Normalizer::Trim => {
                 t.is_stringy() && !matches!(t, Type::Enum(_))
             }
@@ -457,7 +474,8 @@ impl Normalizer {
             Normalizer::Iban => "Iban",
             Normalizer::Email => "Email",
             Normalizer::Phone => "Phone",
-            _ => "text types (Text, Id, Iban, Email, Currency, Phone, Url)",
+            Normalizer::Path => "Path",
+            _ => "text types (Text, Id, Iban, Email, Currency, Phone, Url, Path)",
         }
     }
 }

@@ -42,6 +42,8 @@ struct Scope<'a> {
     params: HashMap<&'a str, &'a Type>,
     /// Secret parameters: no rule or fact reads them.
     secrets: Vec<&'a str>,
+    /// Optional parameters: no rule or fact reads them either.
+    optionals: Vec<&'a str>,
     facts: HashMap<String, Type>,
     /// Facts declared later in the action (for a better message).
     later_facts: Vec<String>,
@@ -100,6 +102,11 @@ impl Cx {
             secrets: params
                 .iter()
                 .filter(|p| p.secret)
+                .map(|p| p.name.as_str())
+                .collect(),
+            optionals: params
+                .iter()
+                .filter(|p| p.optional)
                 .map(|p| p.name.as_str())
                 .collect(),
             facts: HashMap::new(),
@@ -501,6 +508,13 @@ impl Cx {
                 if let Some(t) = s.params.get(name) {
                     if s.secrets.contains(&name) {
                         self.err(PackDiagnostic::SecretRead {
+                            param: name.to_string(),
+                            span: p.span.into(),
+                        });
+                        return fail;
+                    }
+                    if s.optionals.contains(&name) {
+                        self.err(PackDiagnostic::OptionalRead {
                             param: name.to_string(),
                             span: p.span.into(),
                         });

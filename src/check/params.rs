@@ -93,6 +93,7 @@ impl Cx {
             default: None,
             hint: None,
             secret: false,
+            optional: false,
             line: self.line(d.span.start),
         };
         let mut seen: HashSet<&'static str> = HashSet::new();
@@ -105,6 +106,7 @@ impl Cx {
                 ParamOption::Default(l) => ("default", l.span),
                 ParamOption::Hint(s) => ("hint", s.span),
                 ParamOption::Secret(s) => ("secret", *s),
+                ParamOption::Optional(s) => ("optional", *s),
                 ParamOption::Validator(_) => ("", Span::default()),
             };
             if !opt.is_empty() && !seen.insert(opt) {
@@ -170,6 +172,7 @@ impl Cx {
                     p.secret = true;
                     secret_span = Some(*s);
                 }
+                ParamOption::Optional(_) => p.optional = true,
                 ParamOption::Validator(v) => {
                     if let Some(val) = self.validator(v, &ty, known_ty) {
                         p.validators.push(val);

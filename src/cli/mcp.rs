@@ -3,8 +3,11 @@
 //! (`crate::mcp::session`); `--new-session` revokes it and starts another.
 //! With
 //! `--check`, every diagnostic of the config (its own, the packs', the
-//! inline tools') and nothing started: no child process, no store. Exit 0
-//! when clean (warnings printed), 1 on any error.
+//! inline tools') and nothing started: no child process, no store; with
+//! `--check --servers`, the downstream servers are started, what each
+//! declares (`tools/list`) is checked against the tools' mappings
+//! (`mcp::config::declared`), and they are stopped. Exit 0 when clean
+//! (warnings printed), 1 on any error.
 
 use super::Format;
 use crate::mcp::config::{ConfigReport, check, load_with_report};
@@ -20,6 +23,10 @@ pub struct McpArgs {
     /// Check the configuration and report; start nothing.
     #[arg(long)]
     pub check: bool,
+    /// With `--check`: also start the downstream servers, read what each
+    /// declares (`tools/list`), check every tool against it, and stop them.
+    #[arg(long, requires = "check")]
+    pub servers: bool,
     /// Revoke the session recorded in the store for this config and start
     /// a new one (new mandates: budget and call count from zero). Without
     /// it, the recorded session is continued until it expires or its
@@ -33,7 +40,21 @@ pub struct McpArgs {
 
 pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
     if args.check {
-        let (report, checked) = check(&args.config);
+        let (mut report, checked) = check(&args.config);
+        if args.servers
+            && let Some(c) = &checked
+        {
+            match crate::mcp::proxy::declarations(&c.servers) {
+                Ok(offered) => report.items.extend(
+                    crate::mcp::config::declared::check(&c.sites, &c.tools, &offered).items,
+                ),
+                Err(e) => {
+                    let _ = writeln!(out, "error: {e}");
+                    return 1;
+                }
+            }
+        }
+        let checked = checked.filter(|_| !report.has_errors());
         let summary = checked.as_ref().map(|c| {
             (
                 c.servers.len(),

@@ -33,7 +33,8 @@ pub fn context_attributes(a: &ir::Action) -> Vec<(String, String)> {
     if !critical.is_empty() {
         let mut rec = String::from("{\n");
         for p in critical {
-            let _ = writeln!(rec, "        {}: String,", schema_attr(&p.name));
+            let q = if p.optional { "?" } else { "" };
+            let _ = writeln!(rec, "        {}{q}: String,", schema_attr(&p.name));
         }
         rec.push_str("      }");
         out.push((CTX_PROVENANCE.into(), rec));
@@ -62,7 +63,13 @@ pub(crate) fn write_namespace(p: &ir::Pack, file_label: &str, out: &mut String) 
         let _ = writeln!(out, "    resource: [{RESOURCE_TYPE}],");
         let _ = writeln!(out, "    context: {{");
         for (name, ty) in context_attributes(a) {
-            let _ = writeln!(out, "      {}: {ty},", schema_attr(&name));
+            // an optional parameter may be absent from the context
+            let q = if a.params.iter().any(|p| p.optional && p.name == name) {
+                "?"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "      {}{q}: {ty},", schema_attr(&name));
         }
         let _ = writeln!(out, "    }},");
         let _ = writeln!(out, "  }};");

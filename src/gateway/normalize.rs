@@ -15,7 +15,77 @@ pub fn apply(n: Normalizer, s: &str) -> Result<String, String> {
         Normalizer::Lower => plain(s).map(|t| t.to_ascii_lowercase()),
         Normalizer::Upper => plain(s).map(|t| t.to_ascii_uppercase()),
         Normalizer::Trim => plain(s).map(str::to_string),
+        Normalizer::Path => path(s),
     }
+}
+
+/// A path's one spelling, lexically: repeated separators and `.` removed,
+/// each `..` taking away the component before it. Strict: a `..` with
+/// nothing before it (the path leaves its root: `../x`, `/..`) is refused,
+/// never folded into the root; so are an empty path, a backslash, a
+/// leading `~` (some servers expand it to a home folder), a space at
+/// either end, and control or invisible characters. Lexical only: a
+/// symbolic link is the server's to resolve. `/a//b/./c/../d` is `/a/b/d`,
+/// `./notes/todo.md` is `notes/todo.md`, `.` is `.`.
+pub fn path(s: &str) -> Result<String, String> {
+    let refuse = |why: &str| {
+        Err(format!(
+            "`{}` is not a path this gateway accepts: {why}",
+            echo(s)
+        ))
+    };
+    if s.is_empty() {
+        return refuse("it is empty");
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| c.is_control() || crate::gateway::json::invisible(*c))
+    {
+        return refuse(&format!("it contains U+{:04X}", c as u32));
+    }
+    if s.contains('\\') {
+        return refuse("it contains a backslash (the separator is `/`)");
+    }
+    if s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        return refuse("it starts or ends with a space");
+    }
+    if s.starts_with('~') {
+        return refuse("it starts with `~`: write the folder out");
+    }
+    let absolute = s.starts_with('/');
+    let mut parts: Vec<&str> = vec![];
+    for c in s.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return refuse("it leaves its root (`..` above where it starts)");
+                }
+            }
+            c => parts.push(c),
+        }
+    }
+    let joined = parts.join("/");
+    Ok(match (absolute, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".into(),
+        (false, false) => joined,
+    })
+}
+
+/// A normalised path and each folder it is inside, nearest first:
+/// `/a/b` gives `/a/b`, `/a`, `/`; `a/b` gives `a/b`, `a`.
+pub fn path_and_parents(p: &str) -> Vec<String> {
+    let mut out = vec![p.to_string()];
+    let mut cur = p;
+    while let Some(i) = cur.rfind('/') {
+        cur = if i == 0 { "/" } else { &cur[..i] };
+        if out.last().map(String::as_str) == Some(cur) {
+            break;
+        }
+        out.push(cur.to_string());
+    }
+    out
 }
 
 /// The text `lower`, `upper` and `trim` work on: ASCII spaces and tabs

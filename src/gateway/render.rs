@@ -323,6 +323,7 @@ fn display(ty: &Type, v: &Value, currency: Option<&str>) -> String {
             | Type::Currency
             | Type::Phone
             | Type::Url
+            | Type::Path
             | Type::Enum(_),
             Value::String(s),
         ) => Some(escape(s)),

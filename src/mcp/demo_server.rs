@@ -59,12 +59,14 @@ pub fn tools() -> Vec<Tool> {
             "read_inbox",
             "Read the user's e-mail inbox",
             schema(json!({}), &[]),
-        ),
+        )
+        .annotate(rmcp::model::ToolAnnotations::new().read_only(true)),
         Tool::new(
             "list_vendors",
             "List the payees and vendors on file (ERP)",
             schema(json!({}), &[]),
-        ),
+        )
+        .annotate(rmcp::model::ToolAnnotations::new().read_only(true)),
         Tool::new(
             "send_money",
             "Send money from the user's account",
@@ -136,6 +138,29 @@ pub fn tools() -> Vec<Tool> {
             schema(json!({"path": {"type": "string"}}), &["path"]),
         ),
     ]
+}
+
+/// [`tools`], except that the tool named by the environment variable
+/// `IPC_DEMO_ALTER_TOOL` (tests: a server whose declaration changes when
+/// it is started again) declares one more required argument, `memo`.
+fn declared_tools() -> Vec<Tool> {
+    let alter = std::env::var("IPC_DEMO_ALTER_TOOL").ok();
+    tools()
+        .into_iter()
+        .map(|mut t| {
+            if alter.as_deref() == Some(&*t.name) {
+                let mut schema = (*t.input_schema).clone();
+                if let Some(Value::Object(p)) = schema.get_mut("properties") {
+                    p.insert("memo".into(), json!({"type": "string"}));
+                }
+                if let Some(Value::Array(r)) = schema.get_mut("required") {
+                    r.push(json!("memo"));
+                }
+                t.input_schema = Arc::new(schema);
+            }
+            t
+        })
+        .collect()
 }
 
 /// Options of the demo server.
@@ -291,7 +316,7 @@ impl ServerHandler for DemoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        Ok(ListToolsResult::with_all_items(declared_tools()))
     }
 
     async fn call_tool(

@@ -29,6 +29,7 @@ use crate::gateway::approval::SignedApproval;
 use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
 use crate::gateway::secret::SecretValues;
 use crate::gateway::{Decision, Gateway, Input, Outcome, ReceiptRef};
+use crate::mcp::config::declared::DeclaredTool;
 use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
 use crate::mcp::session;
 use rmcp::model::{
@@ -111,12 +112,22 @@ pub enum ProxyError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Durable(#[from] session::SessionError),
+    #[error("the config does not match what the servers declare:\n{report}")]
+    #[diagnostic(
+        code(ipc::mcp::declared),
+        help("fix the config, then check it with `ipc mcp --config FILE --check --servers`")
+    )]
+    Declared { report: String },
 }
 
 /// One tool the client sees.
 struct Routed {
     config: ToolConfig,
     tool: Tool,
+    /// The tool as its server declared it when the config was checked
+    /// against it (at start-up): a restarted server that declares it
+    /// otherwise has it refused.
+    declared: DeclaredTool,
     /// The mandate its calls are decided under (its action's pack's).
     mandate: Value,
 }
@@ -135,6 +146,10 @@ struct Inner {
     start: session::Start,
     /// The calls of this process not yet recorded, and the writer.
     outcomes: Outcomes,
+    /// Tools whose server, started again, declares them otherwise than at
+    /// start-up: refused (with a receipt) until the config is checked
+    /// against the new declaration (a restart of `ipc mcp`).
+    changed: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The operations whose downstream call runs in this process (`None`) or
@@ -406,6 +421,7 @@ async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>
         args,
         env,
         cwd,
+        clear_env,
     } = &s.transport
     else {
         return Err(ProxyError::Transport {
@@ -414,6 +430,9 @@ async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>
     };
     let mut cmd = tokio::process::Command::new(command_of(command));
     cmd.args(args).current_dir(cwd);
+    if *clear_env {
+        cmd.env_clear();
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -430,6 +449,44 @@ async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>
             server: s.name.clone(),
             reason: e.to_string(),
         })
+}
+
+/// A tool as the config check reads it.
+fn declared_tool(t: &Tool) -> DeclaredTool {
+    DeclaredTool {
+        name: t.name.to_string(),
+        input_schema: (*t.input_schema).clone(),
+        read_only: t.annotations.as_ref().and_then(|a| a.read_only_hint),
+    }
+}
+
+/// Starts each server, reads its `tools/list` and stops it: what
+/// `ipc mcp --check --servers` checks the config against.
+pub fn declarations(
+    servers: &[ServerConfig],
+) -> Result<HashMap<String, Vec<DeclaredTool>>, ProxyError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ProxyError::Session {
+            reason: e.to_string(),
+        })?;
+    rt.block_on(async {
+        let mut out = HashMap::new();
+        for s in servers {
+            let client = start_server(s).await?;
+            let tools = client
+                .list_all_tools()
+                .await
+                .map_err(|e| ProxyError::Handshake {
+                    server: s.name.clone(),
+                    reason: e.to_string(),
+                })?;
+            let _ = client.cancel().await;
+            out.insert(s.name.clone(), tools.iter().map(declared_tool).collect());
+        }
+        Ok(out)
+    })
 }
 
 impl Proxy {
@@ -481,6 +538,19 @@ impl Proxy {
                 },
             );
         }
+        let declared: HashMap<String, Vec<DeclaredTool>> = offered
+            .iter()
+            .map(|(k, v)| (k.clone(), v.iter().map(declared_tool).collect()))
+            .collect();
+        let report = crate::mcp::config::declared::check(&setup.sites, &setup.tools, &declared);
+        if report.has_errors() {
+            return Err(ProxyError::Declared {
+                report: report.render_human(false),
+            });
+        }
+        if !report.items.is_empty() {
+            eprint!("{}", report.render_human(false));
+        }
         let mut tools = vec![];
         for (t, mandate) in setup.tools.into_iter().zip(mandates) {
             let list = offered
@@ -511,10 +581,12 @@ impl Proxy {
             }
             // the agent is shown only the arguments it gives
             let mut tool = tool;
+            let declared = declared_tool(&tool);
             tool.input_schema = Arc::new(t.advertised_schema(&tool.input_schema));
             tools.push(Routed {
                 config: t,
                 tool,
+                declared,
                 mandate,
             });
         }
@@ -529,6 +601,7 @@ impl Proxy {
                 config_path: setup.config_path,
                 start,
                 outcomes: Outcomes::start(gateway),
+                changed: Mutex::default(),
             }),
         })
     }
@@ -695,6 +768,10 @@ impl Proxy {
         // reached must not spend
         if let Err(reason) = self.client(&routed.config.server).await {
             return self.refuse(&request.name, request, &reason).await.into();
+        }
+        // started again just now, it may declare the tool otherwise
+        if self.declaration_changed(&routed.config.tool) {
+            return self.refuse_changed(routed, request).await.into();
         }
         let args = request.arguments.clone().unwrap_or_default();
         let size = serde_json::to_string(&args).map_or(usize::MAX, |s| s.len());
@@ -936,6 +1013,26 @@ impl Proxy {
                 "the downstream server `{server}` stopped and could not be started again ({e}); restart `ipc mcp`"
             )
         })?;
+        // what the server declares now: a tool declared otherwise than
+        // when the config was checked against it is refused from now on
+        let now = fresh.list_all_tools().await.map_err(|e| {
+            format!(
+                "the downstream server `{server}` was started again but does not list its tools ({e}); restart `ipc mcp`"
+            )
+        })?;
+        let now: Vec<DeclaredTool> = now.iter().map(declared_tool).collect();
+        if let Ok(mut changed) = self.inner.changed.lock() {
+            for r in self
+                .inner
+                .tools
+                .iter()
+                .filter(|r| r.config.server == server)
+            {
+                if !now.contains(&r.declared) {
+                    changed.insert(r.config.tool.clone());
+                }
+            }
+        }
         *slot = Arc::new(fresh);
         Ok(slot.clone())
     }
@@ -1075,10 +1172,32 @@ impl Proxy {
                 .await
                 .into();
         };
+        // the server may have been started again by an earlier call
+        if self.declaration_changed(&routed.config.tool) {
+            return self.refuse_changed(routed, &request).await.into();
+        }
         match &routed.config.mode {
             ToolMode::Passthrough => self.passthrough(routed, &request).await.into(),
             ToolMode::Action { .. } => self.call_mapped(routed, &request, &context).await,
         }
+    }
+
+    fn declaration_changed(&self, tool: &str) -> bool {
+        self.inner.changed.lock().map_or(true, |c| c.contains(tool))
+    }
+
+    async fn refuse_changed(
+        &self,
+        routed: &Routed,
+        request: &CallToolRequestParams,
+    ) -> CallToolResult {
+        let reason = format!(
+            "the server `{}` was started again and declares `{}` otherwise than when the config was checked against it; check the config again (`ipc mcp --config {} --check --servers`) and restart `ipc mcp`",
+            routed.config.server,
+            routed.config.tool,
+            self.inner.config_path.display()
+        );
+        self.refuse(&request.name, request, &reason).await
     }
 
     /// A call refused before any decision, with its receipt.
@@ -1118,6 +1237,12 @@ impl Proxy {
         routed: &Routed,
         request: &CallToolRequestParams,
     ) -> CallToolResult {
+        // a dead server is started again here (the call's error otherwise
+        // comes from `forward`), and may declare the tool otherwise now
+        let _ = self.client(&routed.config.server).await;
+        if self.declaration_changed(&routed.config.tool) {
+            return self.refuse_changed(routed, request).await;
+        }
         let args = request.arguments.clone().unwrap_or_default();
         let arguments = Value::Object(args.clone());
         let (result, answer) = match self.forward(&routed.config, args).await {

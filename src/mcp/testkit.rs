@@ -30,11 +30,13 @@ pub fn demo_tools() -> Vec<ToolConfig> {
             server: "demo".into(),
             tool: "read_inbox".into(),
             mode: ToolMode::Passthrough,
+            base: None,
         },
         ToolConfig {
             server: "demo".into(),
             tool: "list_vendors".into(),
             mode: ToolMode::Passthrough,
+            base: None,
         },
         ToolConfig {
             server: "demo".into(),
@@ -67,6 +69,7 @@ pub fn demo_tools() -> Vec<ToolConfig> {
                     ("subject".into(), arg("subject", None, Type::Text, true)),
                 ],
             },
+            base: None,
         },
     ]
 }
@@ -90,6 +93,7 @@ pub fn password_tool() -> ToolConfig {
                 },
             )],
         },
+        base: None,
     }
 }
 
@@ -114,6 +118,7 @@ pub fn ap_tools() -> Vec<ToolConfig> {
                 ("new_iban".into(), arg("iban", Type::Iban)),
             ],
         },
+        base: None,
     }]
 }
 
@@ -134,6 +139,7 @@ pub fn demo_server(ipc: &Path, state: &Path, extra: &[&str], cwd: &Path) -> Serv
             args,
             env: vec![],
             cwd: cwd.to_path_buf(),
+            clear_env: false,
         },
     }
 }
@@ -169,5 +175,6 @@ pub fn setup(
             issued: false,
             decline_for: crate::mcp::config::DEFAULT_DECLINE_FOR,
         },
+        sites: Default::default(),
     }
 }

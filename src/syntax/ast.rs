@@ -197,6 +197,8 @@ pub enum ParamOption {
     Hint(Str),
     /// `secret`: the value reaches the executor only.
     Secret(Span),
+    /// `optional`: the proposal may leave the parameter out.
+    Optional(Span),
     /// `max_len 140`, `range 0.01 .. 10.00`, `pattern "..."`, `nonempty`
     Validator(ValidatorDecl),
 }

@@ -620,6 +620,7 @@ impl Builder {
                     }
                 }
                 Rule::secret_clause => d.options.push(ParamOption::Secret(it.as_span().into())),
+                Rule::optional_clause => d.options.push(ParamOption::Optional(it.as_span().into())),
                 Rule::validator => {
                     let mut v = ValidatorDecl {
                         name: empty_name(),

@@ -16,5 +16,6 @@ mod check_props;
 mod cli;
 mod codegen;
 mod docs;
+mod guarantees;
 mod mutate;
 mod scenarios;

@@ -252,6 +252,7 @@ fn trusted_values_go_back_in_the_tools_units_and_names() {
                 ),
             ],
         },
+        base: None,
     };
     let down = text
         .to_downstream(&obj(json!({"amount": 400, "date": 1_796_083_200})))

@@ -12,4 +12,5 @@ mod commits;
 mod config;
 mod downstream;
 mod proxy;
+mod servers;
 mod session;

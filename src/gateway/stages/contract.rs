@@ -70,6 +70,8 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
                     Arg::List(items.iter().map(|i| Arg::Val(i.to_json())).collect())
                 }
                 Some(d) => Arg::Val(d.to_json()),
+                // left out, it stays out: not resolved, not sent
+                None if p.optional => continue,
                 None => {
                     return Err(deny(format!("missing parameter `{}`", p.name)).into());
                 }

@@ -88,7 +88,12 @@ fn keys_of(p: &Param) -> Vec<&str> {
 }
 
 fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
-    let arg = r.args.remove(&p.name).unwrap_or(Arg::List(vec![]));
+    let arg = match r.args.remove(&p.name) {
+        Some(a) => a,
+        // an optional parameter left out has no value to vouch for
+        None if p.optional => return Ok(()),
+        None => Arg::List(vec![]),
+    };
     match arg {
         Arg::List(items) => {
             let mut vals = vec![];
@@ -182,7 +187,45 @@ fn resolve_one(
         }
         Arg::List(_) => return Err(Deny::new(Stage::Provenance, "nested list")),
     };
+    // a path is vouched for by a trusted path it is, or is inside of: the
+    // value is normalised (`path`), so it names no `..` and each parent
+    // is a trusted folder it lies in
+    let inside = match (&p.ty.element(), value.as_str()) {
+        (crate::ir::Type::Path, Some(text)) => Some(normalize::path_and_parents(text)),
+        _ => None,
+    };
     for s in &sources {
+        if let Some(parents) = &inside {
+            let mut hit = false;
+            for dir in parents {
+                hit = match s {
+                    Source::Claim { claim } => m
+                        .claims
+                        .get(claim)
+                        .and_then(|c| matches(c, &Value::String(dir.clone()), norm))
+                        .is_some(),
+                    Source::Registry { registry } => {
+                        match a.pack.registries.iter().find(|x| &x.name == registry) {
+                            Some(reg) => {
+                                regs.member(r.tx, reg, dir, norm).map_err(store)?.is_some()
+                            }
+                            None => false,
+                        }
+                    }
+                    Source::Lookup(l) => lookup(r, m, &regs, l)
+                        .map_err(store)?
+                        .and_then(|field| matches(&field, &Value::String(dir.clone()), norm))
+                        .is_some(),
+                };
+                if hit {
+                    break;
+                }
+            }
+            if hit {
+                return Ok((value.clone(), s.to_string()));
+            }
+            continue;
+        }
         let hit = match s {
             Source::Claim { claim } => m.claims.get(claim).and_then(|c| matches(c, &value, norm)),
             Source::Registry { registry } => {

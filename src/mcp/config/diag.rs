@@ -210,6 +210,87 @@ pub enum ConfigError {
         help: Option<String>,
     },
 
+    /// A configured tool the server does not declare (`tools/list`).
+    #[error("server `{server}` declares no tool `{tool}`")]
+    #[diagnostic(code(ipc::mcp::undeclared_tool))]
+    UndeclaredTool {
+        server: String,
+        tool: String,
+        #[label("not in the server's `tools/list`")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A mapped argument the tool's `inputSchema` does not declare: the
+    /// server would refuse every call (`-32602`) or ignore the value.
+    #[error("tool `{tool}` declares no argument `{arg}`")]
+    #[diagnostic(code(ipc::mcp::undeclared_arg))]
+    UndeclaredArg {
+        tool: String,
+        arg: String,
+        #[label("not in the tool's `inputSchema`")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A mapped argument whose type is not the one the tool declares.
+    #[error("tool `{tool}`: argument `{arg}` is {ours} here, and the server declares {theirs}")]
+    #[diagnostic(code(ipc::mcp::arg_type))]
+    ArgType {
+        tool: String,
+        arg: String,
+        ours: String,
+        theirs: String,
+        #[label("mapped here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// An argument the tool requires that the config does not send.
+    #[error("tool `{tool}` requires the argument `{arg}`, which the config does not map")]
+    #[diagnostic(code(ipc::mcp::required_arg))]
+    RequiredArg {
+        tool: String,
+        arg: String,
+        #[label("this tool")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A passthrough of a tool the server does not annotate
+    /// `readOnlyHint: true`: it may write, and nothing decides its calls.
+    #[error("tool `{tool}` is passed through, and the server does not declare it read-only")]
+    #[diagnostic(
+        code(ipc::mcp::passthrough_writes),
+        severity(Warning),
+        help(
+            "map it onto an action so that the gateway decides its calls, or write `passthrough = \"unguarded\"` to pass it through on purpose"
+        )
+    )]
+    PassthroughWrites {
+        tool: String,
+        #[label("no `readOnlyHint: true` on this tool")]
+        span: SourceSpan,
+    },
+
+    /// A `${VAR}` in a server's `env` that the proxy's environment does
+    /// not set (never an empty string), or a variable `env_pass` names
+    /// that is not set.
+    #[error("server `{server}`: the environment variable `{var}` is not set")]
+    #[diagnostic(code(ipc::mcp::env))]
+    Env {
+        server: String,
+        var: String,
+        #[label("needed here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
     /// The world, the bundle or the store cannot be loaded.
     #[error("{what}: {message}")]
     #[diagnostic(code(ipc::mcp::load))]
@@ -241,7 +322,7 @@ pub struct Reported {
 impl Reported {
     pub fn is_error(&self) -> bool {
         match &self.diag {
-            Diag::Config(_) => true,
+            Diag::Config(d) => !matches!(d.severity(), Some(miette::Severity::Warning)),
             Diag::Pack(d) => d.is_error(),
         }
     }

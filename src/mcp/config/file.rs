@@ -39,8 +39,13 @@ pub(super) struct ServerFile {
     pub command: Option<S<String>>,
     #[serde(default)]
     pub args: Vec<String>,
+    /// Values expand `${VAR}` from the proxy's environment (an unset one
+    /// is an error); `$$` is a `$`.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, S<String>>,
+    /// Variables of the proxy's environment forwarded as they are.
+    #[serde(default)]
+    pub env_pass: Vec<S<String>>,
     pub cwd: Option<S<String>>,
     pub url: Option<S<String>>,
 }
@@ -121,7 +126,9 @@ pub(super) struct RegistryFile {
 pub(super) struct ToolFile {
     pub server: S<String>,
     pub tool: S<String>,
-    pub passthrough: Option<S<bool>>,
+    /// `true`, or `"unguarded"`: forwarded as is, on purpose even when the
+    /// server does not declare the tool read-only.
+    pub passthrough: Option<S<PassthroughFile>>,
     pub action: Option<S<String>>,
     // inline declaration
     pub description: Option<S<String>>,
@@ -154,6 +161,8 @@ pub(super) struct ParamFile {
     pub hint: Option<S<String>>,
     pub default: Option<S<toml::Value>>,
     pub secret: Option<S<bool>>,
+    /// The tool may be called without it (then it is not sent).
+    pub optional: Option<S<bool>>,
     pub max_len: Option<S<i64>>,
     pub min_len: Option<S<i64>>,
     pub range: Option<S<Vec<S<toml::Value>>>>,
@@ -171,6 +180,7 @@ impl ParamFile {
             || self.hint.is_some()
             || self.default.is_some()
             || self.secret.is_some()
+            || self.optional.is_some()
             || self.max_len.is_some()
             || self.min_len.is_some()
             || self.range.is_some()
@@ -179,7 +189,22 @@ impl ParamFile {
     }
 }
 
+/// `passthrough = true | false | "unguarded"`.
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub(super) enum PassthroughFile {
+    On(bool),
+    Word(String),
+}
+
 impl ToolFile {
+    /// Forwarded as is (`passthrough = true` or `"unguarded"`).
+    pub fn is_passthrough(&self) -> bool {
+        self.passthrough
+            .as_ref()
+            .is_some_and(|p| !matches!(p.get_ref(), PassthroughFile::On(false)))
+    }
+
     /// An inline declaration (a new action), rather than a mapping onto an
     /// action of a pack.
     pub fn is_inline(&self) -> bool {

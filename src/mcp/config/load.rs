@@ -4,8 +4,9 @@
 //! mandates and each tool's mapping. Every problem found is collected; the
 //! load goes as far as it can so that one run reports them all.
 
+use super::declared::{Sites, ToolSite};
 use super::diag::{ConfigError, ConfigReport, Diag, Reported};
-use super::file::{ConfigFile, ParamFile, S, ToolFile};
+use super::file::{ConfigFile, ParamFile, PassthroughFile, S, ToolFile};
 use super::lower::{Lowering, sorted};
 use super::mapping::SCALES;
 use super::{ArgMap, ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
@@ -37,6 +38,8 @@ pub struct Checked {
     /// The store `load` opens (an SQLite file or a `postgres://` URL).
     pub store_path: PathBuf,
     pub session: SessionConfig,
+    /// Where each tool was written (for the check against the servers).
+    pub sites: Sites,
 }
 
 /// Loads and checks the config, then opens the store.
@@ -65,6 +68,7 @@ pub fn load_with_report(path: &Path) -> (ConfigReport, Option<Setup>) {
                 world: c.world,
                 store,
                 session: c.session,
+                sites: c.sites,
             }),
         ),
         Err(e) => {
@@ -116,6 +120,41 @@ type Span = std::ops::Range<usize>;
 
 fn sp(r: Span) -> miette::SourceSpan {
     (r.start, r.end.saturating_sub(r.start)).into()
+}
+
+/// `${VAR}` expanded from `lookup` (`$$` is a `$`, any other `$` kept);
+/// `Err` names the variable that is not set (empty: an unclosed `${`).
+pub(super) fn expand_env(
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(r) = after.strip_prefix('$') {
+            out.push('$');
+            rest = r;
+        } else if let Some(r) = after.strip_prefix('{') {
+            let Some(end) = r.find('}') else {
+                return Err(String::new());
+            };
+            let name = &r[..end];
+            let valid =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(String::new());
+            }
+            out.push_str(&lookup(name).ok_or_else(|| name.to_string())?);
+            rest = &r[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// A TOML value as JSON (dates as their text).
@@ -256,7 +295,7 @@ impl Loader {
         let mut actions: Vec<(&S<ToolFile>, &TableAction)> = vec![];
         for t in &cfg.tools {
             let tf = t.get_ref();
-            if tf.passthrough.as_ref().is_some_and(|p| *p.get_ref()) {
+            if tf.is_passthrough() {
                 continue;
             }
             let Some(a) =
@@ -297,14 +336,39 @@ impl Loader {
         }
         let session = self.session(&cfg, &bundle, &used_packs, &actions, &mut world);
         let mut tools = vec![];
+        let mut sites = Sites {
+            file: self.file.clone(),
+            source: self.source.clone(),
+            tools: vec![],
+        };
         for t in &cfg.tools {
             let tf = t.get_ref();
-            if tf.passthrough.as_ref().is_some_and(|p| *p.get_ref()) {
+            let base = servers.iter().find_map(|s| match &s.transport {
+                Transport::Stdio { cwd, .. } if &s.name == tf.server.get_ref() => {
+                    Some(std::path::absolute(cwd).unwrap_or_else(|_| cwd.clone()))
+                }
+                _ => None,
+            });
+            let mut site = ToolSite {
+                tool: tf.tool.get_ref().clone(),
+                span: tf.tool.span(),
+                passthrough: None,
+                args: vec![],
+            };
+            if tf.is_passthrough() {
+                site.passthrough = tf.passthrough.as_ref().map(|p| {
+                    (
+                        p.span(),
+                        matches!(p.get_ref(), PassthroughFile::Word(w) if w == "unguarded"),
+                    )
+                });
                 tools.push(ToolConfig {
                     server: tf.server.get_ref().clone(),
                     tool: tf.tool.get_ref().clone(),
                     mode: ToolMode::Passthrough,
+                    base,
                 });
+                sites.tools.push(site);
             } else if let Some((_, ta)) = actions.iter().find(|(x, _)| std::ptr::eq(*x, t)) {
                 let claims = session.as_ref().and_then(|s| {
                     s.mandates
@@ -312,7 +376,10 @@ impl Loader {
                         .find(|(p, _)| p == &ta.pack)
                         .and_then(|(_, tok)| tok.get("mandate")?.get("claims").cloned())
                 });
-                if let Some(params) = self.mapping(tf, ta, claims.as_ref()) {
+                let mut args = HashMap::new();
+                if let Some(params) = self.mapping(tf, ta, claims.as_ref(), &mut args) {
+                    site.args = args.into_iter().collect();
+                    sites.tools.push(site);
                     tools.push(ToolConfig {
                         server: tf.server.get_ref().clone(),
                         tool: tf.tool.get_ref().clone(),
@@ -320,6 +387,7 @@ impl Loader {
                             action: ta.action.name.clone(),
                             params,
                         },
+                        base,
                     });
                 }
             }
@@ -340,6 +408,7 @@ impl Loader {
             world,
             store_path,
             session: session?,
+            sites,
         })
     }
 
@@ -391,12 +460,20 @@ impl Loader {
                             command
                         },
                         args: sf.args.clone(),
-                        env: sf.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                        env: match self.server_env(&name, sf) {
+                            Some(e) => e,
+                            None => continue,
+                        },
                         cwd,
+                        clear_env: !sf.env_pass.is_empty(),
                     }
                 }
                 (None, Some(u)) => {
-                    if !sf.args.is_empty() || !sf.env.is_empty() || sf.cwd.is_some() {
+                    if !sf.args.is_empty()
+                        || !sf.env.is_empty()
+                        || !sf.env_pass.is_empty()
+                        || sf.cwd.is_some()
+                    {
                         self.err(ConfigError::Server {
                             name,
                             message: "`args`, `env` and `cwd` are for a command, not a URL".into(),
@@ -427,6 +504,62 @@ impl Loader {
             });
         }
         out
+    }
+
+    /// A server's environment: `env_pass` forwarded from the proxy's, then
+    /// `env` with each `${VAR}` expanded (`$$` is a `$`) and a value that
+    /// starts with `./` or `../` resolved against the config's folder. An
+    /// unset variable is an error here, never an empty string.
+    fn server_env(
+        &mut self,
+        server: &str,
+        sf: &super::file::ServerFile,
+    ) -> Option<Vec<(String, String)>> {
+        let mut out = vec![];
+        let mut ok = true;
+        for var in &sf.env_pass {
+            match std::env::var(var.get_ref()) {
+                Ok(v) => out.push((var.get_ref().clone(), v)),
+                Err(_) => {
+                    self.err(ConfigError::Env {
+                        server: server.to_string(),
+                        var: var.get_ref().clone(),
+                        span: sp(var.span()),
+                        help: Some(
+                            "`env_pass` forwards variables the proxy is started with: set it, or remove it from the list".into(),
+                        ),
+                    });
+                    ok = false;
+                }
+            }
+        }
+        for (k, v) in &sf.env {
+            match expand_env(v.get_ref(), |name| std::env::var(name).ok()) {
+                Ok(value) => {
+                    let value = if value.starts_with("./") || value.starts_with("../") {
+                        self.rel(&value).display().to_string()
+                    } else {
+                        value
+                    };
+                    out.retain(|(x, _)| x != k);
+                    out.push((k.clone(), value));
+                }
+                Err(var) => {
+                    self.err(ConfigError::Env {
+                        server: server.to_string(),
+                        help: Some(if var.is_empty() {
+                            "write a variable as `${NAME}`, and a `$` as `$$`".into()
+                        } else {
+                            format!("set `{var}` in the environment `ipc mcp` runs in (an unset variable is never read as empty)")
+                        }),
+                        var,
+                        span: sp(v.span()),
+                    });
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(out)
     }
 
     /// Each tool: a declared server, a name given once, exactly one mode.
@@ -460,9 +593,21 @@ impl Loader {
                 });
             }
             seen.insert(name.clone(), tf.tool.span());
+            if let Some(p) = &tf.passthrough
+                && let PassthroughFile::Word(w) = p.get_ref()
+                && w != "unguarded"
+            {
+                self.err(ConfigError::Tool {
+                    tool: name.clone(),
+                    message: format!("`passthrough = \"{}\"` is not a passthrough", crate::gateway::json::echo(w)),
+                    span: sp(p.span()),
+                    help: Some("`passthrough = true` for a read-only tool, `passthrough = \"unguarded\"` to pass one that writes on purpose".into()),
+                });
+                continue;
+            }
             match &tf.passthrough {
                 Some(p)
-                    if *p.get_ref()
+                    if tf.is_passthrough()
                         && (tf.action.is_some() || tf.is_inline() || !tf.params.is_empty()) =>
                 {
                     self.err(ConfigError::Tool {
@@ -472,7 +617,7 @@ impl Loader {
                         help: Some("remove `passthrough` to have the gateway decide every call, or remove the action".into()),
                     });
                 }
-                Some(p) if *p.get_ref() => {}
+                _ if tf.is_passthrough() => {}
                 _ if tf.action.is_none() && !tf.is_inline() => self.err(ConfigError::Tool {
                     tool: name,
                     message: "neither `passthrough = true` nor an `action`".into(),
@@ -1036,11 +1181,11 @@ impl Loader {
         tf: &ToolFile,
         ta: &TableAction,
         claims: Option<&Value>,
+        args: &mut HashMap<String, Span>,
     ) -> Option<Vec<(String, ArgMap)>> {
         let action = &ta.action;
         let errors_before = self.report.errors();
         let mut out: Vec<(String, ArgMap)> = vec![];
-        let mut args: HashMap<String, Span> = HashMap::new();
         let entries = sorted(&tf.params);
         for (pname, p) in &entries {
             let Some(param) = action.param(pname.get_ref()) else {
@@ -1059,9 +1204,9 @@ impl Loader {
                 pname,
                 p.get_ref(),
                 &param.ty,
-                param.default.is_some(),
+                param.default.is_some() || param.optional,
                 claims,
-                &mut args,
+                args,
             ) {
                 out.push((param.name.clone(), m));
             }
@@ -1072,7 +1217,10 @@ impl Loader {
             .map(|a| a.span())
             .unwrap_or(tf.tool.span());
         for param in &action.params {
-            if entries.iter().any(|(n, _)| n.get_ref() == &param.name) || param.default.is_some() {
+            if entries.iter().any(|(n, _)| n.get_ref() == &param.name)
+                || param.default.is_some()
+                || param.optional
+            {
                 continue;
             }
             self.err(ConfigError::UnmappedParam {

@@ -379,6 +379,11 @@ impl<'a> Lowering<'a> {
         {
             options.push(ParamOption::Secret(span(s.span())));
         }
+        if let Some(o) = &pf.optional
+            && *o.get_ref()
+        {
+            options.push(ParamOption::Optional(span(o.span())));
+        }
         let validator = |n: &str, args: Vec<Literal>, is_range: bool, sp: Span| {
             ParamOption::Validator(ValidatorDecl {
                 name: Name {

@@ -54,7 +54,7 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
                 scale,
                 as_text,
                 optional,
-                ..
+                ty,
             } => {
                 let Some(v) = args.get(arg) else {
                     if *optional {
@@ -67,6 +67,12 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
                         minor_from_tool(v, *s, *as_text).map_err(|e| format!("`{arg}`: {e}"))?,
                     )
                     .to_json(),
+                    None if *ty.element() == Type::Path => match &t.base {
+                        Some(base) => {
+                            resolve_paths(v, base).map_err(|e| format!("`{}`: {e}", echo(arg)))?
+                        }
+                        None => v.clone(),
+                    },
                     None => v.clone(),
                 };
                 out.insert(param.clone(), v);
@@ -74,6 +80,31 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
         }
     }
     Ok(json!({"action": action, "args": out}))
+}
+
+/// A relative path (or each of a list of them) as the server would read
+/// it: normalised strictly on its own first (so `../x` is refused, never
+/// resolved above the folder), then put under `base`, the server's working
+/// directory. An absolute path, or anything that is not text, is left to
+/// the gateway's `path` normaliser and type check.
+fn resolve_paths(v: &Value, base: &std::path::Path) -> Result<Value, String> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|i| resolve_paths(i, base))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array),
+        Value::String(p) if !p.starts_with('/') => {
+            let rel = crate::gateway::normalize::path(p)?;
+            let joined = if rel == "." {
+                base.display().to_string()
+            } else {
+                format!("{}/{rel}", base.display().to_string().trim_end_matches('/'))
+            };
+            Ok(Value::String(joined))
+        }
+        other => Ok(other.clone()),
+    }
 }
 
 pub(super) fn downstream_call(

@@ -11,6 +11,7 @@
 //! (servers, packs or bundle, world, session, tool mappings), `mapping`
 //! (tool arguments to proposals and trusted values back), `diag`.
 
+pub mod declared;
 mod diag;
 mod file;
 mod load;
@@ -47,6 +48,10 @@ pub enum Transport {
         env: Vec<(String, String)>,
         /// Working directory (default: the config's folder).
         cwd: PathBuf,
+        /// `env_pass` was given: the server's environment is only `env`
+        /// (which holds the passed variables), nothing else of the
+        /// proxy's. Otherwise it inherits the proxy's environment.
+        clear_env: bool,
     },
     /// Streamable HTTP (only if rmcp makes it cheap).
     Http { url: String },
@@ -122,6 +127,10 @@ pub struct ToolConfig {
     /// The downstream tool's name; also the name the client sees.
     pub tool: String,
     pub mode: ToolMode,
+    /// The folder a relative `Path` argument is resolved against before
+    /// it is decided: the server's working directory (where the server
+    /// itself would resolve it). `None`: a relative path stays relative.
+    pub base: Option<PathBuf>,
 }
 
 /// The session's mandate: a token, already signed (issued at start-up from
@@ -165,6 +174,9 @@ pub struct Setup {
     pub world: World,
     pub store: Arc<dyn Store>,
     pub session: SessionConfig,
+    /// Where each tool was written in the TOML, for the check against the
+    /// servers' declarations at start-up.
+    pub sites: declared::Sites,
 }
 
 impl Setup {

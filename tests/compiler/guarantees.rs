@@ -92,7 +92,7 @@ fn a_violated_guarantee_fails_the_build_with_a_counterexample_scenario() {
         "a bundle was written despite a violated guarantee"
     );
     insta::with_settings!({
-        snapshot_path => "../snapshots/cli",
+        snapshot_path => "../../snapshots/cli",
         prepend_module_to_snapshot => false,
         omit_expression => true,
     }, {
