@@ -65,6 +65,12 @@ impl Cx {
                 .filter(|p| p.secret)
                 .map(|p| p.name.as_str())
                 .collect(),
+            optionals: a
+                .params
+                .iter()
+                .filter(|p| p.optional)
+                .map(|p| p.name.as_str())
+                .collect(),
             facts: a
                 .facts
                 .iter()

@@ -39,7 +39,7 @@ pub fn path(s: &str) -> Result<String, String> {
     }
     if let Some(c) = s
         .chars()
-        .find(|c| c.is_control() || crate::gateway::json::invisible(*c))
+        .find(|c| c.is_control() || crate::base::json::invisible(*c))
     {
         return refuse(&format!("it contains U+{:04X}", c as u32));
     }

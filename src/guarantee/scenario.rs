@@ -12,7 +12,8 @@
 use super::PackGuarantees;
 use crate::codegen::table::TableAction;
 use crate::codegen::{CTX_APPROVAL_LEVEL, CTX_NOW};
-use crate::gateway::json::{format_minor, format_time};
+use crate::base::json::format_time;
+use crate::base::money::Money;
 use crate::ir::{self, BinOp, Expr, Source, Type};
 use crate::mutate::equiv::Counterexample;
 use serde_json::{Map, Value, json};
@@ -30,7 +31,7 @@ struct Data<'a> {
 impl Data<'_> {
     fn file(&self, registry: &str) -> Option<Map<String, Value>> {
         let dir = self.p.dir.as_ref()?;
-        let v = crate::gateway::json::read_file(
+        let v = crate::base::json::read_file(
             &dir.join("registries").join(format!("{registry}.json")),
         )
         .ok()?;
@@ -113,7 +114,7 @@ fn as_given(ty: &Type, v: &Value) -> Value {
     match (ty, v) {
         (Type::Money, Value::Number(n)) => n
             .as_i64()
-            .map(|m| Value::String(format_minor(m)))
+            .map(|m| Value::String(Money::from_minor(m).to_string()))
             .unwrap_or_else(|| v.clone()),
         (Type::Date, Value::Number(n)) => {
             let s = n
@@ -313,7 +314,7 @@ pub(super) fn scenario(
         && let Some(Value::Number(n)) = ctx.get(b)
         && let Some(m) = n.as_i64()
     {
-        mandate["budget"] = Value::String(format_minor(m.max(0)));
+        mandate["budget"] = Value::String(Money::from_minor(m.max(0)).to_string());
     }
     let expect = match g.level {
         None => json!({"decision": "DENY", "stage": "policy"}),

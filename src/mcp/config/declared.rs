@@ -160,7 +160,7 @@ pub fn check_tool(site: &ToolSite, t: &ToolConfig, decl: &DeclaredTool) -> Vec<C
                 span: sp(&span),
                 help: Some(format!(
                     "the server declares `{arg}` as {}",
-                    crate::gateway::json::echo(&Value::Object(trimmed(prop)).to_string())
+                    crate::base::json::echo(&Value::Object(trimmed(prop)).to_string())
                 )),
             });
         }

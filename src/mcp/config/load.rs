@@ -599,7 +599,7 @@ impl Loader {
             {
                 self.err(ConfigError::Tool {
                     tool: name.clone(),
-                    message: format!("`passthrough = \"{}\"` is not a passthrough", crate::gateway::json::echo(w)),
+                    message: format!("`passthrough = \"{}\"` is not a passthrough", crate::base::json::echo(w)),
                     span: sp(p.span()),
                     help: Some("`passthrough = true` for a read-only tool, `passthrough = \"unguarded\"` to pass one that writes on purpose".into()),
                 });
