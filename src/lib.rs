@@ -20,5 +20,6 @@ pub mod lint;
 pub mod mcp;
 pub mod mutate;
 pub mod scenarios;
+pub mod serve;
 pub mod store;
 pub mod syntax;

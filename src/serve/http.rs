@@ -81,7 +81,7 @@ pub(super) struct AppState {
 pub(super) type Shared = Arc<AppState>;
 
 /// Runs the HTTP server until SIGINT or SIGTERM.
-pub(crate) fn serve(
+pub fn serve(
     gw: crate::gateway::Gateway,
     mandate: Option<Value>,
     config: HttpConfig,
@@ -476,7 +476,7 @@ async fn decide(
         Ok(t) => t,
         Err(r) => return r,
     };
-    let input = super::parse_line(&text, st.mandate.as_ref());
+    let input = crate::gateway::envelope::parse_line(&text, st.mandate.as_ref());
     let start = Instant::now();
     let Ok(_slot) = st.slots.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
