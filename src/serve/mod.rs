@@ -1,19 +1,24 @@
 //! The gateway as an HTTP service (`ipc serve --listen`): one router of
-//! separate sub-routers, each behind its own checks (`http.rs`: the router,
-//! the API's routes and the checks; `page.rs`: the approval page and
-//! approver sessions; `owner.rs`: an owner's signed registry changes;
+//! separate sub-routers, each behind its own checks (`http.rs`: the router
+//! and the server; `api.rs`: the agent host's API and `/metrics`;
+//! `page.rs`: the approval page and approver sessions; `owner.rs`: an
+//! owner's signed registry changes; `common.rs`: what they share;
+//! `openapi.rs`: the API's description;
 //! `listen.rs`: sockets, the connection bound and timeouts; `auth.rs`: the
 //! bearer token; `metrics.rs`: the Prometheus counters). It reads the
 //! gateway and the store, never the command line or the compiler.
 
+mod api;
 mod auth;
+mod common;
 mod http;
 mod listen;
 mod metrics;
+mod openapi;
 mod owner;
 mod page;
 
-pub use http::serve;
+pub use http::{App, routes, serve};
 
 use miette::Diagnostic;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
