@@ -3,10 +3,10 @@
 //! from its `intentplane.toml`: `--config`), and reading input lines.
 
 use crate::bundle::Bundle;
+use crate::gateway::Gateway;
+pub use crate::gateway::envelope::{malformed, parse_line};
 use crate::gateway::json::MAX_LINE;
 use crate::gateway::world::World;
-pub use crate::gateway::envelope::{malformed, parse_line};
-use crate::gateway::Gateway;
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use miette::Diagnostic;
@@ -271,7 +271,6 @@ pub fn next_line(r: &mut dyn BufRead) -> std::io::Result<Option<Line>> {
         Err(_) => Line::Bad("the line is not UTF-8 text".into()),
     }))
 }
-
 
 /// Reads a JSON file (a mandate token, an approval).
 pub fn read_json(path: &std::path::Path) -> Result<Value, String> {

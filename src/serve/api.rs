@@ -8,8 +8,8 @@
 //! blocking pool.
 
 use super::common::{
-    Caller, Failed, Job, Route, Shared, answer, authenticate, blocking, build, decline_signed, error,
-    json_body, json_ok, no_browser, read_json, read_store, read_text, shown, submit_signed,
+    Caller, Failed, Job, Route, Shared, answer, authenticate, blocking, build, decline_signed,
+    error, json_body, json_ok, no_browser, read_json, read_store, read_text, shown, submit_signed,
 };
 use crate::gateway::{Gateway, GatewayError, Input};
 use crate::store::ReceiptRange;

@@ -6,6 +6,7 @@
 
 use super::auth::TokenFile;
 use super::metrics::Metrics;
+use crate::gateway::Gateway;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
@@ -15,7 +16,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use crate::gateway::Gateway;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,7 +54,6 @@ pub(super) struct Failed {
 }
 
 pub(super) type Shared = Arc<AppState>;
-
 
 /// One route of a router: its method and path (what the OpenAPI document
 /// lists, [`super::routes`]) and its handler. A router is built from its

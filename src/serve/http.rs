@@ -98,8 +98,12 @@ pub fn routes() -> Vec<(Method, &'static str)> {
     let metrics = super::api::metrics_routes()
         .into_iter()
         .map(|r| (r.method, r.path));
-    let page = super::page::routes().into_iter().map(|r| (r.method, r.path));
-    let owner = super::owner::routes().into_iter().map(|r| (r.method, r.path));
+    let page = super::page::routes()
+        .into_iter()
+        .map(|r| (r.method, r.path));
+    let owner = super::owner::routes()
+        .into_iter()
+        .map(|r| (r.method, r.path));
     api.chain(metrics).chain(page).chain(owner).collect()
 }
 

@@ -187,4 +187,3 @@ fn stdio(
     }
     u8::from(failed)
 }
-
