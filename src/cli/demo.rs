@@ -550,6 +550,9 @@ fn verdict(d: &Decision) -> String {
 
 pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
     let played = match args.story.as_str() {
+        #[cfg(not(feature = "mcp"))]
+        "mcp-server" | "mcp" => return super::feature_off("ipc demo mcp", "mcp"),
+        #[cfg(feature = "mcp")]
         "mcp-server" => {
             let opts = crate::mcp::demo_server::DemoOptions {
                 state: args.state.clone(),
@@ -565,6 +568,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
                 }
             };
         }
+        #[cfg(feature = "mcp")]
         "mcp" => {
             let config = args
                 .config

@@ -119,6 +119,12 @@ pub type LoadError = Box<dyn Diagnostic + Send + Sync>;
 /// bytes), world and store. It decides nothing here.
 pub fn load_trusted(args: &GatewayArgs) -> Result<Gateway, LoadError> {
     match &args.config {
+        #[cfg(not(feature = "mcp"))]
+        Some(_) => Err(Box::new(super::FeatureOff {
+            what: "--config",
+            feature: "mcp",
+        })),
+        #[cfg(feature = "mcp")]
         Some(config) => {
             let setup = crate::mcp::config::load(config).map_err(|r| Box::new(r) as LoadError)?;
             Gateway::new(&setup.bundle, setup.world, setup.store)

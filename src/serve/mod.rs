@@ -8,16 +8,28 @@
 //! bearer token; `metrics.rs`: the Prometheus counters). It reads the
 //! gateway and the store, never the command line or the compiler.
 
+// the service itself: the `http` feature (its flags and errors below are
+// in every build, so that `ipc serve` can say what it would need)
+#[cfg(feature = "http")]
 mod api;
+#[cfg(feature = "http")]
 mod auth;
+#[cfg(feature = "http")]
 mod common;
+#[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "http")]
 mod listen;
+#[cfg(feature = "http")]
 mod metrics;
+#[cfg(feature = "http")]
 mod openapi;
+#[cfg(feature = "http")]
 mod owner;
+#[cfg(feature = "http")]
 mod page;
 
+#[cfg(feature = "http")]
 pub use http::{App, routes, serve};
 
 use miette::Diagnostic;

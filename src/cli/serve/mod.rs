@@ -4,10 +4,13 @@
 //! (routes, checks, sockets); this module reads the flags.
 
 use super::gateway::{GatewayArgs, Line, malformed, next_line, parse_line};
-use crate::serve::{HttpConfig, ListenAddr, ServeError};
+#[cfg(feature = "http")]
+use crate::serve::ListenAddr;
+use crate::serve::{HttpConfig, ServeError};
 use miette::Diagnostic;
 use std::io::Write;
 use std::path::PathBuf;
+#[cfg(feature = "http")]
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -71,6 +74,7 @@ pub struct ServeArgs {
 }
 
 /// Reads the flags; refuses a TCP address without a token.
+#[cfg(feature = "http")]
 fn http_config(args: &ServeArgs, addr: &str) -> Result<HttpConfig, ServeError> {
     let listen = ListenAddr::parse(addr)?;
     if let ListenAddr::Tcp(sa) = &listen
@@ -109,8 +113,11 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
     };
     // the listen flags first: a server that cannot start says so before
     // it loads anything
-    let config = match (&args.listen, args.stdio) {
+    let config: Option<HttpConfig> = match (&args.listen, args.stdio) {
         (_, true) => None,
+        #[cfg(not(feature = "http"))]
+        (Some(_), false) => return super::feature_off("ipc serve --listen", "http"),
+        #[cfg(feature = "http")]
         (Some(addr), false) => match http_config(args, addr) {
             Ok(c) => Some(c),
             Err(e) => {
@@ -134,12 +141,18 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
     let Some(config) = config else {
         return stdio(&gw, mandate.as_ref(), out);
     };
+    #[cfg(feature = "http")]
     match crate::serve::serve(gw, mandate, config, out) {
         Ok(()) => 0,
         Err(e) => {
             fail(&e);
             1
         }
+    }
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = (gw, mandate, config);
+        super::feature_off("ipc serve --listen", "http")
     }
 }
 
