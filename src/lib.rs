@@ -7,7 +7,8 @@
 //!
 //! The heavy parts are Cargo features, all on by default: `postgres` (the
 //! PostgreSQL store), `http` (the HTTP service of [`serve`], `ipc serve --listen`), `mcp`
-//! ([`mcp`], the MCP proxy), `solver` ([`mutate`], `ipc build --lint`).
+//! ([`mcp`], the MCP proxy), `solver` ([`mutate`], `ipc build --lint`), `demo` (the stories of
+//! `ipc demo`).
 
 // No `unsafe`; no `unwrap()` or `expect()` outside tests: every failure is
 // a typed error.
@@ -18,6 +19,8 @@ pub mod canonical;
 pub mod check;
 pub mod cli;
 pub mod codegen;
+#[cfg(feature = "demo")]
+pub mod demo;
 pub mod diagnostics;
 pub mod gateway;
 pub mod ir;

@@ -3,7 +3,7 @@
 //! (`ipc demo mcp-server --state F`) as its downstream; the assertions read
 //! what the demo server actually executed from its state file.
 // needs a part of the default features: the test is off without it
-#![cfg(feature = "mcp")]
+#![cfg(all(feature = "mcp", feature = "demo"))]
 
 use intentplane::gateway::testkit::{MandateSpec, TestWorld};
 use intentplane::mcp::config::ToolConfig;

@@ -202,7 +202,10 @@ mod tests {
                 &["ipc", "mcp", "--config", "/nonexistent"],
                 cfg!(feature = "mcp"),
             ),
-            (&["ipc", "demo", "mcp"], cfg!(feature = "mcp")),
+            (
+                &["ipc", "demo", "mcp"],
+                cfg!(all(feature = "mcp", feature = "demo")),
+            ),
             (
                 &[
                     "ipc",

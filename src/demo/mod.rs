@@ -2,9 +2,15 @@
 //! end to end on the embedded packs and the embedded store (SQLite) in a
 //! temporary folder: build the bundle, issue keys and a mandate, decide on
 //! what a compromised agent proposes, show what would have happened
-//! without the gateway, and verify the receipts.
+//! without the gateway, and verify the receipts. Feature `demo` (on by
+//! default); `mcp_server` and `mcp_client` are `ipc demo mcp`'s (with
+//! `mcp`).
 
-use super::Format;
+#[cfg(feature = "mcp")]
+pub mod mcp_client;
+#[cfg(feature = "mcp")]
+pub mod mcp_server;
+
 use crate::bundle::build;
 use crate::gateway::approval::{SignedApproval, random_id};
 use crate::gateway::json::parse_time_str;
@@ -16,34 +22,6 @@ use crate::store::sqlite::SqliteStore;
 use serde_json::{Map, Value, json};
 use std::io::Write;
 use std::sync::Arc;
-
-#[derive(clap::Args, Debug)]
-pub struct DemoArgs {
-    /// Which story: `bank` (Emma's December bill), `ap` (the "we changed
-    /// banks" e-mail, for a CFO), `three` (one injection, three domains,
-    /// one gateway) or `mcp` (an MCP client's agent through `ipc mcp`).
-    #[arg(default_value = "bank")]
-    pub story: String,
-    #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
-    /// `mcp-server`: keep the demo server's state in this JSON file.
-    #[arg(long, hide = true)]
-    pub state: Option<std::path::PathBuf>,
-    /// `mcp-server`: exit when this tool is called (a downstream crash).
-    #[arg(long, hide = true)]
-    pub crash_on: Option<String>,
-    /// `mcp-server`: append every call's arguments, as received, to this
-    /// file (`TOOL<tab>JSON` per line).
-    #[arg(long, hide = true)]
-    pub record: Option<std::path::PathBuf>,
-    /// `mcp-server`: execute this tool, then never answer (a downstream
-    /// still running when the proxy dies).
-    #[arg(long, hide = true)]
-    pub hang_on: Option<String>,
-    /// `mcp`: the proxy's config (default `examples/mcp/intentplane.toml`).
-    #[arg(long)]
-    pub config: Option<std::path::PathBuf>,
-}
 
 const NOW: &str = "2026-11-27T18:40:00Z";
 
@@ -548,40 +526,10 @@ fn verdict(d: &Decision) -> String {
     }
 }
 
-pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
-    let played = match args.story.as_str() {
-        #[cfg(not(feature = "mcp"))]
-        "mcp-server" | "mcp" => return super::feature_off("ipc demo mcp", "mcp"),
-        #[cfg(feature = "mcp")]
-        "mcp-server" => {
-            let opts = crate::mcp::demo_server::DemoOptions {
-                state: args.state.clone(),
-                crash_on: args.crash_on.clone(),
-                record: args.record.clone(),
-                hang_on: args.hang_on.clone(),
-            };
-            return match crate::mcp::demo_server::run(opts) {
-                Ok(()) => 0,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    1
-                }
-            };
-        }
-        #[cfg(feature = "mcp")]
-        "mcp" => {
-            let config = args
-                .config
-                .clone()
-                .unwrap_or_else(|| std::path::PathBuf::from("examples/mcp/intentplane.toml"));
-            return match crate::mcp::demo_client::run(&config, args.format == Format::Json, out) {
-                Ok(code) => code,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    1
-                }
-            };
-        }
+/// Plays the story `story` (`bank`, `ap`, `three`), its report on `out`
+/// (JSON with `json`); the exit code.
+pub fn play(story: &str, json: bool, out: &mut dyn Write) -> u8 {
+    let played = match story {
         "bank" => bank(),
         "ap" => ap(),
         "three" => three(),
@@ -605,10 +553,10 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
     // the chain, and the budgets, nonces and executions against it
     let verified = crate::store::verify_store(&snap, None);
     let recs = &snap.receipts;
-    let r = match args.format {
-        Format::Json => {
+    let r = match json {
+        true => {
             let doc = json!({
-                "story": args.story,
+                "story": story,
                 "steps": steps.iter().map(|st| json!({
                     "proposal": st.what.trim_start_matches(' '),
                     "without_intentplane": st.without,
@@ -623,7 +571,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
                 serde_json::to_string_pretty(&doc).unwrap_or_default()
             )
         }
-        Format::Human => {
+        false => {
             let mut text = format!("{intro}\n\n");
             for (i, st) in steps.iter().enumerate() {
                 text.push_str(&format!("{:>2}. {}\n", i + 1, st.what));
