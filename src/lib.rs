@@ -4,8 +4,15 @@
 //! → [`check`] (syntax tree to the checked [`ir`], with [`diagnostics`] and
 //! [`lint`]s) → code generation and bundle → gateway → store. The `ipc`
 //! binary ([`cli`]) is a thin shell over these modules.
+//!
+//! The heavy parts are Cargo features, all on by default: `postgres` (the
+//! PostgreSQL store), `http` (the HTTP service of [`serve`], `ipc serve --listen`), `mcp`
+//! ([`mcp`], the MCP proxy), `solver` ([`mutate`], `ipc build --lint`), `demo` (the stories of
+//! `ipc demo`).
 
-// No `unwrap()` or `expect()` outside tests: every failure is a typed error.
+// No `unsafe`; no `unwrap()` or `expect()` outside tests: every failure is
+// a typed error.
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod base;
 pub mod bundle;
@@ -13,14 +20,19 @@ pub mod canonical;
 pub mod check;
 pub mod cli;
 pub mod codegen;
+#[cfg(feature = "demo")]
+pub mod demo;
 pub mod diagnostics;
 pub mod gateway;
 pub mod guarantee;
 pub mod ir;
 pub mod keys;
 pub mod lint;
+#[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "solver")]
 pub mod mutate;
 pub mod scenarios;
+pub mod serve;
 pub mod store;
 pub mod syntax;

@@ -1,4 +1,5 @@
 //! `ipc`: parses arguments and dispatches to one module per command.
+#![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 use clap::Parser;

@@ -2,10 +2,11 @@
 //! bundle, a world and a store into a gateway (or the MCP proxy's gateway
 //! from its `intentplane.toml`: `--config`), and reading input lines.
 
-use crate::base::json::{MAX_LINE, parse_strict};
+use crate::base::json::MAX_LINE;
 use crate::bundle::Bundle;
+use crate::gateway::Gateway;
+pub use crate::gateway::envelope::{malformed, parse_line};
 use crate::gateway::world::World;
-use crate::gateway::{Deny, Gateway, Input, Stage};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
 use miette::Diagnostic;
@@ -126,6 +127,12 @@ pub type LoadError = Box<dyn Diagnostic + Send + Sync>;
 /// bytes), world and store. It decides nothing here.
 pub fn load_trusted(args: &GatewayArgs) -> Result<Gateway, LoadError> {
     match &args.config {
+        #[cfg(not(feature = "mcp"))]
+        Some(_) => Err(Box::new(super::FeatureOff {
+            what: "--config",
+            feature: "mcp",
+        })),
+        #[cfg(feature = "mcp")]
         Some(config) => {
             let setup = crate::mcp::config::load(config).map_err(|r| Box::new(r) as LoadError)?;
             Gateway::new(&setup.bundle, setup.world, setup.store)
@@ -195,62 +202,6 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
         }
     };
     Gateway::new(&bundle, world, store).map_err(|e| Box::new(e) as LoadError)
-}
-
-/// One input line: a bare proposal `{"action", "args"}`, or an envelope
-/// `{"proposal", "mandate"?, "approvals"?}` from the trusted caller. A line
-/// that is not that becomes an input the gateway denies (contract), with a
-/// receipt holding the raw line.
-pub fn parse_line(line: &str, default_mandate: Option<&Value>) -> Input {
-    parse_envelope(line, default_mandate).unwrap_or_else(|d| Input {
-        // the receipt decides what it keeps of it (`stages/receipt.rs`)
-        proposal: Value::String(line.to_string()),
-        mandate: default_mandate.cloned(),
-        approvals: vec![],
-        malformed: Some(d.reason),
-    })
-}
-
-fn parse_envelope(line: &str, default_mandate: Option<&Value>) -> Result<Input, Deny> {
-    // a blank line is an input too: every line gets its decision, so that a
-    // caller matching answers to lines never goes out of step
-    if line.trim().is_empty() {
-        return Err(Deny::new(
-            Stage::Contract,
-            "an empty line is not a proposal: one JSON proposal per line",
-        ));
-    }
-    let v = parse_strict(line).map_err(|e| Deny::new(Stage::Contract, e))?;
-    let mut input = Input {
-        mandate: default_mandate.cloned(),
-        ..Input::default()
-    };
-    match v {
-        Value::Object(mut o) if o.contains_key("proposal") => {
-            if let Some(k) = o
-                .keys()
-                .find(|k| !["proposal", "mandate", "approvals"].contains(&k.as_str()))
-            {
-                return Err(Deny::new(
-                    Stage::Contract,
-                    format!("unexpected key `{k}` in the envelope"),
-                ));
-            }
-            input.proposal = o.remove("proposal").unwrap_or(Value::Null);
-            if let Some(m) = o.remove("mandate") {
-                input.mandate = Some(m);
-            }
-            match o.remove("approvals") {
-                None => {}
-                Some(Value::Array(a)) => input.approvals = a,
-                Some(_) => {
-                    return Err(Deny::new(Stage::Contract, "`approvals` is a list"));
-                }
-            }
-        }
-        other => input.proposal = other,
-    }
-    Ok(input)
 }
 
 /// Loads the gateway and the default mandate a command was given; any
@@ -335,16 +286,6 @@ pub fn next_line(r: &mut dyn BufRead) -> std::io::Result<Option<Line>> {
         Ok(s) => Line::Text(s),
         Err(_) => Line::Bad("the line is not UTF-8 text".into()),
     }))
-}
-
-/// An input the gateway denies at the contract stage, with a receipt.
-pub fn malformed(reason: String, default_mandate: Option<&Value>) -> Input {
-    Input {
-        proposal: Value::Null,
-        mandate: default_mandate.cloned(),
-        approvals: vec![],
-        malformed: Some(reason),
-    }
 }
 
 /// Reads a JSON file (a mandate token, an approval).

@@ -10,7 +10,9 @@
 //! (warnings printed), 1 on any error.
 
 use super::Format;
+#[cfg(feature = "mcp")]
 use crate::mcp::config::{ConfigReport, check, load_with_report};
+#[cfg(feature = "mcp")]
 use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
@@ -38,6 +40,12 @@ pub struct McpArgs {
     pub format: Format,
 }
 
+#[cfg(not(feature = "mcp"))]
+pub fn run(_: &McpArgs, _: &mut dyn Write) -> u8 {
+    super::feature_off("ipc mcp", "mcp")
+}
+
+#[cfg(feature = "mcp")]
 pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
     if args.check {
         let (mut report, checked) = check(&args.config);
@@ -112,6 +120,7 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
     }
 }
 
+#[cfg(feature = "mcp")]
 fn human(
     report: &ConfigReport,
     config: &std::path::Path,

@@ -124,8 +124,105 @@ pub fn run(cli: Cli) -> u8 {
     }
 }
 
+/// A command (or an option) of a part this build of `ipc` leaves out.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("`{what}` needs the `{feature}` feature, which this build of `ipc` leaves out")]
+#[diagnostic(
+    code(ipc::cli::feature_off),
+    help(
+        "install `ipc` with it: `cargo install intentplane` (the default features have it) or `--features {feature}`"
+    )
+)]
+pub struct FeatureOff {
+    pub what: &'static str,
+    pub feature: &'static str,
+}
+
+/// Says on stderr that `what` needs `feature`; the exit code (2).
+#[allow(dead_code)] // every feature on: nothing is left out
+pub(crate) fn feature_off(what: &'static str, feature: &'static str) -> u8 {
+    eprint!(
+        "{}",
+        bundle::render_error(&FeatureOff { what, feature }, false)
+    );
+    2
+}
+
 /// Whether to colour output written to stdout.
 pub(crate) fn use_color() -> bool {
     use std::io::IsTerminal;
     std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Cli, FeatureOff, run};
+    use clap::Parser;
+    use miette::Diagnostic;
+
+    #[test]
+    fn a_part_left_out_is_a_typed_diagnostic() {
+        let e = FeatureOff {
+            what: "ipc mutate",
+            feature: "solver",
+        };
+        assert_eq!(
+            e.code().map(|c| c.to_string()).as_deref(),
+            Some("ipc::cli::feature_off")
+        );
+        assert_eq!(
+            e.to_string(),
+            "`ipc mutate` needs the `solver` feature, which this build of `ipc` leaves out"
+        );
+        assert!(
+            e.help()
+                .is_some_and(|h| h.to_string().contains("--features solver"))
+        );
+    }
+
+    /// Every command parses whatever the features (none is missing from
+    /// `ipc --help`); one whose part is left out exits 2 before reading
+    /// anything (the paths here do not exist).
+    #[test]
+    fn commands_of_parts_left_out_exit_2() {
+        let off: &[(&[&str], bool)] = &[
+            (&["ipc", "mutate", "/nonexistent"], cfg!(feature = "solver")),
+            (
+                &[
+                    "ipc",
+                    "build",
+                    "/nonexistent",
+                    "-o",
+                    "/nonexistent/b",
+                    "--lint",
+                ],
+                cfg!(feature = "solver"),
+            ),
+            (
+                &["ipc", "mcp", "--config", "/nonexistent"],
+                cfg!(feature = "mcp"),
+            ),
+            (
+                &["ipc", "demo", "mcp"],
+                cfg!(all(feature = "mcp", feature = "demo")),
+            ),
+            (
+                &[
+                    "ipc",
+                    "serve",
+                    "--bundle",
+                    "/nonexistent",
+                    "--listen",
+                    "8787",
+                ],
+                cfg!(feature = "http"),
+            ),
+        ];
+        for (argv, on) in off {
+            let cli = Cli::try_parse_from(*argv).unwrap();
+            if !on {
+                assert_eq!(run(cli), 2, "{argv:?}");
+            }
+        }
+    }
 }

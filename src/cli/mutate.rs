@@ -4,10 +4,15 @@
 //! when a pack does not build or its scenarios do not pass.
 
 use super::Format;
+#[cfg(feature = "solver")]
 use crate::bundle::build;
+#[cfg(feature = "solver")]
 use crate::mutate::equiv::Prover;
+#[cfg(feature = "solver")]
 use crate::mutate::{PackReport, PackScenarios, Solver, mutate_pack, report};
-use std::io::{IsTerminal, Write};
+#[cfg(feature = "solver")]
+use std::io::IsTerminal;
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -25,6 +30,12 @@ pub struct MutateArgs {
     pub lint: bool,
 }
 
+#[cfg(not(feature = "solver"))]
+pub fn run(_: &MutateArgs, _: &mut dyn Write) -> u8 {
+    super::feature_off("ipc mutate", "solver")
+}
+
+#[cfg(feature = "solver")]
 pub fn run(args: &MutateArgs, out: &mut dyn Write) -> u8 {
     let tty = std::io::stderr().is_terminal();
     let mut reports: Vec<PackReport> = vec![];
@@ -81,6 +92,7 @@ pub fn run(args: &MutateArgs, out: &mut dyn Write) -> u8 {
     u8::from(!ok)
 }
 
+#[cfg(feature = "solver")]
 fn one(path: &std::path::Path, lint: bool, tty: bool) -> Result<PackReport, String> {
     let shown = path.display().to_string();
     let built = build(std::slice::from_ref(&path.to_path_buf()));

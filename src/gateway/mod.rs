@@ -10,6 +10,7 @@
 //! last euro, and a crash leaves all or nothing.
 
 pub mod approval;
+pub mod envelope;
 pub mod executors;
 pub mod facts;
 pub mod mandate;

@@ -10,8 +10,9 @@
 //! continues the same session.
 
 pub mod config;
-pub mod demo_client;
-pub mod demo_server;
+/// The MCP demo's client and server (`ipc demo mcp`), by their old names.
+#[cfg(feature = "demo")]
+pub use crate::demo::{mcp_client as demo_client, mcp_server as demo_server};
 pub mod proxy;
 pub mod session;
 /// The proxy's test setup (tests and benchmarks only, like

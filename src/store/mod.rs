@@ -17,6 +17,12 @@
 pub mod audit;
 pub mod checkpoint;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+/// Without the `postgres` feature: what names a PostgreSQL store (a world
+/// or a config may), no client; opening one is a [`StoreError::FeatureOff`].
+#[cfg(not(feature = "postgres"))]
+#[path = "postgres/names.rs"]
 pub mod postgres;
 pub mod receipts;
 pub mod sqlite;
@@ -232,6 +238,18 @@ pub enum StoreError {
     )]
     PasswordInUrl { url: String },
 
+    /// A PostgreSQL store in a build without the `postgres` feature.
+    #[error(
+        "a PostgreSQL store (`postgres://`) needs the `postgres` feature, which this build of intentplane leaves out"
+    )]
+    #[diagnostic(
+        code(ipc::store::feature_off),
+        help(
+            "build with the default features (`cargo install intentplane`) or `--features postgres`, or use an SQLite file"
+        )
+    )]
+    FeatureOff,
+
     /// The TLS parameters of a PostgreSQL URL are refused (a mode that
     /// does not check the server, a root certificate that cannot be read).
     #[error("cannot use `{store}` over tls: {reason}")]
@@ -286,8 +304,16 @@ pub fn open(
     create: bool,
 ) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     if let Some(url) = location.to_str().filter(|s| postgres::is_url(s)) {
-        let s = postgres::PgStore::open_with(url, postgres::PgOptions::default(), create)?;
-        return Ok(std::sync::Arc::new(s));
+        #[cfg(feature = "postgres")]
+        {
+            let s = postgres::PgStore::open_with(url, postgres::PgOptions::default(), create)?;
+            return Ok(std::sync::Arc::new(s));
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = url;
+            return Err(StoreError::FeatureOff);
+        }
     }
     open_sqlite(location, create)
 }

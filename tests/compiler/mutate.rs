@@ -1,6 +1,8 @@
 //! `ipc mutate`: mutants on the fixture packs of `tests/fixtures/mutate/`,
 //! killed by scenarios, proved equivalent or reported with a counterexample
 //! by cvc5 (installed by `.ci/run`), and the solver-backed lint.
+// needs a part of the default features: the test is off without it
+#![cfg(feature = "solver")]
 
 use intentplane::bundle::build;
 use intentplane::mutate::equiv::Prover;

@@ -5,6 +5,8 @@
 //! snapshots/mcp/. Then the mapping both ways (unit and property tests,
 //! hostile inputs), a decision through the gateway with the session's
 //! mandate, and `ipc mcp --check` as a command.
+// needs a part of the default features: the test is off without it
+#![cfg(feature = "mcp")]
 
 use intentplane::gateway::world::World;
 use intentplane::gateway::{Gateway, Input, Outcome};

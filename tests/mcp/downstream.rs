@@ -6,6 +6,8 @@
 //! ALLOW receipt's `result.downstream` (values and hash, the secret as its
 //! commitment). Item 7: every receipt kind of the proxy's store reads as
 //! what it is in `ipc receipts show`.
+// needs a part of the default features: the test is off without it
+#![cfg(all(feature = "mcp", feature = "demo"))]
 
 use intentplane::gateway::Outcome;
 use intentplane::mcp::proxy::Proxy;

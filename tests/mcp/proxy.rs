@@ -2,6 +2,8 @@
 //! proxy over an in-memory pipe; the proxy starts the demo server
 //! (`ipc demo mcp-server --state F`) as its downstream; the assertions read
 //! what the demo server actually executed from its state file.
+// needs a part of the default features: the test is off without it
+#![cfg(all(feature = "mcp", feature = "demo"))]
 
 use intentplane::gateway::testkit::{MandateSpec, TestWorld};
 use intentplane::mcp::config::ToolConfig;

@@ -4,6 +4,8 @@
 //! process with an rmcp client on its stdio, and stops it (SIGKILL where
 //! the test says so) and starts it again on the same config and store.
 //! What the downstream executed is read from the demo server's state file.
+// needs a part of the default features: the test is off without it
+#![cfg(feature = "mcp")]
 
 use intentplane::gateway::approval::SignedApproval;
 use intentplane::store::Store;

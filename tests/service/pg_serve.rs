@@ -5,6 +5,8 @@
 //! stopped and restarted under load. Each needs PostgreSQL (`IPC_TEST_PG`,
 //! see `common/pg.rs`): without it the test says so loudly and passes,
 //! except under `CI`.
+// needs a part of the default features: the test is off without it
+#![cfg(all(feature = "postgres", feature = "http"))]
 
 use crate::common;
 use common::http::*;

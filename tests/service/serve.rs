@@ -2,6 +2,8 @@
 //! sockets): concurrency, timeouts, the connection bound, the bearer token,
 //! Host / Origin / content-type checks, the Unix socket, receipts paging,
 //! metrics, and the refusal to run without a store.
+// needs a part of the default features: the test is off without it
+#![cfg(feature = "http")]
 
 use crate::common;
 use common::http::*;

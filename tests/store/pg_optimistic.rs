@@ -6,6 +6,8 @@
 //! mandate, append to the chain), and checks that what commits is the
 //! decision the committed state calls for, and that the receipt it reports
 //! is the one in the chain.
+// needs a part of the default features: the test is off without it
+#![cfg(feature = "postgres")]
 
 use crate::common;
 use common::*;

@@ -1,6 +1,8 @@
 //! Registries kept in PostgreSQL tables (`[pg_registries]` in the world),
 //! read inside each decision's transaction. Needs `IPC_TEST_PG` (see
 //! `common/pg.rs`); the world checks run without it.
+// needs a part of the default features: the test is off without it
+#![cfg(feature = "postgres")]
 
 use crate::common;
 

@@ -3,6 +3,8 @@
 //! a URL that would cross the network in clear is refused. The TLS tests
 //! need the test cluster's authority (`IPC_TEST_PG_TLS`, set by
 //! `scripts/test` from `scripts/pg-cluster`); the refusals need no server.
+// needs a part of the default features: the test is off without it
+#![cfg(feature = "postgres")]
 
 use crate::common;
 use common::*;

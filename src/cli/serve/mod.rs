@@ -1,22 +1,16 @@
 //! `ipc serve`: the gateway as a long-lived process. `--stdio`: one JSON
 //! line in, one decision line out (for harnesses). `--listen ADDR`: HTTP
-//! JSON for many callers at once (`http.rs`: routes and checks; `listen.rs`:
-//! sockets, the connection bound and timeouts; `auth.rs`: the bearer token;
-//! `metrics.rs`: the Prometheus counters; `page.rs`: the approval page and
-//! approver sessions; `owner.rs`: an owner's signed registry changes).
-
-mod auth;
-mod http;
-mod listen;
-mod metrics;
-mod owner;
-mod page;
+//! JSON for many callers at once, served by the library's [`crate::serve`]
+//! (routes, checks, sockets); this module reads the flags.
 
 use super::gateway::{GatewayArgs, Line, malformed, next_line, parse_line};
+#[cfg(feature = "http")]
+use crate::serve::ListenAddr;
+use crate::serve::{HttpConfig, ServeError};
 use miette::Diagnostic;
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+#[cfg(feature = "http")]
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -79,141 +73,38 @@ pub struct ServeArgs {
     pub mandate: Option<PathBuf>,
 }
 
-/// Why `ipc serve` does not start.
-#[derive(Debug, thiserror::Error, Diagnostic)]
-pub enum ServeError {
-    #[error("give `--stdio` or `--listen ADDR`")]
-    #[diagnostic(code(ipc::serve::mode))]
-    NoMode,
-    #[error("cannot read `{addr}` as an address to listen on")]
-    #[diagnostic(
-        code(ipc::serve::listen_address),
-        help("`127.0.0.1:8787`, `8787` (loopback), `[::1]:8787` or `unix:/path/to.sock`")
-    )]
-    ListenAddress { addr: String },
-    #[error(
-        "`--listen {addr}` needs `--auth-token-file`: every process on this machine, and every web page its user opens, can reach a loopback port"
-    )]
-    #[diagnostic(
-        code(ipc::serve::auth_required),
-        help(
-            "write a random token to a file readable by you only (`head -c 32 /dev/urandom | base64 > token; chmod 600 token`) and give `--auth-token-file token`, or listen on `unix:/path/to.sock`"
-        )
-    )]
-    AuthRequired { addr: String },
-    #[error(
-        "`{addr}` is not a loopback address: serving it without `--auth-token-file` would let anyone on the network decide"
-    )]
-    #[diagnostic(
-        code(ipc::serve::exposed_without_auth),
-        help("give `--auth-token-file FILE`, or listen on `127.0.0.1:PORT`")
-    )]
-    ExposedWithoutAuth { addr: String },
-    #[error("cannot listen on `{addr}`: {reason}")]
-    #[diagnostic(code(ipc::serve::bind))]
-    Bind { addr: String, reason: String },
-    #[error("`{path}` exists and is not a socket: `ipc serve` does not replace it")]
-    #[diagnostic(
-        code(ipc::serve::socket_path),
-        help("choose another path for `--listen unix:PATH`")
-    )]
-    NotASocket { path: String },
-    #[error("another server listens on `{path}`")]
-    #[diagnostic(code(ipc::serve::socket_in_use))]
-    SocketInUse { path: String },
-    #[error("cannot use the token file `{path}`: {reason}")]
-    #[diagnostic(
-        code(ipc::serve::token_file),
-        help(
-            "one token a line with the tenants it may act for (`TOKEN acme,globex`, `TOKEN *` for an operator; `sha256:HEX` of a token instead of it), each token at least 16 printable characters (`head -c 32 /dev/urandom | base64`); a file of one token alone is an operator's"
-        )
-    )]
-    TokenFile { path: String, reason: String },
-    #[error("cannot start the server: {reason}")]
-    #[diagnostic(code(ipc::serve::runtime))]
-    Runtime { reason: String },
-}
-
-/// Where `--listen` points.
-#[derive(Clone, Debug)]
-pub(crate) enum ListenAddr {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
-}
-
-impl ListenAddr {
-    pub(crate) fn parse(s: &str) -> Result<ListenAddr, ServeError> {
-        let bad = || ServeError::ListenAddress {
-            addr: s.to_string(),
-        };
-        if let Some(p) = s.strip_prefix("unix:") {
-            if p.is_empty() {
-                return Err(bad());
+/// Reads the flags; refuses a TCP address without a token.
+#[cfg(feature = "http")]
+fn http_config(args: &ServeArgs, addr: &str) -> Result<HttpConfig, ServeError> {
+    let listen = ListenAddr::parse(addr)?;
+    if let ListenAddr::Tcp(sa) = &listen
+        && args.auth_token_file.is_none()
+    {
+        return Err(if sa.ip().is_loopback() {
+            ServeError::AuthRequired {
+                addr: addr.to_string(),
             }
-            return Ok(ListenAddr::Unix(PathBuf::from(p)));
-        }
-        let loopback = |port: &str| {
-            port.parse::<u16>()
-                .map(|p| ListenAddr::Tcp(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p)))
-        };
-        if let Ok(a) = loopback(s) {
-            return Ok(a);
-        }
-        if let Some(port) = s.strip_prefix("localhost:") {
-            return loopback(port).map_err(|_| bad());
-        }
-        s.parse::<SocketAddr>()
-            .map(ListenAddr::Tcp)
-            .map_err(|_| bad())
+        } else {
+            ServeError::ExposedWithoutAuth {
+                addr: addr.to_string(),
+            }
+        });
     }
-}
-
-/// Everything the HTTP server needs besides the gateway.
-pub(crate) struct HttpConfig {
-    pub listen: ListenAddr,
-    pub token_file: Option<PathBuf>,
-    pub allowed_hosts: Vec<String>,
-    pub public_metrics: bool,
-    pub max_connections: usize,
-    pub max_in_flight: usize,
-    pub header_timeout: Duration,
-    pub body_timeout: Duration,
-    pub write_timeout: Duration,
-}
-
-impl HttpConfig {
-    /// Reads the flags; refuses a TCP address without a token.
-    fn from_args(args: &ServeArgs, addr: &str) -> Result<HttpConfig, ServeError> {
-        let listen = ListenAddr::parse(addr)?;
-        if let ListenAddr::Tcp(sa) = &listen
-            && args.auth_token_file.is_none()
-        {
-            return Err(if sa.ip().is_loopback() {
-                ServeError::AuthRequired {
-                    addr: addr.to_string(),
-                }
-            } else {
-                ServeError::ExposedWithoutAuth {
-                    addr: addr.to_string(),
-                }
-            });
-        }
-        Ok(HttpConfig {
-            listen,
-            token_file: args.auth_token_file.clone(),
-            allowed_hosts: args
-                .allowed_host
-                .iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
-            public_metrics: args.public_metrics,
-            max_connections: args.max_connections.max(1),
-            max_in_flight: args.max_in_flight.max(1),
-            header_timeout: Duration::from_secs(args.header_timeout.max(1)),
-            body_timeout: Duration::from_secs(args.body_timeout.max(1)),
-            write_timeout: Duration::from_secs(args.write_timeout.max(1)),
-        })
-    }
+    Ok(HttpConfig {
+        listen,
+        token_file: args.auth_token_file.clone(),
+        allowed_hosts: args
+            .allowed_host
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+        public_metrics: args.public_metrics,
+        max_connections: args.max_connections.max(1),
+        max_in_flight: args.max_in_flight.max(1),
+        header_timeout: Duration::from_secs(args.header_timeout.max(1)),
+        body_timeout: Duration::from_secs(args.body_timeout.max(1)),
+        write_timeout: Duration::from_secs(args.write_timeout.max(1)),
+    })
 }
 
 pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
@@ -222,9 +113,12 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
     };
     // the listen flags first: a server that cannot start says so before
     // it loads anything
-    let config = match (&args.listen, args.stdio) {
+    let config: Option<HttpConfig> = match (&args.listen, args.stdio) {
         (_, true) => None,
-        (Some(addr), false) => match HttpConfig::from_args(args, addr) {
+        #[cfg(not(feature = "http"))]
+        (Some(_), false) => return super::feature_off("ipc serve --listen", "http"),
+        #[cfg(feature = "http")]
+        (Some(addr), false) => match http_config(args, addr) {
             Ok(c) => Some(c),
             Err(e) => {
                 fail(&e);
@@ -248,12 +142,18 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
     let Some(config) = config else {
         return stdio(&gw, mandate.as_ref(), out);
     };
-    match http::serve(gw, mandate, config, out) {
+    #[cfg(feature = "http")]
+    match crate::serve::serve(gw, mandate, config, out) {
         Ok(()) => 0,
         Err(e) => {
             fail(&e);
             1
         }
+    }
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = (gw, mandate, config);
+        super::feature_off("ipc serve --listen", "http")
     }
 }
 
@@ -300,28 +200,4 @@ fn stdio(
         }
     }
     u8::from(failed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ListenAddr;
-
-    #[test]
-    fn listen_addresses() {
-        let tcp = |s: &str| match ListenAddr::parse(s) {
-            Ok(ListenAddr::Tcp(a)) => a.to_string(),
-            other => panic!("{s}: {other:?}"),
-        };
-        assert_eq!(tcp("8787"), "127.0.0.1:8787");
-        assert_eq!(tcp("localhost:0"), "127.0.0.1:0");
-        assert_eq!(tcp("[::1]:9"), "[::1]:9");
-        assert_eq!(tcp("0.0.0.0:80"), "0.0.0.0:80");
-        assert!(matches!(
-            ListenAddr::parse("unix:/tmp/s"),
-            Ok(ListenAddr::Unix(p)) if p.to_str() == Some("/tmp/s")
-        ));
-        for bad in ["unix:", "example.com:80", "localhost:x", ""] {
-            assert!(ListenAddr::parse(bad).is_err(), "{bad}");
-        }
-    }
 }

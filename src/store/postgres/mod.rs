@@ -55,8 +55,11 @@
 //! holding `ipc_*` tables without that marker (another application), or
 //! with a newer version, is refused and left untouched.
 
+mod names;
 mod optimistic;
 mod tls;
+
+pub use names::{is_url, quote_table};
 
 use super::{
     Accounts, ChainLink, ReceiptRange, ReceiptRecord, RegistryRow, Relink, Snapshot, Spent, Store,
@@ -178,11 +181,6 @@ fn session_bounds(c: &mut Config, options: &PgOptions) {
         }
     }
     c.options(&out);
-}
-
-/// Whether a store location names PostgreSQL rather than an SQLite file.
-pub fn is_url(location: &str) -> bool {
-    location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
 /// The URL with any password in it (user info or a `password=`
@@ -1044,28 +1042,6 @@ fn to_i64(n: u64) -> Result<i64, StoreError> {
 
 fn to_json_text(v: &Value) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Backend(e.to_string()))
-}
-
-/// A table name as SQL: `name` or `schema.name`, each part an unquoted
-/// identifier (letters, digits, `_`), written quoted; `None` otherwise.
-pub fn quote_table(name: &str) -> Option<String> {
-    let ident = |p: &str| {
-        let mut c = p.chars();
-        matches!(c.next(), Some(f) if f.is_ascii_alphabetic() || f == '_')
-            && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-            && p.len() <= 63
-    };
-    let parts: Vec<&str> = name.split('.').collect();
-    if parts.is_empty() || parts.len() > 2 || !parts.iter().all(|p| ident(p)) {
-        return None;
-    }
-    Some(
-        parts
-            .iter()
-            .map(|p| format!("\"{p}\""))
-            .collect::<Vec<_>>()
-            .join("."),
-    )
 }
 
 /// One read of a registry table ([`Tx::registry_rows`]): its query and

@@ -184,7 +184,7 @@ pub fn run(config: &Path, json_out: bool, out: &mut dyn std::io::Write) -> Resul
         (
             "it follows the e-mail: 1,200.00 to the IBAN in the e-mail",
             "send_money",
-            json!({"recipient": super::demo_server::ATTACKER_IBAN, "amount": 1200.00, "currency": "EUR", "subject": "Rent December"}),
+            json!({"recipient": super::mcp_server::ATTACKER_IBAN, "amount": 1200.00, "currency": "EUR", "subject": "Rent December"}),
         ),
         ("it looks the landlord up", "list_vendors", json!({})),
         (

@@ -4,15 +4,39 @@
 //! by a key the world declares for that owner. The agent host's bearer
 //! token is neither needed nor enough: the signature is the authority.
 
-use super::http::{Shared, error, json_ok, read_json};
+use super::common::{
+    Route, Shared, build, coded_error, error, json_body, json_ok, no_browser, read_json,
+};
 use crate::gateway::trusted::{SignedOwnerChange, TrustedError};
+use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use serde_json::json;
 
-pub(super) async fn change(State(st): State<Shared>, body: Body) -> Response {
+/// The owner's routes.
+pub(super) fn routes() -> Vec<Route<Shared>> {
+    vec![Route::post("/v1/registry", change)]
+}
+
+/// The owner's router behind its check.
+pub(super) fn router(state: &Shared) -> Router {
+    build(routes())
+        .layer(from_fn_with_state(state.clone(), guard))
+        .with_state(state.clone())
+}
+
+/// An owner's signed change: no browser; the signature is the identity.
+async fn guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    if let Some(r) = no_browser(&st, req.headers()) {
+        return r;
+    }
+    json_body(&st, req, next).await
+}
+
+async fn change(State(st): State<Shared>, body: Body) -> Response {
     let signed: SignedOwnerChange = match read_json(&st, body).await {
         Ok(s) => s,
         Err(r) => return r,
@@ -40,7 +64,7 @@ pub(super) async fn change(State(st): State<Shared>, body: Body) -> Response {
                 }
                 _ => StatusCode::BAD_REQUEST,
             };
-            super::http::coded_error(status, &e)
+            coded_error(status, &e)
         }
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the change failed"),
     }

@@ -6,7 +6,6 @@
 //! size and count —, and a write timeout (a client that never reads its
 //! answers is dropped).
 
-use super::page::Peer;
 use super::{HttpConfig, ListenAddr, ServeError};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -20,6 +19,28 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
+
+/// Where a request came from: the client's IP address (an IPv6 address
+/// by its /64, what one host is usually given), or `None` on a Unix
+/// socket. Set on every request by the accept loop (`listen.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Peer(pub Option<std::net::IpAddr>);
+
+impl Peer {
+    pub(crate) fn of(addr: std::net::IpAddr) -> Peer {
+        use std::net::IpAddr;
+        Peer(Some(match addr {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => {
+                    let s = v6.segments();
+                    IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+                }
+            },
+            v4 => v4,
+        }))
+    }
+}
 
 /// Largest request head (start line and headers).
 const MAX_HEADER_BYTES: usize = 16 * 1024;

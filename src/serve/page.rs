@@ -16,20 +16,26 @@
 //! it submits must be signed by that same approver.
 //!
 //! These routes, and only they, accept a browser's requests from this
-//! server's own origin (`http.rs`'s guard); the agent host's bearer token
-//! is neither needed nor accepted for them.
+//! server's own origin (their router's guard); the agent host's bearer
+//! token is neither needed nor accepted for them.
 
-use super::http::{Shared, error, json_ok, read_json};
+use super::common::{
+    AppState, Route, Shared, build, coded_error, decline_signed, error, json_body, json_ok,
+    read_json, read_store, submit_signed,
+};
+pub(crate) use super::listen::Peer;
 use crate::gateway::approval::{SignedApproval, SignedDecline};
+use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const INDEX_HTML: &str = include_str!("page/index.html");
@@ -72,28 +78,6 @@ struct SignedLogin {
 /// name, and in all; past a bound the client's own oldest is evicted.
 const PER_NAME: usize = 4;
 const PER_ADDRESS: usize = 32;
-
-/// Where a request came from: the client's IP address (an IPv6 address
-/// by its /64, what one host is usually given), or `None` on a Unix
-/// socket. Set on every request by the accept loop (`listen.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Peer(pub Option<std::net::IpAddr>);
-
-impl Peer {
-    pub(crate) fn of(addr: std::net::IpAddr) -> Peer {
-        use std::net::IpAddr;
-        Peer(Some(match addr {
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => IpAddr::V4(v4),
-                None => {
-                    let s = v6.segments();
-                    IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-                }
-            },
-            v4 => v4,
-        }))
-    }
-}
 
 struct Challenge {
     approver: String,
@@ -286,6 +270,65 @@ impl Sessions {
     }
 }
 
+/// The approval page's state: the service's, and the challenges and
+/// approver sessions only this router reads.
+#[derive(Clone)]
+pub(super) struct Page {
+    app: Shared,
+    sessions: Arc<Sessions>,
+}
+
+impl Page {
+    pub(super) fn new(app: Shared) -> Page {
+        Page {
+            app,
+            sessions: Arc::default(),
+        }
+    }
+}
+
+impl std::ops::Deref for Page {
+    type Target = AppState;
+    fn deref(&self) -> &AppState {
+        &self.app
+    }
+}
+
+/// The page's routes.
+pub(super) fn routes() -> Vec<Route<Page>> {
+    vec![
+        Route::get("/approve", index),
+        Route::get("/approve/app.js", app_js),
+        Route::get("/approve/app.css", app_css),
+        Route::post("/v1/approver/challenge", challenge),
+        Route::post("/v1/approver/session", session),
+        Route::get("/v1/approver/operations", operations),
+        Route::post("/v1/approver/approve", approve),
+        Route::post("/v1/approver/decline", decline),
+        Route::post("/v1/approver/logout", logout),
+    ]
+}
+
+/// The page's router behind its check.
+pub(super) fn router(page: Page) -> Router {
+    build(routes())
+        .layer(from_fn_with_state(page.clone(), guard))
+        .with_state(page)
+}
+
+/// The approval page: only this server's own origin; the approver's
+/// session (checked by each route) is the identity, not the bearer token.
+async fn guard(State(st): State<Page>, req: Request, next: Next) -> Response {
+    if !same_origin(req.headers()) {
+        st.metrics.refused("origin");
+        return error(
+            StatusCode::FORBIDDEN,
+            "the approval page's routes answer only this server's own page",
+        );
+    }
+    json_body(&st, req, next).await
+}
+
 /// The origin this request's page has: its `Origin` header (the guard
 /// checked that it is this server's), else `http://HOST`.
 fn origin(h: &HeaderMap) -> String {
@@ -302,7 +345,7 @@ fn origin(h: &HeaderMap) -> String {
 /// Whether a browser request comes from this server's own page: no
 /// `Origin` or one naming the `Host` it was sent to (which the guard
 /// checked against the served names), and no cross-site fetch metadata.
-pub(super) fn same_origin(h: &HeaderMap) -> bool {
+fn same_origin(h: &HeaderMap) -> bool {
     let site_ok = h
         .get("sec-fetch-site")
         .is_none_or(|v| v.as_bytes() == b"none" || v.as_bytes() == b"same-origin");
@@ -346,21 +389,21 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
     r
 }
 
-pub(super) async fn index() -> Response {
+async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX_HTML)
 }
 
-pub(super) async fn app_js() -> Response {
+async fn app_js() -> Response {
     asset("text/javascript; charset=utf-8", APP_JS)
 }
 
-pub(super) async fn app_css() -> Response {
+async fn app_css() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
 }
 
 /// `POST /v1/approver/challenge {"approver"}`: a challenge to sign.
-pub(super) async fn challenge(
-    State(st): State<Shared>,
+async fn challenge(
+    State(st): State<Page>,
     peer: Option<axum::Extension<Peer>>,
     body: Body,
 ) -> Response {
@@ -381,13 +424,13 @@ pub(super) async fn challenge(
             &json!({"challenge": c, "purpose": LOGIN_PURPOSE,
                 "expires_in": CHALLENGE_TTL.as_secs()}),
         ),
-        Err(e) => super::http::coded_error(StatusCode::INTERNAL_SERVER_ERROR, &e),
+        Err(e) => coded_error(StatusCode::INTERNAL_SERVER_ERROR, &e),
     }
 }
 
 /// `POST /v1/approver/session {"login", "signature"}`: a session for the
 /// approver whose key signed the challenge.
-pub(super) async fn session(State(st): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+async fn session(State(st): State<Page>, headers: HeaderMap, body: Body) -> Response {
     let s: SignedLogin = match read_json(&st, body).await {
         Ok(s) => s,
         Err(r) => return r,
@@ -426,13 +469,13 @@ pub(super) async fn session(State(st): State<Shared>, headers: HeaderMap, body: 
             StatusCode::SERVICE_UNAVAILABLE,
             "too many sessions at once: try again later",
         ),
-        Err(e) => super::http::coded_error(StatusCode::INTERNAL_SERVER_ERROR, &e),
+        Err(e) => coded_error(StatusCode::INTERNAL_SERVER_ERROR, &e),
     }
 }
 
 /// The approver of a request's `Authorization: Approver TOKEN`, or the
 /// 401 that says there is none.
-fn signed_in(st: &Shared, h: &HeaderMap) -> Result<String, Box<Response>> {
+fn signed_in(st: &Page, h: &HeaderMap) -> Result<String, Box<Response>> {
     let token = h
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -454,12 +497,12 @@ fn signed_in(st: &Shared, h: &HeaderMap) -> Result<String, Box<Response>> {
 /// `GET /v1/approver/operations`: the operations the signed-in approver
 /// may approve (waiting, and those declined or expired), as the page shows
 /// them; none of anyone else's.
-pub(super) async fn operations(State(st): State<Shared>, headers: HeaderMap) -> Response {
+async fn operations(State(st): State<Page>, headers: HeaderMap) -> Response {
     let who = match signed_in(&st, &headers) {
         Ok(w) => w,
         Err(r) => return *r,
     };
-    super::http::read_store(&st, "the approvals", move |gw| {
+    read_store(&st, "the approvals", move |gw| {
         let now = gw.now()?;
         let ops = gw.pending_ops()?;
         let mut shown: Vec<serde_json::Value> = vec![];
@@ -481,7 +524,7 @@ pub(super) async fn operations(State(st): State<Shared>, headers: HeaderMap) -> 
 }
 
 /// Refuses an act signed as someone other than the session's approver.
-fn same_approver(st: &Shared, session: &str, signed_as: &str) -> Result<(), Box<Response>> {
+fn same_approver(st: &Page, session: &str, signed_as: &str) -> Result<(), Box<Response>> {
     if session == signed_as {
         return Ok(());
     }
@@ -496,7 +539,7 @@ fn same_approver(st: &Shared, session: &str, signed_as: &str) -> Result<(), Box<
 }
 
 /// `POST /v1/approver/approve`: the signed-in approver's signed approval.
-pub(super) async fn approve(State(st): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+async fn approve(State(st): State<Page>, headers: HeaderMap, body: Body) -> Response {
     let who = match signed_in(&st, &headers) {
         Ok(w) => w,
         Err(r) => return *r,
@@ -508,11 +551,11 @@ pub(super) async fn approve(State(st): State<Shared>, headers: HeaderMap, body: 
     if let Err(r) = same_approver(&st, &who, &signed.approval.approver) {
         return *r;
     }
-    super::http::submit_signed(&st, signed, &all()).await
+    submit_signed(&st, signed, &all()).await
 }
 
 /// `POST /v1/approver/decline`: the signed-in approver's signed decline.
-pub(super) async fn decline(State(st): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+async fn decline(State(st): State<Page>, headers: HeaderMap, body: Body) -> Response {
     let who = match signed_in(&st, &headers) {
         Ok(w) => w,
         Err(r) => return *r,
@@ -524,7 +567,7 @@ pub(super) async fn decline(State(st): State<Shared>, headers: HeaderMap, body: 
     if let Err(r) = same_approver(&st, &who, &signed.decline.approver) {
         return *r;
     }
-    super::http::decline_signed(&st, signed, &all()).await
+    decline_signed(&st, signed, &all()).await
 }
 
 /// The session is the identity on the page: its approver acts only on
@@ -534,7 +577,7 @@ fn all() -> std::sync::Arc<crate::gateway::Tenants> {
 }
 
 /// `POST /v1/approver/logout`: ends the session.
-pub(super) async fn logout(State(st): State<Shared>, headers: HeaderMap) -> Response {
+async fn logout(State(st): State<Page>, headers: HeaderMap) -> Response {
     if let Some((_, t)) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

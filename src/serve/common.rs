@@ -1,0 +1,372 @@
+//! What the routers share: the service's state, the caller a guard found,
+//! the checks more than one router makes (no browser, the bearer token, a
+//! JSON body), reading a body, answering, and recording a signed approval
+//! or decline (the API and the approval page both do). It imports none of
+//! the routers.
+
+use super::auth::TokenFile;
+use super::metrics::Metrics;
+use crate::gateway::Gateway;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::handler::Handler;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Largest request body accepted.
+pub(crate) const MAX_BODY: usize = 1 << 20;
+
+pub(super) struct AppState {
+    pub(super) gw: Arc<Gateway>,
+    pub(super) mandate: Option<Value>,
+    pub(super) tokens: Option<TokenFile>,
+    /// The `Host` values served; `None` on a Unix socket (no browser
+    /// reaches one, so no rebinding).
+    pub(super) hosts: Option<Vec<String>>,
+    pub(super) public_metrics: bool,
+    pub(super) body_timeout: Duration,
+    pub(super) metrics: Metrics,
+    /// Decisions (queued or running) and receipt reads at once.
+    pub(super) slots: tokio::sync::Semaphore,
+    /// The decider thread's queue.
+    pub(super) decider: tokio::sync::mpsc::Sender<Job>,
+}
+
+/// A decision to take, and where its answer goes.
+pub(super) struct Job {
+    pub(super) input: crate::gateway::Input,
+    /// Whom the caller may act for.
+    pub(super) tenants: Arc<crate::gateway::Tenants>,
+    pub(super) reply: tokio::sync::oneshot::Sender<Result<crate::gateway::Decision, Failed>>,
+}
+
+/// Why a batch has no decisions: nothing of it was committed.
+pub(super) struct Failed {
+    pub(super) store: bool,
+    pub(super) message: String,
+}
+
+pub(super) type Shared = Arc<AppState>;
+
+/// One route of a router: its method and path (what the OpenAPI document
+/// lists, [`super::routes`]) and its handler. A router is built from its
+/// list only, so the list is what it answers.
+pub(super) struct Route<S> {
+    pub(super) method: Method,
+    pub(super) path: &'static str,
+    handler: MethodRouter<S>,
+}
+
+impl<S: Clone + Send + Sync + 'static> Route<S> {
+    pub(super) fn get<H: Handler<T, S>, T: 'static>(path: &'static str, h: H) -> Route<S> {
+        Route {
+            method: Method::GET,
+            path,
+            handler: axum::routing::get(h),
+        }
+    }
+
+    pub(super) fn post<H: Handler<T, S>, T: 'static>(path: &'static str, h: H) -> Route<S> {
+        Route {
+            method: Method::POST,
+            path,
+            handler: axum::routing::post(h),
+        }
+    }
+}
+
+/// The router of these routes (two methods on one path share it).
+pub(super) fn build<S: Clone + Send + Sync + 'static>(routes: Vec<Route<S>>) -> Router<S> {
+    routes
+        .into_iter()
+        .fold(Router::new(), |r, x| r.route(x.path, x.handler))
+}
+
+/// Who is calling the agent host's API: the tenants its token may act for
+/// (every tenant without a token file: a Unix socket's peer).
+#[derive(Clone)]
+pub(super) struct Caller(pub Arc<crate::gateway::Tenants>);
+
+/// A JSON answer.
+pub(super) fn answer(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    answer(status, json!({"error": message.into()}).to_string())
+}
+
+/// At most 100 characters of a header a caller sent, for an error message.
+pub(super) fn shown(v: &str) -> String {
+    v.chars().take(100).collect()
+}
+
+/// A 403 for a request a web page sent (an `Origin` header or a
+/// cross-site `Sec-Fetch-Site`).
+pub(super) fn no_browser(st: &AppState, h: &HeaderMap) -> Option<Response> {
+    let cross_site = h
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() != b"none");
+    if h.contains_key(header::ORIGIN) || cross_site {
+        st.metrics.refused("origin");
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "requests from a web page (an `Origin` or `Sec-Fetch-Site` header) are refused",
+        ));
+    }
+    None
+}
+
+/// The caller of a bearer token, or the 401; every tenant without a
+/// token file (a Unix socket: its peer is whoever may open it).
+pub(super) fn authenticate(st: &AppState, h: &HeaderMap) -> Result<Caller, Box<Response>> {
+    let Some(tokens) = &st.tokens else {
+        return Ok(Caller(Arc::new(crate::gateway::Tenants::All)));
+    };
+    match bearer(h).and_then(|t| tokens.check(t)) {
+        Some(t) => Ok(Caller(t)),
+        None => {
+            st.metrics.refused("auth");
+            let mut r = error(
+                StatusCode::UNAUTHORIZED,
+                "a valid `Authorization: Bearer TOKEN` header is required",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            Err(Box::new(r))
+        }
+    }
+}
+
+/// On `POST`, a 415 unless the body is sent as JSON.
+pub(super) async fn json_body(st: &AppState, req: Request, next: Next) -> Response {
+    if req.method() == Method::POST && !is_json(req.headers()) {
+        st.metrics.refused("content_type");
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be sent as `Content-Type: application/json`",
+        );
+    }
+    next.run(req).await
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header.
+fn bearer(h: &HeaderMap) -> Option<&[u8]> {
+    let v = h.get(header::AUTHORIZATION)?.as_bytes();
+    let (scheme, token) = v.split_at_checked(7)?;
+    scheme
+        .eq_ignore_ascii_case(b"bearer ")
+        .then(|| token.trim_ascii())
+}
+
+/// `application/json`, with or without parameters.
+fn is_json(h: &HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The request body as text, read within the body deadline and the size
+/// bound; or the answer that says why not.
+pub(super) async fn read_text(st: &AppState, body: Body) -> Result<String, Response> {
+    let read = tokio::time::timeout(st.body_timeout, Limited::new(body, MAX_BODY).collect()).await;
+    let bytes = match read {
+        Err(_) => {
+            st.metrics.refused("body_timeout");
+            let mut r = error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not arrive in time",
+            );
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return Err(r);
+        }
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            st.metrics.refused("body_too_large");
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("body too large (at most {MAX_BODY} bytes)"),
+            ));
+        }
+        Ok(Err(e)) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body: {}", e.to_string().to_lowercase()),
+            ));
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return Err(error(StatusCode::BAD_REQUEST, "the body is not UTF-8 text"));
+    };
+    Ok(text.to_string())
+}
+
+/// The request body parsed strictly (no duplicate keys) into `T`, or the
+/// answer that says why not (400 for a body that is not a `T`).
+pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
+    st: &AppState,
+    body: Body,
+) -> Result<T, Response> {
+    let text = read_text(st, body).await?;
+    crate::base::json::parse_strict(&text)
+        .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string().to_lowercase()))
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid body: {e}")))
+}
+
+/// A 200 with the value as JSON, or a 500 that says why it has none.
+pub(super) fn json_ok<T: serde::Serialize + ?Sized>(st: &AppState, v: &T) -> Response {
+    match serde_json::to_string(v) {
+        Ok(body) => answer(StatusCode::OK, body),
+        Err(e) => {
+            st.metrics.error();
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot encode the answer: {e}"),
+            )
+        }
+    }
+}
+
+/// Runs a read of the store off the async workers (the store is blocking)
+/// and answers with its result as JSON; a store error is a counted 500.
+pub(super) async fn read_store<T: serde::Serialize + Send + 'static>(
+    st: &AppState,
+    what: &str,
+    read: impl FnOnce(&crate::gateway::Gateway) -> Result<T, crate::store::StoreError> + Send + 'static,
+) -> Response {
+    match blocking(st, what, read).await {
+        Ok(v) => json_ok(st, &v),
+        Err(r) => r,
+    }
+}
+
+/// A read of the store off the async workers, or the counted 500.
+pub(super) async fn blocking<T: Send + 'static>(
+    st: &AppState,
+    what: &str,
+    read: impl FnOnce(&crate::gateway::Gateway) -> Result<T, crate::store::StoreError> + Send + 'static,
+) -> Result<T, Response> {
+    let gw = st.gw.clone();
+    match tokio::task::spawn_blocking(move || read(&gw)).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            st.metrics.store_error();
+            Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+        }
+        Err(_) => {
+            st.metrics.error();
+            Err(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read {what}"),
+            ))
+        }
+    }
+}
+
+/// A pending-operation refusal as an HTTP answer: 404 for an unknown hash,
+/// 409 for one no longer approvable, 400 for a bad approval, 500 for the
+/// store.
+pub(super) fn pending_error(st: &AppState, e: crate::gateway::pending::PendingError) -> Response {
+    use crate::gateway::pending::PendingError as P;
+    let status = match &e {
+        P::Unknown { .. } => StatusCode::NOT_FOUND,
+        P::NotApprover { .. } => StatusCode::FORBIDDEN,
+        P::Expired { .. } | P::Executed { .. } | P::Declined { .. } => StatusCode::CONFLICT,
+        P::Invalid { .. } => StatusCode::BAD_REQUEST,
+        P::Render(_) => StatusCode::CONFLICT,
+        P::Store(_) => {
+            st.metrics.store_error();
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+        P::Clock(_) => {
+            st.metrics.error();
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    };
+    coded_error(status, &e)
+}
+
+/// A refusal with its diagnostic code: `{"ok": false, "code", "error"}`.
+pub(super) fn coded_error(status: StatusCode, e: &dyn miette::Diagnostic) -> Response {
+    let code = e.code().map(|c| c.to_string());
+    answer(
+        status,
+        json!({"ok": false, "code": code, "error": e.to_string()}).to_string(),
+    )
+}
+
+/// Refuses an operation of a tenant the caller may not act for as if the
+/// store did not know it (nothing of another tenant's shows, not even
+/// that it exists).
+fn of_tenants(
+    gw: &Gateway,
+    hash: &str,
+    tenants: &crate::gateway::Tenants,
+) -> Result<(), crate::gateway::pending::PendingError> {
+    match gw.pending_op(hash) {
+        Ok(op) if !tenants.allows(&op.owner) => {
+            Err(crate::gateway::pending::PendingError::Unknown { hash: hash.into() })
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Records a signed approval for a caller acting for `tenants`; the
+/// answer says how it went.
+pub(super) async fn submit_signed(
+    st: &AppState,
+    signed: crate::gateway::approval::SignedApproval,
+    tenants: &Arc<crate::gateway::Tenants>,
+) -> Response {
+    let gw = st.gw.clone();
+    let tenants = tenants.clone();
+    match tokio::task::spawn_blocking(move || {
+        of_tenants(&gw, &signed.approval.operation_hash, &tenants)?;
+        gw.submit_approval(&signed)
+    })
+    .await
+    {
+        Ok(Ok(r)) => json_ok(st, &json!({"ok": true, "receipt": r})),
+        Ok(Err(e)) => pending_error(st, e),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the approval failed"),
+    }
+}
+
+/// Records a signed decline for a caller acting for `tenants`; the answer
+/// says how it went.
+pub(super) async fn decline_signed(
+    st: &AppState,
+    signed: crate::gateway::approval::SignedDecline,
+    tenants: &Arc<crate::gateway::Tenants>,
+) -> Response {
+    let gw = st.gw.clone();
+    let tenants = tenants.clone();
+    match tokio::task::spawn_blocking(move || {
+        of_tenants(&gw, &signed.decline.operation_hash, &tenants)?;
+        gw.decline_signed(&signed)
+    })
+    .await
+    {
+        Ok(Ok(r)) => json_ok(st, &json!({"ok": true, "receipt": r})),
+        Ok(Err(e)) => pending_error(st, e),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the decline failed"),
+    }
+}

@@ -1,0 +1,354 @@
+//! The service's router: the approval page's, the owner's, `/metrics` and
+//! the API's routers (`page.rs`, `owner.rs`, `api.rs`), each behind its
+//! own layer of checks (never a list of exempt paths), all behind the
+//! `Host` check (DNS rebinding: 421); and the server that runs it until
+//! SIGINT or SIGTERM.
+//!
+//! The checks: the agent host's API (no browser — an `Origin` header or a
+//! cross-site `Sec-Fetch-Site` is a 403 —, the bearer token, 401, which
+//! names the tenants the caller may act for), `/metrics` (the same, or
+//! open with `--public-metrics`), the approval page (only this server's
+//! own origin; an approver session is the identity), the owner's route (no
+//! browser; the owner's signature is the identity); and on `POST` the
+//! content type (`application/json`, else 415). A body is read first
+//! (within `--body-timeout`), then the request waits for one of
+//! `--max-in-flight` slots: a slow client holds a connection, never a slot.
+//!
+//! A caller bound to some tenants decides only for mandates of those
+//! owners (else a DENY at authn, with its receipt), reads only their
+//! receipts and pending operations, and approves or declines only theirs
+//! (another's is unknown to it: 404).
+//!
+//! The routes are those of [`routes`], documented in `docs/openapi.json`
+//! (served at `GET /v1/openapi.json`).
+
+use super::auth::TokenFile;
+use super::common::{AppState, Shared, error, shown};
+use super::listen::{Listener, accept_loop};
+use super::metrics::Metrics;
+use super::{HttpConfig, ListenAddr, ServeError};
+use crate::gateway::Gateway;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::Response;
+use serde_json::Value;
+use std::io::Write;
+use std::sync::Arc;
+
+/// The HTTP service on one gateway: its state (the decider thread, the
+/// token file, the counters, the approval page's sessions) and its router.
+pub struct App {
+    state: Shared,
+    page: super::page::Page,
+}
+
+impl App {
+    /// The service for `gw`; `mandate` goes with inputs that carry none,
+    /// `hosts` are the `Host` values served (`None`: any, as on a Unix
+    /// socket). Starts the decider thread, which ends with the last
+    /// router.
+    pub fn new(
+        gw: Gateway,
+        mandate: Option<Value>,
+        config: &HttpConfig,
+        hosts: Option<Vec<String>>,
+    ) -> Result<App, ServeError> {
+        let tokens = match &config.token_file {
+            Some(p) => Some(TokenFile::open(p)?),
+            None => None,
+        };
+        let gw = Arc::new(gw);
+        let (jobs, queue) = tokio::sync::mpsc::channel(config.max_in_flight);
+        {
+            let gw = gw.clone();
+            std::thread::Builder::new()
+                .name("ipc-decider".into())
+                .spawn(move || super::api::decider(gw, queue))
+                .map_err(|e| ServeError::Runtime {
+                    reason: e.to_string().to_lowercase(),
+                })?;
+        }
+        let state = Arc::new(AppState {
+            decider: jobs,
+            gw,
+            mandate,
+            tokens,
+            hosts,
+            public_metrics: config.public_metrics,
+            body_timeout: config.body_timeout,
+            metrics: Metrics::default(),
+            slots: tokio::sync::Semaphore::new(config.max_in_flight),
+        });
+        let page = super::page::Page::new(state.clone());
+        Ok(App { state, page })
+    }
+
+    /// The service's router.
+    pub fn router(&self) -> Router {
+        compose(&self.state, self.page.clone(), Router::new())
+    }
+}
+
+/// Every route the service answers, by method and path: those of its
+/// routers, which are built from these lists only.
+pub fn routes() -> Vec<(Method, &'static str)> {
+    let api = super::api::routes().into_iter().map(|r| (r.method, r.path));
+    let metrics = super::api::metrics_routes()
+        .into_iter()
+        .map(|r| (r.method, r.path));
+    let page = super::page::routes()
+        .into_iter()
+        .map(|r| (r.method, r.path));
+    let owner = super::owner::routes()
+        .into_iter()
+        .map(|r| (r.method, r.path));
+    api.chain(metrics).chain(page).chain(owner).collect()
+}
+
+/// Runs the HTTP server until SIGINT or SIGTERM.
+pub fn serve(
+    gw: Gateway,
+    mandate: Option<Value>,
+    config: HttpConfig,
+    out: &mut dyn Write,
+) -> Result<(), ServeError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ServeError::Runtime {
+            reason: e.to_string().to_lowercase(),
+        })?;
+    rt.block_on(async move {
+        let listener = Listener::bind(&config.listen).await?;
+        let hosts = match (&config.listen, &listener) {
+            (ListenAddr::Tcp(_), Listener::Tcp(l)) => {
+                let bound = l.local_addr().map_err(|e| ServeError::Bind {
+                    addr: listener.shown(),
+                    reason: e.to_string().to_lowercase(),
+                })?;
+                Some(allowed_hosts(&config.allowed_hosts, bound))
+            }
+            _ => None,
+        };
+        let app = App::new(gw, mandate, &config, hosts)?;
+        let state = app.state.clone();
+        let app = app.router();
+        if state.tokens.is_some() {
+            let st = state.clone();
+            // registered now, before "listening": a SIGHUP sent the moment
+            // after is a reload, never the default action (exit)
+            use tokio::signal::unix::{SignalKind, signal};
+            let hup = signal(SignalKind::hangup());
+            tokio::spawn(async move {
+                let Ok(mut hup) = hup else {
+                    return;
+                };
+                while hup.recv().await.is_some() {
+                    if let Some(t) = &st.tokens {
+                        t.reload();
+                        eprintln!("the token file was read again (SIGHUP)");
+                    }
+                }
+            });
+        }
+        let stop = shutdown();
+        let _ = writeln!(out, "listening on {}", listener.shown());
+        let _ = out.flush();
+        accept_loop(listener, app, &config, stop).await;
+        Ok(())
+    })
+}
+
+/// SIGINT or SIGTERM. The handlers are registered when this is called,
+/// before the server says it is listening, not when the future is first
+/// polled: the accept loop may not poll it before answering a first
+/// request, and a signal sent in between took the default action (the
+/// process died without removing its socket).
+fn shutdown() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut t), Ok(mut i)) => {
+                tokio::select! {
+                    _ = t.recv() => {}
+                    _ = i.recv() => {}
+                }
+            }
+            (Ok(mut t), Err(_)) => {
+                t.recv().await;
+            }
+            (Err(_), Ok(mut i)) => {
+                i.recv().await;
+            }
+            // no handler could be installed: the signals keep their
+            // default action, which ends the process
+            (Err(_), Err(_)) => std::future::pending().await,
+        }
+    }
+}
+
+/// The `Host` values accepted: `--allowed-host` as given, else the
+/// loopback names and the bound address, each with or without the port.
+fn allowed_hosts(given: &[String], bound: std::net::SocketAddr) -> Vec<String> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    let port = bound.port();
+    let ip = match bound.ip() {
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        v4 => v4.to_string(),
+    };
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "[::1]".into()];
+    if !names.contains(&ip) {
+        names.push(ip);
+    }
+    names
+        .iter()
+        .flat_map(|n| [n.clone(), format!("{n}:{port}")])
+        .collect()
+}
+
+/// The routers, each behind its own checks, behind the `Host` check;
+/// `extra` are more routes of the API.
+fn compose(state: &Shared, page: super::page::Page, extra: Router<Shared>) -> Router {
+    Router::new()
+        .merge(super::page::router(page))
+        .merge(super::owner::router(state))
+        .merge(super::api::metrics_router(state))
+        .merge(super::api::router(state, extra))
+        .layer(from_fn_with_state(state.clone(), host_guard))
+}
+
+/// The `Host` check, before any router's: a request for a name this
+/// server does not serve is a 421 (DNS rebinding).
+async fn host_guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    let h = req.headers();
+    if let Some(hosts) = &st.hosts {
+        let host = h.get(header::HOST).and_then(|v| v.to_str().ok());
+        let authority = req.uri().authority().map(|a| a.as_str());
+        let ok = |v: &str| hosts.iter().any(|a| a.eq_ignore_ascii_case(v));
+        match host {
+            Some(v) if ok(v) && authority.is_none_or(ok) => {}
+            other => {
+                st.metrics.refused("host");
+                let msg = match other {
+                    Some(v) => format!(
+                        "host `{}` is not served here (`--allowed-host` names the hosts a proxy may send)",
+                        shown(v)
+                    ),
+                    None => "a request without a readable `Host` header is refused".into(),
+                };
+                return error(StatusCode::MISDIRECTED_REQUEST, msg);
+            }
+        }
+    }
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AppState, Metrics, allowed_hosts};
+    use crate::gateway::testkit::TestWorld;
+    use axum::http::StatusCode;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn hosts() {
+        let h = allowed_hosts(&[], "127.0.0.1:8787".parse().unwrap());
+        for ok in [
+            "localhost",
+            "localhost:8787",
+            "127.0.0.1:8787",
+            "[::1]:8787",
+        ] {
+            assert!(h.iter().any(|a| a == ok), "{ok}");
+        }
+        assert!(!h.iter().any(|a| a == "localhost:8788"));
+        let given = vec!["gw.example.com".to_string()];
+        assert_eq!(allowed_hosts(&given, "0.0.0.0:1".parse().unwrap()), given);
+    }
+
+    /// Issue #21, item 7: authentication was skipped for any path under
+    /// `/approve/`, `/v1/approver/` or `/v1/registry`; a route added there
+    /// by mistake was open. Now a route of the API router asks for the
+    /// token whatever its path, and a path no router serves answers behind
+    /// the API's checks.
+    #[test]
+    fn a_route_under_a_formerly_exempt_path_needs_the_token() {
+        use axum::routing::get;
+        let dir = tempfile::tempdir().unwrap();
+        let tf = dir.path().join("token");
+        std::fs::write(&tf, "router-test-token-0123456789\n").unwrap();
+        let w = TestWorld::new();
+        let (decider, _queue) = tokio::sync::mpsc::channel(1);
+        let state = Arc::new(AppState {
+            gw: Arc::new(w.gateway()),
+            mandate: None,
+            tokens: Some(super::TokenFile::open(&tf).unwrap()),
+            hosts: None,
+            public_metrics: false,
+            body_timeout: Duration::from_secs(5),
+            metrics: Metrics::default(),
+            slots: tokio::sync::Semaphore::new(4),
+            decider,
+        });
+        let extra = [
+            "/v1/approver/secret",
+            "/approve/secret",
+            "/v1/registry/secret",
+            "/metrics/secret",
+        ];
+        let mut more = axum::Router::new();
+        for p in extra {
+            more = more.route(p, get(|| async { "the secret" }));
+        }
+        let page = super::super::page::Page::new(state.clone());
+        let app = super::compose(&state, page, more);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let call = |path: &str, token: Option<&str>| -> StatusCode {
+            use hyper::service::Service;
+            let mut req = axum::http::Request::get(path);
+            if let Some(t) = token {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            let req = req.body(axum::body::Body::empty()).unwrap();
+            let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+            rt.block_on(svc.call(req)).unwrap().status()
+        };
+        for p in extra {
+            assert_eq!(call(p, None), StatusCode::UNAUTHORIZED, "{p}");
+            assert_eq!(
+                call(p, Some("not-the-token-0123456789")),
+                StatusCode::UNAUTHORIZED,
+                "{p}"
+            );
+            assert_eq!(
+                call(p, Some("router-test-token-0123456789")),
+                StatusCode::OK,
+                "{p}"
+            );
+        }
+        // what no router serves: behind the token too
+        assert_eq!(call("/v1/approver/nothing", None), StatusCode::UNAUTHORIZED);
+        assert_eq!(call("/approve/nothing", None), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            call("/approve/nothing", Some("router-test-token-0123456789")),
+            StatusCode::NOT_FOUND
+        );
+        // the page itself and its API stay open to the page
+        assert_eq!(call("/approve", None), StatusCode::OK);
+        assert_eq!(call("/metrics", None), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            call("/metrics", Some("router-test-token-0123456789")),
+            StatusCode::OK
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! The gateway as an HTTP service (`ipc serve --listen`): one router of
+//! separate sub-routers, each behind its own checks (`http.rs`: the router
+//! and the server; `api.rs`: the agent host's API and `/metrics`;
+//! `page.rs`: the approval page and approver sessions; `owner.rs`: an
+//! owner's signed registry changes; `common.rs`: what they share;
+//! `openapi.rs`: the API's description;
+//! `listen.rs`: sockets, the connection bound and timeouts; `auth.rs`: the
+//! bearer token; `metrics.rs`: the Prometheus counters). It reads the
+//! gateway and the store, never the command line or the compiler.
+
+// the service itself: the `http` feature (its flags and errors below are
+// in every build, so that `ipc serve` can say what it would need)
+#[cfg(feature = "http")]
+mod api;
+#[cfg(feature = "http")]
+mod auth;
+#[cfg(feature = "http")]
+mod common;
+#[cfg(feature = "http")]
+mod http;
+#[cfg(feature = "http")]
+mod listen;
+#[cfg(feature = "http")]
+mod metrics;
+#[cfg(feature = "http")]
+mod openapi;
+#[cfg(feature = "http")]
+mod owner;
+#[cfg(feature = "http")]
+mod page;
+
+#[cfg(feature = "http")]
+pub use http::{App, routes, serve};
+
+use miette::Diagnostic;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Why `ipc serve` does not start.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum ServeError {
+    #[error("give `--stdio` or `--listen ADDR`")]
+    #[diagnostic(code(ipc::serve::mode))]
+    NoMode,
+    #[error("cannot read `{addr}` as an address to listen on")]
+    #[diagnostic(
+        code(ipc::serve::listen_address),
+        help("`127.0.0.1:8787`, `8787` (loopback), `[::1]:8787` or `unix:/path/to.sock`")
+    )]
+    ListenAddress { addr: String },
+    #[error(
+        "`--listen {addr}` needs `--auth-token-file`: every process on this machine, and every web page its user opens, can reach a loopback port"
+    )]
+    #[diagnostic(
+        code(ipc::serve::auth_required),
+        help(
+            "write a random token to a file readable by you only (`head -c 32 /dev/urandom | base64 > token; chmod 600 token`) and give `--auth-token-file token`, or listen on `unix:/path/to.sock`"
+        )
+    )]
+    AuthRequired { addr: String },
+    #[error(
+        "`{addr}` is not a loopback address: serving it without `--auth-token-file` would let anyone on the network decide"
+    )]
+    #[diagnostic(
+        code(ipc::serve::exposed_without_auth),
+        help("give `--auth-token-file FILE`, or listen on `127.0.0.1:PORT`")
+    )]
+    ExposedWithoutAuth { addr: String },
+    #[error("cannot listen on `{addr}`: {reason}")]
+    #[diagnostic(code(ipc::serve::bind))]
+    Bind { addr: String, reason: String },
+    #[error("`{path}` exists and is not a socket: `ipc serve` does not replace it")]
+    #[diagnostic(
+        code(ipc::serve::socket_path),
+        help("choose another path for `--listen unix:PATH`")
+    )]
+    NotASocket { path: String },
+    #[error("another server listens on `{path}`")]
+    #[diagnostic(code(ipc::serve::socket_in_use))]
+    SocketInUse { path: String },
+    #[error("cannot use the token file `{path}`: {reason}")]
+    #[diagnostic(
+        code(ipc::serve::token_file),
+        help(
+            "one token a line with the tenants it may act for (`TOKEN acme,globex`, `TOKEN *` for an operator; `sha256:HEX` of a token instead of it), each token at least 16 printable characters (`head -c 32 /dev/urandom | base64`); a file of one token alone is an operator's"
+        )
+    )]
+    TokenFile { path: String, reason: String },
+    #[error("cannot start the server: {reason}")]
+    #[diagnostic(code(ipc::serve::runtime))]
+    Runtime { reason: String },
+}
+
+/// Where `--listen` points.
+#[derive(Clone, Debug)]
+pub enum ListenAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl ListenAddr {
+    pub fn parse(s: &str) -> Result<ListenAddr, ServeError> {
+        let bad = || ServeError::ListenAddress {
+            addr: s.to_string(),
+        };
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err(bad());
+            }
+            return Ok(ListenAddr::Unix(PathBuf::from(p)));
+        }
+        let loopback = |port: &str| {
+            port.parse::<u16>()
+                .map(|p| ListenAddr::Tcp(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p)))
+        };
+        if let Ok(a) = loopback(s) {
+            return Ok(a);
+        }
+        if let Some(port) = s.strip_prefix("localhost:") {
+            return loopback(port).map_err(|_| bad());
+        }
+        s.parse::<SocketAddr>()
+            .map(ListenAddr::Tcp)
+            .map_err(|_| bad())
+    }
+}
+
+/// Everything the HTTP server needs besides the gateway.
+pub struct HttpConfig {
+    pub listen: ListenAddr,
+    pub token_file: Option<PathBuf>,
+    pub allowed_hosts: Vec<String>,
+    pub public_metrics: bool,
+    pub max_connections: usize,
+    pub max_in_flight: usize,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub write_timeout: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListenAddr;
+
+    #[test]
+    fn listen_addresses() {
+        let tcp = |s: &str| match ListenAddr::parse(s) {
+            Ok(ListenAddr::Tcp(a)) => a.to_string(),
+            other => panic!("{s}: {other:?}"),
+        };
+        assert_eq!(tcp("8787"), "127.0.0.1:8787");
+        assert_eq!(tcp("localhost:0"), "127.0.0.1:0");
+        assert_eq!(tcp("[::1]:9"), "[::1]:9");
+        assert_eq!(tcp("0.0.0.0:80"), "0.0.0.0:80");
+        assert!(matches!(
+            ListenAddr::parse("unix:/tmp/s"),
+            Ok(ListenAddr::Unix(p)) if p.to_str() == Some("/tmp/s")
+        ));
+        for bad in ["unix:", "example.com:80", "localhost:x", ""] {
+            assert!(ListenAddr::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

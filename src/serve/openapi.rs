@@ -1,0 +1,166 @@
+//! `GET /v1/openapi.json`: the HTTP API as an OpenAPI 3.1 document
+//! (`docs/openapi.json`, compiled in). Its test checks it against the
+//! router: every route answered is documented, every documented route
+//! answers.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// The document, as written in `docs/openapi.json`.
+pub(crate) const DOCUMENT: &str = include_str!("../../docs/openapi.json");
+
+pub(super) async fn document() -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        DOCUMENT,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DOCUMENT;
+    use crate::gateway::testkit::TestWorld;
+    use crate::serve::{App, HttpConfig, ListenAddr};
+    use axum::http::{Method, StatusCode};
+    use http_body_util::BodyExt;
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    const TOKEN: &str = "openapi-test-token-0123456789";
+
+    /// The document's routes, as (METHOD, path).
+    fn documented() -> BTreeSet<(String, String)> {
+        let doc: Value = serde_json::from_str(DOCUMENT).unwrap();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let mut out = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                out.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+        out
+    }
+
+    /// The real router (`App::router`, as `ipc serve --listen` runs it) on
+    /// the test world, with a token file.
+    fn app(dir: &std::path::Path) -> axum::Router {
+        let tf = dir.join("token");
+        std::fs::write(&tf, format!("{TOKEN}\n")).unwrap();
+        let config = HttpConfig {
+            listen: ListenAddr::Unix(dir.join("sock")),
+            token_file: Some(tf),
+            allowed_hosts: vec![],
+            public_metrics: false,
+            max_connections: 4,
+            max_in_flight: 4,
+            header_timeout: Duration::from_secs(5),
+            body_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
+        };
+        App::new(TestWorld::new().gateway(), None, &config, None)
+            .unwrap()
+            .router()
+    }
+
+    /// Sends a request as an agent host would (its token, a JSON body on
+    /// `POST`): the status, and the body.
+    fn call(
+        rt: &tokio::runtime::Runtime,
+        app: &axum::Router,
+        m: &Method,
+        path: &str,
+    ) -> (StatusCode, String) {
+        use hyper::service::Service;
+        let mut req = axum::http::Request::builder()
+            .method(m.clone())
+            .uri(path)
+            .header("authorization", format!("Bearer {TOKEN}"));
+        let body = if *m == Method::POST {
+            req = req.header("content-type", "application/json");
+            axum::body::Body::from("{}")
+        } else {
+            axum::body::Body::empty()
+        };
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let resp = rt.block_on(svc.call(req.body(body).unwrap())).unwrap();
+        let status = resp.status();
+        let bytes = rt.block_on(resp.into_body().collect()).unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Every route the router is built from is documented, and no other.
+    #[test]
+    fn every_route_is_documented_and_every_documented_route_is_a_route() {
+        let routes: BTreeSet<(String, String)> = crate::serve::routes()
+            .into_iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        let doc = documented();
+        let undocumented: Vec<_> = routes.difference(&doc).collect();
+        let unserved: Vec<_> = doc.difference(&routes).collect();
+        assert!(
+            undocumented.is_empty(),
+            "not in docs/openapi.json: {undocumented:?}"
+        );
+        assert!(unserved.is_empty(), "documented, not served: {unserved:?}");
+    }
+
+    /// Against the real router: each documented route answers (not the
+    /// router's 404 or 405), each other method on a documented path is a
+    /// 405, a path not documented is a 404, and the document served is
+    /// `docs/openapi.json`.
+    #[test]
+    fn the_router_answers_what_the_document_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = app(dir.path());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let doc = documented();
+        let paths: BTreeSet<&String> = doc.iter().map(|(_, p)| p).collect();
+        for (m, path) in &doc {
+            let m = Method::from_bytes(m.as_bytes()).unwrap();
+            let (status, body) = call(&rt, &app, &m, path);
+            assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{m} {path}: {body}");
+            assert!(
+                !(status == StatusCode::NOT_FOUND && body.contains("no route")),
+                "{m} {path}: {body}"
+            );
+        }
+        for path in paths {
+            for m in [
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::DELETE,
+                Method::PATCH,
+            ] {
+                if doc.contains(&(m.to_string(), path.clone())) {
+                    continue;
+                }
+                let (status, body) = call(&rt, &app, &m, path);
+                assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{m} {path}: {body}");
+            }
+        }
+        for path in [
+            "/v1/nothing",
+            "/v1",
+            "/",
+            "/approve/nothing",
+            "/v1/decide/x",
+        ] {
+            let (status, body) = call(&rt, &app, &Method::GET, path);
+            assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        }
+        let (status, served) = call(&rt, &app, &Method::GET, "/v1/openapi.json");
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(served, DOCUMENT);
+    }
+}
