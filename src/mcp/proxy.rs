@@ -112,6 +112,9 @@ pub enum ProxyError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Durable(#[from] session::SessionError),
+    /// A mapped or inline tool does not match what its server declares in
+    /// `tools/list` (a tool or argument name, a required argument, a type):
+    /// the proxy refuses to start.
     #[error("the config does not match what the servers declare:\n{report}")]
     #[diagnostic(
         code(ipc::mcp::declared),

@@ -44,6 +44,14 @@ fn every_fixture_reports_its_diagnostic() {
 /// covers it instead.
 const NO_FIXTURE: &[(&str, &str)] = &[
     (
+        "guarantee_unproven",
+        "the solver's answer, not the checker's: `ipc build` only (tests/compiler/guarantees.rs)",
+    ),
+    (
+        "guarantee_violated",
+        "the solver's counterexample, not the checker's: `ipc build` only (tests/compiler/guarantees.rs)",
+    ),
+    (
         "cedar_syntax",
         "needs a `policy.cedar` beside the pack: tests/compiler/codegen.rs, bundle.rs",
     ),
