@@ -11,9 +11,9 @@ pub mod mcp_client;
 #[cfg(feature = "mcp")]
 pub mod mcp_server;
 
+use crate::base::json::parse_time_str;
 use crate::bundle::build;
 use crate::gateway::approval::{SignedApproval, random_id};
-use crate::base::json::parse_time_str;
 use crate::gateway::trusted::RegistryChange;
 use crate::gateway::world::World;
 use crate::gateway::{Budget, Decision, Gateway, Input, Mandate, MandateToken, Outcome};

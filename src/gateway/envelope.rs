@@ -2,8 +2,8 @@
 //! trusted caller's envelope (`ipc run`, `ipc serve --stdio` and `POST
 //! /v1/decide` read the same thing).
 
-use crate::base::json::parse_strict;
 use super::{Deny, Input, Stage};
+use crate::base::json::parse_strict;
 use serde_json::Value;
 
 /// One input line: a bare proposal `{"action", "args"}`, or an envelope

@@ -10,10 +10,10 @@
 //! record, the provenance of a value) is said in the test's `description`.
 
 use super::PackGuarantees;
-use crate::codegen::table::TableAction;
-use crate::codegen::{CTX_APPROVAL_LEVEL, CTX_NOW};
 use crate::base::json::format_time;
 use crate::base::money::Money;
+use crate::codegen::table::TableAction;
+use crate::codegen::{CTX_APPROVAL_LEVEL, CTX_NOW};
 use crate::ir::{self, BinOp, Expr, Source, Type};
 use crate::mutate::equiv::Counterexample;
 use serde_json::{Map, Value, json};
@@ -31,10 +31,9 @@ struct Data<'a> {
 impl Data<'_> {
     fn file(&self, registry: &str) -> Option<Map<String, Value>> {
         let dir = self.p.dir.as_ref()?;
-        let v = crate::base::json::read_file(
-            &dir.join("registries").join(format!("{registry}.json")),
-        )
-        .ok()?;
+        let v =
+            crate::base::json::read_file(&dir.join("registries").join(format!("{registry}.json")))
+                .ok()?;
         v.as_object().cloned()
     }
 
