@@ -14,6 +14,7 @@
 //! guarantee's registry reads); nothing about provenance, budgets,
 //! executors or what a downstream server does (docs/guarantees.md).
 
+#[cfg(feature = "solver")]
 mod scenario;
 
 use crate::bundle::Bundle;
@@ -21,8 +22,15 @@ use crate::codegen::CTX_APPROVAL_LEVEL;
 use crate::codegen::table::TableAction;
 use crate::diagnostics::PackDiagnostic;
 use crate::ir;
+#[cfg(feature = "solver")]
 use crate::mutate::equiv::{Counterexample, Prover, gateway_outcome};
-use cedar_policy::{Policy, PolicyId, PolicySet};
+/// Without the solver no counterexample is ever found (every proof is
+/// `Unproven`, so the build fails closed); the field keeps its shape.
+#[cfg(not(feature = "solver"))]
+type Counterexample = serde_json::Value;
+#[cfg(feature = "solver")]
+use cedar_policy::PolicySet;
+use cedar_policy::{Policy, PolicyId};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -144,10 +152,15 @@ pub fn any(packs: &[PackGuarantees<'_>]) -> bool {
 pub fn prove(bundle: &Bundle, packs: &[PackGuarantees<'_>]) -> Vec<Proof> {
     let mut out = vec![];
     let cedar = bundle.cedar();
+    #[cfg(feature = "solver")]
     let mut prover = match &cedar {
         Ok(c) => Prover::new(c.schema.clone()).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
+    #[cfg(not(feature = "solver"))]
+    let mut prover: Result<std::convert::Infallible, String> = Err(
+        "this build has no solver (Cargo feature `solver`): no guarantee can be proven".to_string(),
+    );
     for (pack_ix, p) in packs.iter().enumerate() {
         for g in &p.pack.guarantees {
             let claim = match g.level {
@@ -183,13 +196,16 @@ pub fn prove(bundle: &Bundle, packs: &[PackGuarantees<'_>]) -> Vec<Proof> {
                     (_, None, _) | (_, _, None) => {
                         Err(format!("`{}` is not in the bundle", c.action))
                     }
+                    #[cfg(feature = "solver")]
                     (Ok(prover), Some(a), Some(set)) => prove_one(prover, a, set, g, c),
+                    #[cfg(not(feature = "solver"))]
+                    (Ok(never), _, _) => match *never {},
                 };
                 match result {
                     Ok(None) => proof.outcome = Outcome::Proven,
                     Ok(Some(example)) => {
-                        let (a, set) = (action, set);
-                        if let (Some(a), Some(set)) = (a, set) {
+                        #[cfg(feature = "solver")]
+                        if let (Some(a), Some(set)) = (action, set) {
                             let decision = gateway_outcome(set, &example);
                             proof.scenario = Some(scenario::scenario(p, a, g, &example, &decision));
                             proof.decision = Some(decision);
@@ -234,6 +250,7 @@ pub fn condition_policy(
         .map_err(|e| format!("the guarantee does not compile to cedar: {e}"))
 }
 
+#[cfg(feature = "solver")]
 fn prove_one(
     prover: &mut Prover,
     action: &TableAction,

@@ -329,6 +329,22 @@ pub fn open_waiting(
     create: bool,
     wait: std::time::Duration,
 ) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    #[cfg(not(feature = "postgres"))]
+    {
+        // nothing to wait for: an SQLite file, or `ipc::store::feature_off`
+        let _ = wait;
+        open(location, create)
+    }
+    #[cfg(feature = "postgres")]
+    open_waiting_pg(location, create, wait)
+}
+
+#[cfg(feature = "postgres")]
+fn open_waiting_pg(
+    location: &std::path::Path,
+    create: bool,
+    wait: std::time::Duration,
+) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     let Some(url) = location.to_str().filter(|s| postgres::is_url(s)) else {
         return open_sqlite(location, create);
     };
