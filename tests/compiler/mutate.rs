@@ -31,9 +31,11 @@ fn mutate(name: &str, lint: bool) -> Option<PackReport> {
     let schema = bundle.cedar().expect("cedar").schema;
     let mut prover = Prover::new(schema).expect("prover");
     let mut solver = Solver::Available(&mut prover);
+    let checked = built.checked.iter().find_map(|c| c.pack.as_ref());
     mutate_pack(
         &bundle,
         name,
+        checked,
         &mut runner,
         &mut solver,
         lint,
