@@ -126,9 +126,16 @@ fn one(path: &std::path::Path, lint: bool, tty: bool) -> Result<PackReport, Stri
             }
         }
     };
+    // the checked pack: its guarantees judge the survivors
+    let checked = built
+        .checked
+        .iter()
+        .filter_map(|c| c.pack.as_ref())
+        .find(|p| p.name == pack);
     mutate_pack(
         &bundle,
         &pack,
+        checked,
         &mut runner,
         &mut solver,
         lint,

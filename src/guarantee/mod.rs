@@ -23,7 +23,7 @@ use crate::codegen::table::TableAction;
 use crate::diagnostics::PackDiagnostic;
 use crate::ir;
 #[cfg(feature = "solver")]
-use crate::mutate::equiv::{Counterexample, Prover, gateway_outcome};
+use crate::mutate::equiv::{Compiled, Counterexample, Prover, gateway_outcome};
 /// Without the solver no counterexample is ever found (every proof is
 /// `Unproven`, so the build fails closed); the field keeps its shape.
 #[cfg(not(feature = "solver"))]
@@ -163,20 +163,13 @@ pub fn prove(bundle: &Bundle, packs: &[PackGuarantees<'_>]) -> Vec<Proof> {
     );
     for (pack_ix, p) in packs.iter().enumerate() {
         for g in &p.pack.guarantees {
-            let claim = match g.level {
-                None => "never allow".to_string(),
-                Some(n) => format!("need level {n}"),
-            };
+            let claim = claim(g);
             for c in &g.covers {
                 let started = Instant::now();
                 let mut proof = Proof {
                     pack: p.pack.name.clone(),
                     guarantee: g.reason.clone(),
-                    source: format!(
-                        "{}:{}",
-                        crate::codegen::file_label(&p.pack.name, &p.pack.file),
-                        g.line
-                    ),
+                    source: source_label(p.pack, g),
                     scope: g.scope.clone(),
                     action: c.action.clone(),
                     claim: claim.clone(),
@@ -221,6 +214,79 @@ pub fn prove(bundle: &Bundle, packs: &[PackGuarantees<'_>]) -> Vec<Proof> {
         }
     }
     out
+}
+
+/// `never allow`, or `need level N`.
+fn claim(g: &ir::Guarantee) -> String {
+    match g.level {
+        None => "never allow".to_string(),
+        Some(n) => format!("need level {n}"),
+    }
+}
+
+/// `<pack>/<file>:<line>` of a guarantee.
+fn source_label(pack: &ir::Pack, g: &ir::Guarantee) -> String {
+    format!(
+        "{}:{}",
+        crate::codegen::file_label(&pack.name, &pack.file),
+        g.line
+    )
+}
+
+/// One guarantee on one action it covers, as a permit ready to be proven
+/// against any policy set of that action: the mutants of `ipc mutate`.
+#[derive(Clone, Debug)]
+pub struct Obligation {
+    /// The guarantee's reason.
+    pub guarantee: String,
+    /// `<pack>/<file>:<line>` of the guarantee.
+    pub source: String,
+    /// `never allow`, or `need level N`.
+    pub claim: String,
+    #[cfg_attr(not(feature = "solver"), allow(dead_code))]
+    condition: Policy,
+}
+
+/// The guarantees of `pack` that cover `action`, in declaration order.
+pub fn obligations(pack: &ir::Pack, action: &TableAction) -> Result<Vec<Obligation>, String> {
+    let mut out = vec![];
+    for g in &pack.guarantees {
+        for c in g.covers.iter().filter(|c| c.action == action.action.name) {
+            out.push(Obligation {
+                guarantee: g.reason.clone(),
+                source: source_label(pack, g),
+                claim: claim(g),
+                condition: condition_policy(action, g, c)?,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(feature = "solver")]
+impl Obligation {
+    /// Whether the action's own policies (`set`, compiled once per action
+    /// and shared with the other proofs) keep it: a request that breaks it,
+    /// or `None` when it holds for every input.
+    pub fn check_original(
+        &self,
+        prover: &mut Prover,
+        action: &TableAction,
+        set: &PolicySet,
+    ) -> Result<Option<Counterexample>, String> {
+        prover.allowed_where(action, set, &self.condition)
+    }
+
+    /// The same proof on another policy set of the action (a mutant),
+    /// compiled by [`Prover::compile`].
+    pub fn check(
+        &self,
+        prover: &mut Prover,
+        compiled: &Compiled,
+        set: &PolicySet,
+    ) -> Result<Option<Counterexample>, String> {
+        prover.allowed_where_compiled(compiled, set, &self.condition)
+    }
 }
 
 /// The guarantee on one action as a permit: it matches exactly the

@@ -241,6 +241,10 @@ pub struct LintFinding {
     pub example: Option<Counterexample>,
 }
 
+/// One action's policy set compiled for the solver ([`Prover::compile`]),
+/// in the gateway's domain, under each of the action's request environments.
+pub struct Compiled(Vec<(RequestEnv, CompiledPolicySet)>);
+
 /// The solver, the async runtime it needs and the compiled originals.
 pub struct Prover {
     rt: tokio::runtime::Runtime,
@@ -340,6 +344,16 @@ impl Prover {
         if let Some(c) = self.compiled.get(&action.action.name) {
             return Ok(c.clone());
         }
+        let out = self.compile(action, set)?.0;
+        self.compiled
+            .insert(action.action.name.clone(), out.clone());
+        Ok(out)
+    }
+
+    /// `set` (any policy set of `action`, e.g. a mutant) with the domain
+    /// forbid, compiled under each of the action's request environments;
+    /// never cached.
+    pub fn compile(&self, action: &TableAction, set: &PolicySet) -> Result<Compiled, String> {
         let uid = Self::action_uid(action)?;
         let full = in_domain(set, &Self::domain(action)?)?;
         let mut out = vec![];
@@ -348,9 +362,7 @@ impl Prover {
                 .map_err(|e| format!("cannot compile the policies of `{}`: {e}", uid))?;
             out.push((env, c));
         }
-        self.compiled
-            .insert(action.action.name.clone(), out.clone());
-        Ok(out)
+        Ok(Compiled(out))
     }
 
     /// Whether `mutant` decides like `original` (the action's policies) on
@@ -411,12 +423,33 @@ impl Prover {
         condition: &Policy,
     ) -> Result<Option<Counterexample>, String> {
         let envs = self.original(action, set)?;
+        self.allowed_in(&envs, set, condition)
+    }
+
+    /// [`Prover::allowed_where`] for a set compiled by [`Prover::compile`]
+    /// (`set` is that set, for the replay): the same query on a policy set
+    /// that is not the action's own, such as a mutant.
+    pub fn allowed_where_compiled(
+        &mut self,
+        compiled: &Compiled,
+        set: &PolicySet,
+        condition: &Policy,
+    ) -> Result<Option<Counterexample>, String> {
+        self.allowed_in(&compiled.0, set, condition)
+    }
+
+    fn allowed_in(
+        &mut self,
+        envs: &[(RequestEnv, CompiledPolicySet)],
+        set: &PolicySet,
+        condition: &Policy,
+    ) -> Result<Option<Counterexample>, String> {
         let mut cond = PolicySet::new();
         cond.add(condition.clone()).map_err(|e| e.to_string())?;
         for (env, orig) in envs {
-            let c = CompiledPolicySet::compile(&cond, &env, &self.schema)
+            let c = CompiledPolicySet::compile(&cond, env, &self.schema)
                 .map_err(|e| format!("cannot compile the guarantee: {e}"))?;
-            let found = solve!(self, s => s.check_disjoint_with_counterexample_opt(&orig, &c))?;
+            let found = solve!(self, s => s.check_disjoint_with_counterexample_opt(orig, &c))?;
             if let Some(env) = found {
                 let example = request_of(&env);
                 let (a, b) = (

@@ -7,8 +7,11 @@
 //! mutant is killed when a scenario fails or its outcome changes. A
 //! survivor is handed to [`equiv::Prover`]: proved equivalent (the same
 //! decision on every request the gateway can make), or reported with the
-//! solver's counterexample as a scenario to add. Without cvc5 survivors are
-//! unproven.
+//! solver's counterexample as a scenario to add. A survivor that is not
+//! equivalent is then proven against the pack's guarantees that cover its
+//! action ([`crate::guarantee::obligations`], the proof of `ipc build`):
+//! one the unmutated policies keep and the mutant breaks kills it. Without
+//! cvc5 survivors are unproven.
 
 pub mod equiv;
 pub mod mutants;
@@ -19,6 +22,8 @@ pub use runner::PackScenarios;
 
 use crate::bundle::Bundle;
 use crate::codegen::table::TableAction;
+use crate::guarantee::Obligation;
+use crate::ir;
 use cedar_policy::{Policy, PolicyId, PolicySet};
 use equiv::{Counterexample, LintFinding, Prover, Verdict};
 use mutants::{Mutant, Operator};
@@ -80,6 +85,22 @@ pub trait ScenarioRunner {
 pub enum Status {
     /// A scenario failed or changed its outcome.
     Killed { scenario: String, got: String },
+    /// Survived the scenarios, but breaks a guarantee of the pack that the
+    /// unmutated policies keep: the proof kills it.
+    KilledByGuarantee {
+        /// The guarantee's reason.
+        guarantee: String,
+        /// `<pack>/<file>:<line>` of the guarantee.
+        guarantee_source: String,
+        /// `never allow`, or `need level N`.
+        claim: String,
+        /// A request on which the mutant breaks it.
+        counterexample: Box<Counterexample>,
+        /// The gateway's decision on it with the real policies, and with the
+        /// mutant's.
+        original: String,
+        mutant: String,
+    },
     /// Proved to decide like the original on every request the gateway can
     /// make.
     Equivalent,
@@ -101,6 +122,7 @@ impl Status {
     pub fn label(&self) -> &'static str {
         match self {
             Status::Killed { .. } => "killed",
+            Status::KilledByGuarantee { .. } => "killed by guarantee",
             Status::Equivalent => "equivalent",
             Status::Survived { .. } => "SURVIVED",
             Status::Unproven { .. } => "UNPROVEN",
@@ -108,7 +130,10 @@ impl Status {
     }
     /// Killed or proved equivalent.
     pub fn ok(&self) -> bool {
-        matches!(self, Status::Killed { .. } | Status::Equivalent)
+        matches!(
+            self,
+            Status::Killed { .. } | Status::KilledByGuarantee { .. } | Status::Equivalent
+        )
     }
 }
 
@@ -135,6 +160,11 @@ pub struct PackReport {
     pub solver_unavailable: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lint: Vec<LintFinding>,
+    /// The guarantees that kill no mutant because the unmutated policies do
+    /// not keep them (or the solver could not tell): `ipc build` fails on
+    /// these.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guarantees_not_kept: Vec<String>,
 }
 
 impl PackReport {
@@ -159,6 +189,7 @@ impl PackReport {
         json!({
             "mutants": self.mutants.len(),
             "killed": self.count("killed"),
+            "killed_by_guarantee": self.count("killed by guarantee"),
             "equivalent": self.count("equivalent"),
             "survived": self.count("SURVIVED"),
             "unproven": self.count("UNPROVEN"),
@@ -206,11 +237,91 @@ pub enum Solver<'a> {
     Unavailable(String),
 }
 
-/// Mutation-tests one pack of `bundle`: generate, run, prove. `progress`
-/// is told (done, total) after each mutant.
+/// The guarantees a survivor is proven against: per action, those that the
+/// unmutated policies keep, proven on first need.
+struct Guarantees<'a> {
+    pack: Option<&'a ir::Pack>,
+    kept: std::collections::HashMap<String, Vec<Obligation>>,
+    not_kept: Vec<String>,
+}
+
+impl Guarantees<'_> {
+    /// The guarantees on `action` that its policies (`original`) keep.
+    fn kept(
+        &mut self,
+        prover: &mut Prover,
+        action: &TableAction,
+        original: &PolicySet,
+    ) -> &[Obligation] {
+        let name = &action.action.name;
+        if !self.kept.contains_key(name) {
+            let mut kept = vec![];
+            let all = match self.pack {
+                None => Ok(vec![]),
+                Some(p) => crate::guarantee::obligations(p, action),
+            };
+            match all {
+                Err(e) => self
+                    .not_kept
+                    .push(format!("the guarantees on `{name}` do not compile: {e}")),
+                Ok(all) => {
+                    for o in all {
+                        match o.check_original(prover, action, original) {
+                            Ok(None) => kept.push(o),
+                            Ok(Some(_)) => self.not_kept.push(format!(
+                                "`{}` ({}) does not hold for `{name}` (see `ipc build`)",
+                                o.guarantee, o.source
+                            )),
+                            Err(e) => self.not_kept.push(format!(
+                                "`{}` ({}) is unproven for `{name}`: {e}",
+                                o.guarantee, o.source
+                            )),
+                        }
+                    }
+                }
+            }
+            self.kept.insert(name.clone(), kept);
+        }
+        self.kept.get(name).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// A survivor of the scenarios that is not equivalent, proven against
+    /// the guarantees on its action: the status of the first it breaks.
+    /// A proof that fails kills nothing.
+    fn kill(
+        &mut self,
+        prover: &mut Prover,
+        action: &TableAction,
+        original: &PolicySet,
+        mutant: &PolicySet,
+    ) -> Option<Status> {
+        let kept = self.kept(prover, action, original).to_vec();
+        if kept.is_empty() {
+            return None;
+        }
+        let compiled = prover.compile(action, mutant).ok()?;
+        kept.iter().find_map(|o| {
+            let example = o.check(prover, &compiled, mutant).ok()??;
+            Some(Status::KilledByGuarantee {
+                guarantee: o.guarantee.clone(),
+                guarantee_source: o.source.clone(),
+                claim: o.claim.clone(),
+                original: equiv::gateway_outcome(original, &example),
+                mutant: equiv::gateway_outcome(mutant, &example),
+                counterexample: Box::new(example),
+            })
+        })
+    }
+}
+
+/// Mutation-tests one pack of `bundle`: generate, run, prove. `guarantees`
+/// is the checked pack whose guarantees judge the survivors (`None`: only
+/// scenarios and equivalence). `progress` is told (done, total) after each
+/// mutant.
 pub fn mutate_pack(
     bundle: &Bundle,
     pack: &str,
+    guarantees: Option<&ir::Pack>,
     runner: &mut dyn ScenarioRunner,
     solver: &mut Solver<'_>,
     lint: bool,
@@ -267,6 +378,11 @@ pub fn mutate_pack(
         }
     }
     let total = all.len();
+    let mut guarantees = Guarantees {
+        pack: guarantees,
+        kept: Default::default(),
+        not_kept: vec![],
+    };
     for (done, (action, original, m)) in all.into_iter().enumerate() {
         let outcomes = runner.run(Some((&m.action, &m.set))).map_err(suite_err)?;
         let killer = outcomes.iter().find(|o| {
@@ -285,25 +401,38 @@ pub fn mutate_pack(
                 Solver::Unavailable(why) => Status::Unproven {
                     reason: why.clone(),
                 },
-                Solver::Available(p) => match p.equivalent(action, &original, &m.set) {
-                    Verdict::Equivalent => Status::Equivalent,
-                    Verdict::Failed(reason) => Status::Unproven { reason },
-                    Verdict::Differs {
-                        example,
-                        original: o,
-                        mutant: mu,
-                    } => {
-                        let name = format!("mutation kill: {}", m.id);
-                        let scenario =
-                            equiv::suggested_scenario(action, &original, &name, &example, &o);
-                        Status::Survived {
-                            counterexample: Box::new(example),
-                            original: o,
-                            mutant: mu,
-                            scenario,
+                Solver::Available(p) => {
+                    let verdict = p.equivalent(action, &original, &m.set);
+                    // only a mutant that is not equivalent can break a
+                    // guarantee the original keeps: the proofs run here
+                    let by_guarantee = match verdict {
+                        Verdict::Equivalent => None,
+                        _ => guarantees.kill(p, action, &original, &m.set),
+                    };
+                    match (by_guarantee, verdict) {
+                        (Some(killed), _) => killed,
+                        (None, Verdict::Equivalent) => Status::Equivalent,
+                        (None, Verdict::Failed(reason)) => Status::Unproven { reason },
+                        (
+                            None,
+                            Verdict::Differs {
+                                example,
+                                original: o,
+                                mutant: mu,
+                            },
+                        ) => {
+                            let name = format!("mutation kill: {}", m.id);
+                            let scenario =
+                                equiv::suggested_scenario(action, &original, &name, &example, &o);
+                            Status::Survived {
+                                counterexample: Box::new(example),
+                                original: o,
+                                mutant: mu,
+                                scenario,
+                            }
                         }
                     }
-                },
+                }
             },
         };
         results.push(MutantResult {
@@ -326,5 +455,6 @@ pub fn mutate_pack(
             Solver::Available(_) => None,
         },
         lint: lint_findings,
+        guarantees_not_kept: guarantees.not_kept,
     })
 }

@@ -13,11 +13,14 @@ fn pad(s: &str, w: usize) -> String {
     }
 }
 
-/// The status column: `killed by <scenario>`, `equivalent (proved)`,
-/// `SURVIVED`, `UNPROVEN`.
+/// The status column: `killed by <scenario>`, `killed by guarantee
+/// "<reason>"`, `equivalent (proved)`, `SURVIVED`, `UNPROVEN`.
 fn status_text(s: &Status) -> String {
     match s {
         Status::Killed { scenario, .. } => format!("killed by {scenario}"),
+        Status::KilledByGuarantee { guarantee, .. } => {
+            format!("killed by guarantee \"{guarantee}\"")
+        }
         Status::Equivalent => "equivalent (proved)".into(),
         Status::Survived {
             original, mutant, ..
@@ -99,6 +102,25 @@ pub fn human(r: &PackReport) -> String {
                     let _ = writeln!(out, "    {l}");
                 }
             }
+            Status::KilledByGuarantee {
+                guarantee,
+                guarantee_source,
+                claim,
+                counterexample,
+                original,
+                mutant,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "\n{} killed by guarantee \"{guarantee}\" ({guarantee_source}, {claim}): {} — {} ({})",
+                    m.id, m.description, m.policy_id, m.source
+                );
+                let _ = writeln!(
+                    out,
+                    "  the mutant decides {mutant} (the pack: {original}) on: context {}",
+                    counterexample.context
+                );
+            }
             Status::Unproven { reason } => {
                 let _ = writeln!(
                     out,
@@ -115,6 +137,12 @@ pub fn human(r: &PackReport) -> String {
             "\nthe solver is not available ({why}): survivors are listed as UNPROVEN"
         );
     }
+    if !r.guarantees_not_kept.is_empty() {
+        let _ = writeln!(out, "\nguarantees that kill no mutant:");
+        for g in &r.guarantees_not_kept {
+            let _ = writeln!(out, "  {g}");
+        }
+    }
     if !r.lint.is_empty() {
         let _ = writeln!(out, "\nlint ({} findings):", r.lint.len());
         for f in &r.lint {
@@ -130,10 +158,11 @@ pub fn human(r: &PackReport) -> String {
     }
     let _ = writeln!(
         out,
-        "\nscore {}: {:.1}% ({} killed, {} equivalent, {} survived, {} unproven of {})",
+        "\nscore {}: {:.1}% ({} killed by a scenario, {} by a guarantee, {} equivalent, {} survived, {} unproven of {})",
         r.pack,
         r.score(),
         r.count("killed"),
+        r.count("killed by guarantee"),
         r.count("equivalent"),
         r.count("SURVIVED"),
         r.count("UNPROVEN"),

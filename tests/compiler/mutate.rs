@@ -7,7 +7,7 @@
 use intentplane::bundle::build;
 use intentplane::mutate::equiv::Prover;
 use intentplane::mutate::mutants::Operator;
-use intentplane::mutate::{PackReport, PackScenarios, Solver, Status, mutate_pack};
+use intentplane::mutate::{MutantResult, PackReport, PackScenarios, Solver, Status, mutate_pack};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,19 +21,26 @@ fn fixture(name: &str) -> PathBuf {
 /// The fixture's mutation report, or `None` after the skip without cvc5
 /// (`common::tools`: a failure under CI).
 fn mutate(name: &str, lint: bool) -> Option<PackReport> {
+    mutate_at(&fixture(name), name, lint)
+}
+
+/// The mutation report of pack `name` in the folder `path`.
+fn mutate_at(path: &Path, name: &str, lint: bool) -> Option<PackReport> {
     if !crate::common::tools::cvc5() {
         return None;
     }
-    let path = fixture(name);
+    let path = path.to_path_buf();
     let built = build(std::slice::from_ref(&path));
     let bundle = built.bundle.expect("the fixture builds");
     let mut runner = PackScenarios::load(&bundle, name, &path).expect("scenarios load");
     let schema = bundle.cedar().expect("cedar").schema;
     let mut prover = Prover::new(schema).expect("prover");
     let mut solver = Solver::Available(&mut prover);
+    let checked = built.checked.iter().find_map(|c| c.pack.as_ref());
     mutate_pack(
         &bundle,
         name,
+        checked,
         &mut runner,
         &mut solver,
         lint,
@@ -236,4 +243,172 @@ fn without_the_solver_survivors_are_unproven() {
     assert!(out.contains("UNPROVEN"), "{out}");
     assert!(out.contains("the solver is not available"), "{out}");
     assert!(!out.contains("equivalent (proved)"), "{out}");
+}
+
+/// The mutant of `policy` whose description contains `change`.
+fn mutant<'a>(r: &'a PackReport, policy: &str, change: &str) -> &'a MutantResult {
+    r.mutants
+        .iter()
+        .find(|m| m.policy_id == policy && m.description.contains(change))
+        .unwrap_or_else(|| panic!("no mutant `{change}` of `{policy}`: {:#?}", r.mutants))
+}
+
+const CAP: &str = "guarded/payment.transfer/forbid/hard-cap";
+const STEP_UP: &str = "guarded/payment.transfer/step_up/large-transfer";
+
+/// The `guarded` fixture in a temporary folder, its guarantees replaced by
+/// `guarantees`.
+fn guarded_with(guarantees: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = fixture("guarded");
+    let text = std::fs::read_to_string(src.join("pack.ipc")).expect("pack");
+    let rules = text.split("// no scenario tests").next().expect("rules");
+    std::fs::write(dir.path().join("pack.ipc"), format!("{rules}{guarantees}")).expect("write");
+    std::fs::create_dir(dir.path().join("scenarios")).expect("mkdir");
+    std::fs::copy(
+        src.join("scenarios/guarded.json"),
+        dir.path().join("scenarios/guarded.json"),
+    )
+    .expect("copy");
+    dir
+}
+
+#[test]
+fn a_guarantee_kills_a_mutant_every_scenario_misses_and_is_named() {
+    let Some(r) = mutate("guarded", false) else {
+        return;
+    };
+    // the cap moved up by one cent: no scenario tests 10,000.01, the
+    // guarantee's proof finds it
+    let m = mutant(&r, CAP, "> 1000001");
+    let Status::KilledByGuarantee {
+        guarantee,
+        guarantee_source,
+        claim,
+        counterexample,
+        original,
+        mutant: decided,
+    } = &m.status
+    else {
+        panic!("expected a kill by the guarantee, got {:?}", m.status);
+    };
+    assert_eq!(guarantee, "no transfer above the cap");
+    assert_eq!(guarantee_source, "guarded/pack.ipc:20");
+    assert_eq!(claim, "never allow");
+    assert_eq!(counterexample.context["amount"], 1000001);
+    assert_eq!(original, "DENY");
+    assert_eq!(decided, "PENDING level 1");
+    // the approval threshold moved up: the level guarantee kills it
+    let m = mutant(&r, STEP_UP, "> 100001");
+    assert!(
+        matches!(&m.status, Status::KilledByGuarantee { guarantee, claim, mutant, .. }
+            if guarantee == "above 1,000.00 the user approves" && claim == "need level 1" && mutant == "ALLOW"),
+        "{:?}",
+        m.status
+    );
+    assert_eq!(r.count("killed by guarantee"), 2);
+    assert!(
+        r.guarantees_not_kept.is_empty(),
+        "{:?}",
+        r.guarantees_not_kept
+    );
+    // a stronger mutant breaks no guarantee: it still survives, with its
+    // counterexample
+    for change in [">= 1000000", "> 999999"] {
+        let m = mutant(&r, CAP, change);
+        assert!(
+            matches!(m.status, Status::Survived { .. }),
+            "{change}: {:?}",
+            m.status
+        );
+    }
+    // what a scenario kills stays the scenario's
+    assert!(matches!(
+        &mutant(&r, CAP, "forbid removed").status,
+        Status::Killed { scenario, .. } if scenario == "guarded.json: over the cap"
+    ));
+}
+
+#[test]
+fn without_the_guarantee_the_same_mutant_survives() {
+    let dir = guarded_with("");
+    let Some(r) = mutate_at(dir.path(), "guarded", false) else {
+        return;
+    };
+    for (policy, change) in [(CAP, "> 1000001"), (STEP_UP, "> 100001")] {
+        let m = mutant(&r, policy, change);
+        assert!(
+            matches!(m.status, Status::Survived { .. }),
+            "{change}: {:?}",
+            m.status
+        );
+    }
+    assert_eq!(r.count("killed by guarantee"), 0);
+}
+
+#[test]
+fn a_guarantee_the_pack_does_not_keep_kills_nothing() {
+    // wrong about the pack: 5,000.01 .. 10,000.00 is allowed with approval.
+    // Every mutant that allows more breaks it too; it must not count.
+    let dir = guarded_with(
+        "guarantee \"nothing above 5,000.00\"\n  never allow payment.transfer when amount > 5_000.00\n",
+    );
+    let Some(r) = mutate_at(dir.path(), "guarded", false) else {
+        return;
+    };
+    let m = mutant(&r, CAP, "> 1000001");
+    assert!(
+        matches!(m.status, Status::Survived { .. }),
+        "{:?}",
+        m.status
+    );
+    assert_eq!(r.count("killed by guarantee"), 0);
+    assert_eq!(
+        r.guarantees_not_kept.len(),
+        1,
+        "{:?}",
+        r.guarantees_not_kept
+    );
+    assert!(r.guarantees_not_kept[0].contains("`nothing above 5,000.00`"));
+    assert!(r.guarantees_not_kept[0].contains("does not hold for `payment.transfer`"));
+}
+
+#[test]
+fn the_cli_names_the_guarantee_in_text_and_json() {
+    if !crate::common::tools::cvc5() {
+        return;
+    }
+    let guarded = fixture("guarded");
+    let path = guarded.to_str().expect("path");
+    let (code, out) = ipc(&["mutate", "--format", "json", path], None);
+    // four stronger mutants survive: the run fails
+    assert_eq!(code, 1, "{out}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let pack = &doc["packs"][0];
+    assert_eq!(pack["summary"]["killed_by_guarantee"], 2);
+    assert_eq!(pack["summary"]["survived"], 4);
+    let killed: Vec<&Value> = pack["mutants"]
+        .as_array()
+        .expect("mutants")
+        .iter()
+        .filter(|m| m["status"] == "killed_by_guarantee")
+        .collect();
+    assert_eq!(killed.len(), 2);
+    assert_eq!(killed[0]["guarantee"], "no transfer above the cap");
+    assert_eq!(killed[0]["guarantee_source"], "guarded/pack.ipc:20");
+    assert_eq!(killed[0]["policy_id"], CAP);
+    assert_eq!(killed[0]["mutant"], "PENDING level 1");
+    assert!(killed[0]["counterexample"]["context"].is_object());
+    assert_eq!(killed[1]["guarantee"], "above 1,000.00 the user approves");
+
+    let (code, out) = ipc(&["mutate", path], None);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("killed by guarantee \"no transfer above the cap\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("(11 killed by a scenario, 2 by a guarantee, 0 equivalent, 4 survived"),
+        "{out}"
+    );
 }
