@@ -88,7 +88,12 @@ impl Money {
         if frac.len() > 2 {
             return Err(MoneyError::TooManyDecimals);
         }
-        let frac_val: i64 = format!("{frac:0<2}").parse().unwrap_or(0);
+        // at most two ASCII digits (checked above), padded: "5" is 50 cents
+        let frac_val = frac
+            .bytes()
+            .chain(std::iter::repeat(b'0'))
+            .take(2)
+            .fold(0i64, |a, b| a * 10 + i64::from(b - b'0'));
         let minor = units
             .parse::<i64>()
             .ok()

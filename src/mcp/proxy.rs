@@ -112,6 +112,10 @@ pub enum ProxyError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Durable(#[from] session::SessionError),
+    /// The system clock cannot be read: the session is not started.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Clock(#[from] crate::gateway::ClockError),
     /// A mapped or inline tool does not match what its server declares in
     /// `tools/list` (a tool or argument name, a required argument, a type):
     /// the proxy refuses to start.
@@ -506,7 +510,7 @@ impl Proxy {
         let now = setup
             .world
             .clock
-            .unwrap_or_else(|| crate::gateway::unix_now().unwrap_or(0));
+            .map_or_else(crate::gateway::unix_now, Ok)?;
         let start = session::resume(
             setup.store.as_ref(),
             &setup.bundle.hash,

@@ -900,9 +900,13 @@ impl Loader {
                 return None;
             }
             // refused now rather than at every call
-            let now = world
-                .clock
-                .unwrap_or_else(|| crate::gateway::unix_now().unwrap_or(0));
+            let now = match world.clock.map_or_else(crate::gateway::unix_now, Ok) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.err(clock_error(e));
+                    return None;
+                }
+            };
             let problem = match world.mandate_keys.get(&parsed.key_id) {
                 None => Some(format!(
                     "the token is signed by key `{}`, which is not among the world's `mandate_keys`",
@@ -1024,7 +1028,13 @@ impl Loader {
             if !ok {
                 return None;
             }
-            let now = crate::gateway::unix_now().unwrap_or(0);
+            let now = match crate::gateway::unix_now() {
+                Ok(t) => t,
+                Err(e) => {
+                    self.err(clock_error(e));
+                    return None;
+                }
+            };
             let ttl = sf.ttl.as_ref().map(|t| *t.get_ref()).unwrap_or(3600);
             let targets: Vec<String> = if used.is_empty() {
                 bundle
@@ -1382,5 +1392,16 @@ impl Loader {
                 optional,
             },
         })
+    }
+}
+
+/// The system clock cannot be read: nothing is issued or checked at time 0
+/// (a mandate issued then would be dated before anything it meets).
+fn clock_error(e: crate::gateway::ClockError) -> ConfigError {
+    ConfigError::Load {
+        what: "clock",
+        message: e.to_string(),
+        span: None,
+        help: Some("set the machine's clock (NTP); the proxy starts only with the time".into()),
     }
 }
