@@ -10,7 +10,7 @@ never told whether a call comes from the user or from the attacker.
 Usage: integrations/agentdojo/.venv/bin/python integrations/agentdojo/replay.py
        [--ipc target/debug/ipc] [--suites banking,workspace]
        [--configs none,no_human,attentive,approve_all] [--users T,..] [--injections T,..]
-       [--check] [--out DIR]
+       [--check] [--out DIR] [--jobs N]
 Writes DIR/<suite>-<config>.json, DIR/summary.json, DIR/RESULTS.md, DIR/agentdojo.svg
 (a run restricted with --users/--injections writes only the raw JSON).
 """
@@ -18,8 +18,11 @@ Writes DIR/<suite>-<config>.json, DIR/summary.json, DIR/RESULTS.md, DIR/agentdoj
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib
 import json
+import multiprocessing
+import os
 import shutil
 import subprocess
 import sys
@@ -371,6 +374,35 @@ def run_suite(s: Suite, configs: list[str], binary: str, out: Path | None,
     return summary
 
 
+# The suites of a parallel run, set before the workers fork (an AgentDojo
+# suite does not pickle; a forked worker inherits it).
+_FORKED: dict = {}
+
+
+def _run_one(name: str, config: str, binary: str, out: Path | None) -> dict:
+    return run_suite(_FORKED[name], [config], binary, out)[config]
+
+
+def run_parallel(suites: list[Suite], configs: list[str], binary: str, out: Path | None,
+                 jobs: int) -> dict:
+    """`run_suite` for every (suite, configuration), `jobs` at a time. Every
+    run has its own trusted side, gateway and store, so the figures are those
+    of a sequential run (only `wall_seconds` feels the neighbours)."""
+    if jobs <= 1:
+        return {s.name: run_suite(s, configs, binary, out) for s in suites}
+    for s in suites:
+        # parsed once here, not once per worker
+        for inj in [None] + s.injs:
+            s._envs.setdefault(inj, pickle.dumps(s.environment(inj)))
+    _FORKED.update({s.name: s for s in suites})
+    ctx = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {(s.name, c): pool.submit(_run_one, s.name, c, binary, out)
+                   for s in suites for c in configs}
+        # a failed run raises here, so the whole replay fails as a sequential one would
+        return {s.name: {c: futures[(s.name, c)].result() for c in configs} for s in suites}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ipc", default=str(ROOT / "target/debug/ipc"))
@@ -383,15 +415,16 @@ def main():
                          "attentive one, or a figure falls below results/expected.json")
     ap.add_argument("--out", default=str(RESULTS),
                     help="where the raw JSON, the table and the plot go (default: results/)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="(suite, configuration) runs at once, each with its own gateway (default: the cores)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     configs = args.configs.split(",")
     subset = bool(args.users or args.injections)
-    ran = {}
-    for name in args.suites.split(","):
-        s = Suite(name, [u for u in args.users.split(",") if u], [i for i in args.injections.split(",") if i])
-        ran[name] = run_suite(s, configs, args.ipc, out)
+    suites = [Suite(name, [u for u in args.users.split(",") if u], [i for i in args.injections.split(",") if i])
+              for name in args.suites.split(",")]
+    ran = run_parallel(suites, configs, args.ipc, out, args.jobs)
     summary = ran
     if not subset:
         # the figures of the suites not run this time stay as they were
