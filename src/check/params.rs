@@ -264,18 +264,19 @@ impl Cx {
                     None => options.push(o.clone()),
                 }
             }
+            // checked under its place's name (`entities.name`: what the
+            // diagnostics say, and whose lookups the cycle check follows)
             let decl = ast::ParamDecl {
-                name: f.name.clone(),
+                name: ast::Name {
+                    text: format!("{}.{}", d.name.text, f.name.text),
+                    span: f.name.span,
+                },
                 ty: f.ty.clone(),
                 options,
                 span: f.span,
             };
-            let before = keys.len();
-            let field = self.param(a, &decl, Some(ft.ty.clone()), types, keys);
-            // a field's lookups are the record's, for the cycle check
-            for k in &mut keys[before..] {
-                k.from = format!("{}.{}", d.name.text, k.from);
-            }
+            let mut field = self.param(a, &decl, Some(ft.ty.clone()), types, keys);
+            field.name = ft.name.clone();
             out.push(field);
         }
         out

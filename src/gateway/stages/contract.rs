@@ -136,7 +136,7 @@ fn parse_arg(p: &Param, v: &Value, rx: &Regexes) -> Result<Arg, String> {
             }
             Ok(Arg::List(out))
         }
-        t => parse_scalar(p, t, v),
+        t => parse_value(p, t, v, rx),
     }
 }
 
