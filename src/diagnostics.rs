@@ -407,7 +407,9 @@ pub enum PackDiagnostic {
     #[error("a record field cannot be `{option}`: `{field}`")]
     #[diagnostic(
         code(ipc::field_option),
-        help("declare the field `optional` to let the object leave it out; a secret is a parameter of its own")
+        help(
+            "declare the field `optional` to let the object leave it out; a secret is a parameter of its own"
+        )
     )]
     FieldOption {
         field: String,
@@ -421,7 +423,9 @@ pub enum PackDiagnostic {
     #[error("a record type describes a parameter's value; {what} holds single values")]
     #[diagnostic(
         code(ipc::record_not_here),
-        help("records are for parameters: `param edits: list<{{ oldText: Text, newText: Text }}>`")
+        help(
+            "records are for parameters: `param edits: list<{{ oldText: Text, newText: Text }}>`"
+        )
     )]
     RecordNotHere {
         what: &'static str,

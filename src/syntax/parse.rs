@@ -636,9 +636,7 @@ impl Builder {
                 }
                 Some(ParamOption::Critical { sources, span: kw })
             }
-            Rule::normalize_clause => {
-                last_named(it, Rule::ident).map(ParamOption::Normalize)
-            }
+            Rule::normalize_clause => last_named(it, Rule::ident).map(ParamOption::Normalize),
             Rule::default_clause => {
                 let l = it.into_inner().find(|x| x.as_rule() == Rule::literal)?;
                 Some(ParamOption::Default(self.literal(l)))

@@ -39,8 +39,12 @@ fn relate(relations: Value) -> (String, String, String) {
         }]
     });
     let dir = fixture().join("scenarios");
-    let suite = Suite::parse(&suite.to_string(), &dir.join("prop.json"), fixture().join("registries"))
-        .expect("the suite parses");
+    let suite = Suite::parse(
+        &suite.to_string(),
+        &dir.join("prop.json"),
+        fixture().join("registries"),
+    )
+    .expect("the suite parses");
     let res = run_suite_with_bundle(&suite, bundle());
     assert!(res.error.is_none(), "{:?}", res.error);
     let d = res.tests[0].decision.clone().expect("a decision");

@@ -670,9 +670,7 @@ fn records_go_out_as_the_objects_they_came_in_as() {
     ]);
     let d = decide(json!({ "relations": relations }));
     assert_eq!(d.decision, Outcome::Allow, "{d:?}");
-    let call = t
-        .downstream_call(&d.resolved, &Default::default())
-        .unwrap();
+    let call = t.downstream_call(&d.resolved, &Default::default()).unwrap();
     // the same objects, in the order of their fields as they came in
     assert_eq!(call.arguments["relations"], relations);
     assert_eq!(
@@ -694,7 +692,9 @@ fn records_go_out_as_the_objects_they_came_in_as() {
     assert_eq!(d.decision, Outcome::Deny);
     assert_eq!(
         d.reason.as_deref(),
-        Some("`relations[1].from` `Mallory` is not from a trusted source: not in registry.entities")
+        Some(
+            "`relations[1].from` `Mallory` is not from a trusted source: not in registry.entities"
+        )
     );
 }
 
@@ -707,7 +707,10 @@ fn an_edit_of_the_filesystem_example_is_decided_and_sent() {
     let p = t
         .to_proposal(&obj(json!({"path": "./notes/todo.md", "edits": edits})))
         .unwrap();
-    assert_eq!(p["args"]["path"], "/tmp/intentplane-workspace/notes/todo.md");
+    assert_eq!(
+        p["args"]["path"],
+        "/tmp/intentplane-workspace/notes/todo.md"
+    );
     let d = gw
         .decide(&Input {
             proposal: p,
@@ -716,9 +719,7 @@ fn an_edit_of_the_filesystem_example_is_decided_and_sent() {
         })
         .unwrap();
     assert_eq!(d.decision, Outcome::Allow, "{d:?}");
-    let call = t
-        .downstream_call(&d.resolved, &Default::default())
-        .unwrap();
+    let call = t.downstream_call(&d.resolved, &Default::default()).unwrap();
     assert_eq!(
         Value::Object(call.arguments),
         json!({"path": "/tmp/intentplane-workspace/notes/todo.md", "edits": edits})

@@ -419,23 +419,53 @@ mod tests {
 
     #[test]
     fn records_are_compared_field_by_field() {
-        let ours = record(&[("oldText", Type::Text, false), ("newText", Type::Text, false)]);
+        let ours = record(&[
+            ("oldText", Type::Text, false),
+            ("newText", Type::Text, false),
+        ]);
         assert_eq!(fits(&ours, false, &edits_schema()), Ok(()));
         // a field the server does not declare
-        let typo = record(&[("oldText", Type::Text, false), ("new_text", Type::Text, false)]);
+        let typo = record(&[
+            ("oldText", Type::Text, false),
+            ("new_text", Type::Text, false),
+        ]);
         let e = fits(&typo, false, &edits_schema()).unwrap_err();
-        assert!(e.contains("without a field `new_text`") && e.contains("`newText`"), "{e}");
+        assert!(
+            e.contains("without a field `new_text`") && e.contains("`newText`"),
+            "{e}"
+        );
         // a field the server requires, missing or optional in ours
         let short = record(&[("oldText", Type::Text, false)]);
-        assert!(fits(&short, false, &edits_schema()).unwrap_err().contains("requires `newText`"));
-        let opt = record(&[("oldText", Type::Text, false), ("newText", Type::Text, true)]);
-        assert!(fits(&opt, false, &edits_schema()).unwrap_err().contains("required, not optional"));
+        assert!(
+            fits(&short, false, &edits_schema())
+                .unwrap_err()
+                .contains("requires `newText`")
+        );
+        let opt = record(&[
+            ("oldText", Type::Text, false),
+            ("newText", Type::Text, true),
+        ]);
+        assert!(
+            fits(&opt, false, &edits_schema())
+                .unwrap_err()
+                .contains("required, not optional")
+        );
         // a nested type mismatch
-        let num = record(&[("oldText", Type::Text, false), ("newText", Type::Int, false)]);
+        let num = record(&[
+            ("oldText", Type::Text, false),
+            ("newText", Type::Int, false),
+        ]);
         let e = fits(&num, false, &edits_schema()).unwrap_err();
         assert!(e.contains("`newText` is a string"), "{e}");
         // an object where the server takes a string, and the other way round
-        assert!(fits(&ours, false, &json!({"type": "array", "items": {"type": "string"}})).is_err());
+        assert!(
+            fits(
+                &ours,
+                false,
+                &json!({"type": "array", "items": {"type": "string"}})
+            )
+            .is_err()
+        );
         assert!(fits(&Type::List(Box::new(Type::Text)), false, &edits_schema()).is_err());
         // a nested record inside a record
         let inner = Type::Record(vec![crate::ir::FieldType {
@@ -454,6 +484,9 @@ mod tests {
         };
         assert_eq!(fits(&outer, false, &schema("string")), Ok(()));
         let e = fits(&outer, false, &schema("integer")).unwrap_err();
-        assert!(e.contains("`meta` is an object whose `owner` is an integer"), "{e}");
+        assert!(
+            e.contains("`meta` is an object whose `owner` is an integer"),
+            "{e}"
+        );
     }
 }
