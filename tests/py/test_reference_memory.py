@@ -186,11 +186,16 @@ def test_trusted_entities_relations_and_observations_land(tmp_path):
             {"entities": [{"name": "Emma", "entityType": "person", "observations": "likes tea"}]},
             "`entities[0].observations`: expected a list",
         ),
-        # a huge list
+        # a list over its bound, and a huge one (over the proxy's 64 KiB)
+        (
+            "create_entities",
+            {"entities": [{"name": "Emma", "entityType": "person", "observations": []}] * 21},
+            "`entities`: more than 20 elements",
+        ),
         (
             "create_entities",
             {"entities": [{"name": "Emma", "entityType": "person", "observations": []}] * 5000},
-            "more than",
+            "more than the 65536 accepted",
         ),
         # a deletion is not offered at all
         ("delete_entities", {"entityNames": ["Emma"]}, "not available through intentplane"),
