@@ -730,3 +730,51 @@ fn an_edit_of_the_filesystem_example_is_decided_and_sent() {
             .is_err()
     );
 }
+
+/// A step-up on a tool with records: the approver is shown each record
+/// whole (as JSON, escaped), and what is shown hashes to the operation.
+#[test]
+fn a_record_is_shown_to_the_approver_as_it_is_signed() {
+    let ex = root().join("examples/mcp/filesystem");
+    let text = std::fs::read_to_string(ex.join("intentplane.toml"))
+        .unwrap()
+        .replace("\"../keys/", &format!("\"{}/", root().join("examples/mcp/keys").display()))
+        .replace(
+            "file = \"registries/workspace.json\"",
+            &format!("file = {:?}", ex.join("registries/workspace.json")),
+        )
+        .replace(
+            "[tools.params.dryRun]",
+            "[[tools.rules]]\nkind = \"step_up\"\nreason = \"an edit\"\nalways = true\n[tools.params.dryRun]",
+        );
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("intentplane.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let (report, checked) = check(&cfg);
+    assert!(!report.has_errors(), "{report}");
+    let c = checked.unwrap();
+    let t = c.tools.iter().find(|t| t.tool == "edit_file").unwrap();
+    let gw = Gateway::new(&c.bundle, c.world, Arc::new(MemoryStore::new())).unwrap();
+    let edits = json!([{"oldText": "a \"quote\"", "newText": "line\nbreak"}]);
+    let proposal = t
+        .to_proposal(&obj(
+            json!({"path": "/tmp/intentplane-workspace/x.md", "edits": edits}),
+        ))
+        .unwrap();
+    let d = gw
+        .decide(&Input {
+            proposal,
+            mandate: Some(c.session.mandates[0].1.clone()),
+            ..Input::default()
+        })
+        .unwrap();
+    assert_eq!(d.decision, Outcome::Pending, "{d:?}");
+    let op = gw.pending_op(d.operation_hash.as_deref().unwrap()).unwrap();
+    let shown = intentplane::gateway::render::checked(&gw, &op).unwrap();
+    let text = shown.text();
+    // each element whole, as JSON, escaped once more: no line of its own
+    assert!(
+        text.contains(r#"- \json {"oldText":"a \\"quote\\"","newText":"line\\nbreak"}"#),
+        "{text}"
+    );
+}
