@@ -117,3 +117,49 @@ proptest! {
         prop_assert!(reason.contains(&needle), "{}", reason);
     }
 }
+
+/// A table whose record parameter lost a field's declaration, or whose
+/// record is critical itself, is refused at every load (the table's
+/// invariants, whatever its signature): the field would pass unvouched.
+#[test]
+fn a_table_that_drops_a_field_is_refused() {
+    use intentplane::bundle::invariants;
+    let table = &bundle().table;
+    assert_eq!(invariants::check(table), Ok(()));
+    let mut t = table.clone();
+    relations_param(&mut t).fields.retain(|f| f.name != "to");
+    let e = invariants::check(&t).unwrap_err();
+    assert!(
+        e.contains("its fields are not those of its record type"),
+        "{e}"
+    );
+    let mut t = table.clone();
+    relations_param(&mut t).fields.swap(0, 1);
+    assert!(invariants::check(&t).is_err());
+    let mut t = table.clone();
+    let p = relations_param(&mut t);
+    p.critical = true;
+    p.sources = vec![intentplane::ir::Source::Registry {
+        registry: "entities".into(),
+    }];
+    let e = invariants::check(&t).unwrap_err();
+    assert!(e.contains("is critical itself"), "{e}");
+    // a field flagged critical without a source is refused as a parameter is
+    let mut t = table.clone();
+    relations_param(&mut t).fields[0].sources.clear();
+    let e = invariants::check(&t).unwrap_err();
+    assert!(e.contains("has no trusted source"), "{e}");
+}
+
+fn relations_param(t: &mut intentplane::bundle::format::Table) -> &mut intentplane::ir::Param {
+    let a = t
+        .actions
+        .iter_mut()
+        .find(|a| a.action.name == "memory.relate")
+        .unwrap();
+    a.action
+        .params
+        .iter_mut()
+        .find(|p| p.name == "relations")
+        .unwrap()
+}
