@@ -384,6 +384,55 @@ pub enum PackDiagnostic {
         span: SourceSpan,
     },
 
+    /// `critical` on a record (or a list of records): a registry or a
+    /// claim holds single values, never a whole object, so nothing could
+    /// vouch for it; the fields whose values matter are critical instead,
+    /// and then every element's field must come from a trusted source.
+    #[error("`{param}` is a record: its fields are critical, not the record")]
+    #[diagnostic(
+        code(ipc::critical_record),
+        help(
+            "mark the fields that must come from a trusted source: `{{ path: Path critical from registry.workspace, text: Text }}`"
+        )
+    )]
+    CriticalRecord {
+        param: String,
+        #[label("on the record")]
+        span: SourceSpan,
+    },
+
+    /// An option a record field cannot take: a `default` (the gateway
+    /// would add to the object a value the agent did not send) or `secret`
+    /// (a secret is a whole `Text` parameter, committed on its own).
+    #[error("a record field cannot be `{option}`: `{field}`")]
+    #[diagnostic(
+        code(ipc::field_option),
+        help(
+            "declare the field `optional` to let the object leave it out; a secret is a parameter of its own"
+        )
+    )]
+    FieldOption {
+        field: String,
+        option: &'static str,
+        #[label("not on a field")]
+        span: SourceSpan,
+    },
+
+    /// A record type where only single values are held: a mandate claim, a
+    /// registry's values, keys or fields, a guarantee's parameter.
+    #[error("a record type describes a parameter's value; {what} holds single values")]
+    #[diagnostic(
+        code(ipc::record_not_here),
+        help(
+            "records are for parameters: `param edits: list<{{ oldText: Text, newText: Text }}>`"
+        )
+    )]
+    RecordNotHere {
+        what: &'static str,
+        #[label("a record")]
+        span: SourceSpan,
+    },
+
     /// `by ROLE` on a rule other than `four_eyes`: only the second pair of
     /// eyes has a role (a step-up is the user herself; a forbid no one lifts).
     #[error("`by` names the role of the second approver, which only `four_eyes` has")]

@@ -100,6 +100,21 @@ pub enum Type {
     Enum(Vec<String>),
     List(Box<Type>),
     Set(Box<Type>),
+    /// `{ field: Type, ... }`: a JSON object with exactly these fields (an
+    /// optional one may be absent), in this order. A parameter only (a
+    /// claim or a registry holds no record); its fields' sources,
+    /// normalisers and validators are the parameter's `fields`.
+    Record(Vec<FieldType>),
+}
+
+/// One field of a record type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldType {
+    pub name: String,
+    pub ty: Type,
+    /// The object may leave it out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 /// The scalar type names the language knows, as written.
@@ -149,6 +164,17 @@ impl Type {
     pub fn is_collection(&self) -> bool {
         matches!(self, Type::List(_) | Type::Set(_))
     }
+    /// A record, or a collection of records.
+    pub fn is_record(&self) -> bool {
+        matches!(self.element(), Type::Record(_))
+    }
+    /// The record's fields (or its elements' for a list of records).
+    pub fn record_fields(&self) -> &[FieldType] {
+        match self.element() {
+            Type::Record(fs) => fs,
+            _ => &[],
+        }
+    }
     /// The normaliser that gives a value of this type (or of its elements)
     /// its one canonical spelling, when the pack names none: registry
     /// values are stored in it, proposals compared in it.
@@ -177,6 +203,15 @@ impl fmt::Display for Type {
             Type::Enum(vs) => write!(f, "enum({})", vs.join(", ")),
             Type::List(t) => write!(f, "list<{t}>"),
             Type::Set(t) => write!(f, "set<{t}>"),
+            Type::Record(fs) => {
+                f.write_str("{ ")?;
+                for (i, x) in fs.iter().enumerate() {
+                    let sep = if i + 1 < fs.len() { "," } else { "" };
+                    let opt = if x.optional { " optional" } else { "" };
+                    write!(f, "{}: {}{opt}{sep} ", x.name, x.ty)?;
+                }
+                f.write_str("}")
+            }
             other => {
                 let name = SCALAR_TYPES
                     .iter()
@@ -354,10 +389,33 @@ pub struct Param {
     /// must come from its trusted sources like any other.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,
+    /// For a record (or a list of records): one entry per field of the
+    /// record type, in its order, each with the field's own critical flag,
+    /// sources, normaliser and validators (never a default or a secret).
+    /// Every element's critical field must come from a trusted source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<Param>,
     pub line: usize,
 }
 
 impl Param {
+    /// Whether a trusted source must vouch for it: a critical parameter,
+    /// or a record with a critical field (at any depth).
+    pub fn vouched(&self) -> bool {
+        self.critical || self.fields.iter().any(Param::vouched)
+    }
+    /// The field of a record parameter.
+    pub fn field(&self, name: &str) -> Option<&Param> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+    /// This parameter and every field inside it, depth first.
+    pub fn walk(&self) -> Vec<&Param> {
+        let mut out = vec![self];
+        for f in &self.fields {
+            out.extend(f.walk());
+        }
+        out
+    }
     /// The normaliser the gateway applies: the pack's, or the type's
     /// canonical one.
     pub fn normalizer(&self) -> Option<Normalizer> {

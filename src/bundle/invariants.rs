@@ -21,7 +21,8 @@ pub fn check(table: &Table) -> Result<(), String> {
             ));
         };
         let at = |reason: String| format!("action `{}`: {reason}", a.action.name);
-        for p in &a.action.params {
+        for p in a.action.params.iter().flat_map(Param::walk) {
+            fields_match_record(p).map_err(&at)?;
             critical_has_source(p).map_err(&at)?;
             no_default_on_critical(p).map_err(&at)?;
             secret_is_not_critical(p).map_err(&at)?;
@@ -32,6 +33,28 @@ pub fn check(table: &Table) -> Result<(), String> {
         }
         budget_is_money(a).map_err(&at)?;
         every_rule_is_evaluated(a).map_err(&at)?;
+    }
+    Ok(())
+}
+
+/// A record's fields are exactly its type's, in order and of the same
+/// types, and a record is never critical itself: a table that dropped a
+/// critical field's entry would let the field through unvouched.
+fn fields_match_record(p: &Param) -> Result<(), String> {
+    let want = p.ty.record_fields();
+    let same = want.len() == p.fields.len()
+        && want
+            .iter()
+            .zip(&p.fields)
+            .all(|(t, f)| t.name == f.name && t.ty == f.ty && t.optional == f.optional);
+    if !same {
+        return Err(format!(
+            "parameter `{}`: its fields are not those of its record type",
+            p.name
+        ));
+    }
+    if p.critical && p.ty.is_record() {
+        return Err(format!("record `{}` is critical itself", p.name));
     }
     Ok(())
 }

@@ -127,7 +127,7 @@ impl Cx {
             }
             GuaranteeScope::Every(_) => ("every action".into(), (0..actions.len()).collect(), None),
             GuaranteeScope::WithParam { name, ty, .. } => {
-                let Some(want) = self.resolve_type(ty) else {
+                let Some(want) = self.resolve_value_type(ty, "a guarantee's parameter") else {
                     return (String::new(), vec![]);
                 };
                 let with_name: Vec<String> = actions

@@ -209,7 +209,9 @@ impl Cx {
                             self.duplicate("mandate claim", &c.name, first);
                             continue;
                         }
-                        let ty = self.resolve_type(&c.ty).unwrap_or(ir::Type::Text);
+                        let ty = self
+                            .resolve_value_type(&c.ty, "a mandate claim")
+                            .unwrap_or(ir::Type::Text);
                         self.claims
                             .insert(c.name.text.clone(), (ty.clone(), c.name.span));
                         pack.claims.push(Claim {
@@ -267,7 +269,9 @@ impl Cx {
     fn registry(&mut self, r: &ast::RegistryDecl) -> Registry {
         let shape = match &r.shape {
             ast::RegistryShape::Set(t) => {
-                let ty = self.resolve_type(t).unwrap_or(ir::Type::Text);
+                let ty = self
+                    .resolve_value_type(t, "a registry")
+                    .unwrap_or(ir::Type::Text);
                 match ty {
                     ir::Type::Set(e) | ir::Type::List(e) => RegistryShape::Set { element: *e },
                     other => {
@@ -284,7 +288,9 @@ impl Cx {
                 }
             }
             ast::RegistryShape::Keyed { key, fields } => {
-                let key_ty = self.resolve_type(key).unwrap_or(ir::Type::Id);
+                let key_ty = self
+                    .resolve_value_type(key, "a registry key")
+                    .unwrap_or(ir::Type::Id);
                 if key_ty.is_collection() {
                     self.err(PackDiagnostic::TypeMismatch {
                         message: format!("a record key is a single value, not {key_ty}"),
@@ -302,7 +308,9 @@ impl Cx {
                         continue;
                     }
                     spans.insert(f.name.text.clone(), f.name.span);
-                    let ty = self.resolve_type(&f.ty).unwrap_or(ir::Type::Text);
+                    let ty = self
+                        .resolve_value_type(&f.ty, "a registry field")
+                        .unwrap_or(ir::Type::Text);
                     out.push(Claim {
                         name: f.name.text.clone(),
                         ty,

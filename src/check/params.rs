@@ -94,6 +94,7 @@ impl Cx {
             hint: None,
             secret: false,
             optional: false,
+            fields: vec![],
             line: self.line(d.span.start),
         };
         let mut seen: HashSet<&'static str> = HashSet::new();
@@ -118,6 +119,12 @@ impl Cx {
                 continue;
             }
             match o {
+                ParamOption::Critical { span, .. } if known_ty && ty.is_record() => {
+                    self.err(PackDiagnostic::CriticalRecord {
+                        param: d.name.text.clone(),
+                        span: (*span).into(),
+                    });
+                }
                 ParamOption::Critical { sources, span } => {
                     p.critical = true;
                     if sources.is_empty() {
@@ -180,6 +187,9 @@ impl Cx {
                 }
             }
         }
+        if known_ty && ty.is_record() {
+            p.fields = self.record_fields(a, d, &ty, types, keys);
+        }
         // a secret is a value the user gives (a new password), never one a
         // source vouches for, and it is text the executor takes as it is
         if let Some(s) = secret_span {
@@ -213,6 +223,63 @@ impl Cx {
             });
         }
         p
+    }
+
+    /// The fields of a record parameter (or of a list of records), each
+    /// checked as a parameter is: its sources, normaliser, validators.
+    fn record_fields(
+        &mut self,
+        a: &ast::ActionDecl,
+        d: &ast::ParamDecl,
+        ty: &Type,
+        types: &HashMap<String, Type>,
+        keys: &mut Vec<KeyUse>,
+    ) -> Vec<Param> {
+        let written = match &d.ty.kind {
+            ast::TypeExprKind::Record(fs) => fs,
+            ast::TypeExprKind::Generic(_, inner) => match &inner.kind {
+                ast::TypeExprKind::Record(fs) => fs,
+                _ => return vec![],
+            },
+            _ => return vec![],
+        };
+        let mut out = vec![];
+        for ft in ty.record_fields() {
+            let Some(f) = written.iter().find(|f| f.name.text == ft.name) else {
+                continue;
+            };
+            let mut options = vec![];
+            for o in &f.options {
+                let refused = match o {
+                    ParamOption::Default(l) => Some(("default", l.span)),
+                    ParamOption::Secret(s) => Some(("secret", *s)),
+                    _ => None,
+                };
+                match refused {
+                    Some((option, span)) => self.err(PackDiagnostic::FieldOption {
+                        field: format!("{}.{}", d.name.text, f.name.text),
+                        option,
+                        span: span.into(),
+                    }),
+                    None => options.push(o.clone()),
+                }
+            }
+            // checked under its place's name (`entities.name`: what the
+            // diagnostics say, and whose lookups the cycle check follows)
+            let decl = ast::ParamDecl {
+                name: ast::Name {
+                    text: format!("{}.{}", d.name.text, f.name.text),
+                    span: f.name.span,
+                },
+                ty: f.ty.clone(),
+                options,
+                span: f.span,
+            };
+            let mut field = self.param(a, &decl, Some(ft.ty.clone()), types, keys);
+            field.name = ft.name.clone();
+            out.push(field);
+        }
+        out
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -2,8 +2,8 @@
 
 use super::Cx;
 use crate::diagnostics::{PackDiagnostic, suggest};
-use crate::ir::{SCALAR_TYPES, Type};
-use crate::syntax::ast::{TypeExpr, TypeExprKind};
+use crate::ir::{FieldType, SCALAR_TYPES, Type};
+use crate::syntax::ast::{ParamOption, TypeExpr, TypeExprKind};
 use std::collections::HashMap;
 
 impl Cx {
@@ -51,7 +51,58 @@ impl Cx {
                 }
                 Some(Type::Enum(out))
             }
+            TypeExprKind::Record(fields) => {
+                if fields.is_empty() {
+                    self.err(PackDiagnostic::TypeMismatch {
+                        message: "a record has at least one field".into(),
+                        span: t.span.into(),
+                        label: "no fields".into(),
+                        help: None,
+                    });
+                    return None;
+                }
+                let mut seen = HashMap::new();
+                let mut out = vec![];
+                let mut ok = true;
+                for f in fields {
+                    if let Some(first) = seen.get(&f.name.text) {
+                        let first = *first;
+                        self.duplicate("record field", &f.name, first);
+                        ok = false;
+                        continue;
+                    }
+                    seen.insert(f.name.text.clone(), f.name.span);
+                    let Some(ty) = self.resolve_type(&f.ty) else {
+                        ok = false;
+                        continue;
+                    };
+                    let optional = f
+                        .options
+                        .iter()
+                        .any(|o| matches!(o, ParamOption::Optional(_)));
+                    out.push(FieldType {
+                        name: f.name.text.clone(),
+                        ty,
+                        optional,
+                    });
+                }
+                ok.then_some(Type::Record(out))
+            }
         }
+    }
+
+    /// A type for a single value (a claim, a registry's values, keys and
+    /// fields, a guarantee's parameter): a record is refused there.
+    pub(crate) fn resolve_value_type(&mut self, t: &TypeExpr, what: &'static str) -> Option<Type> {
+        let ty = self.resolve_type(t)?;
+        if ty.is_record() {
+            self.err(PackDiagnostic::RecordNotHere {
+                what,
+                span: t.span.into(),
+            });
+            return None;
+        }
+        Some(ty)
     }
 
     fn unknown_type(&mut self, name: &str, t: &TypeExpr) {

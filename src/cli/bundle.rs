@@ -247,6 +247,13 @@ fn param_text(p: &ir::Param) -> String {
     if let Some(d) = &p.default {
         parts.push(format!("default {}", value_text(d)));
     }
+    // a record's fields, each with what it says
+    for f in &p.fields {
+        let text = param_text(f);
+        if !text.is_empty() {
+            parts.push(format!(".{} {text}", f.name));
+        }
+    }
     parts.join(", ")
 }
 

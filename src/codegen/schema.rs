@@ -13,6 +13,17 @@ pub fn cedar_type(t: &Type) -> String {
     match t {
         Type::Bool => "Bool".into(),
         Type::List(e) | Type::Set(e) => format!("Set<{}>", cedar_type(e)),
+        // a record is a Cedar record, a list of records a set of them
+        Type::Record(fs) => {
+            let attrs: Vec<String> = fs
+                .iter()
+                .map(|f| {
+                    let q = if f.optional { "?" } else { "" };
+                    format!("{}{q}: {}", schema_attr(&f.name), cedar_type(&f.ty))
+                })
+                .collect();
+            format!("{{ {} }}", attrs.join(", "))
+        }
         t if t.is_numeric() => "Long".into(),
         _ => "String".into(),
     }
@@ -29,7 +40,8 @@ pub fn context_attributes(a: &ir::Action) -> Vec<(String, String)> {
     for f in &a.facts {
         out.push((f.name.clone(), cedar_type(&f.ty)));
     }
-    let critical: Vec<&ir::Param> = a.params.iter().filter(|p| p.critical).collect();
+    // a record with critical fields has one origin too: those of its fields
+    let critical: Vec<&ir::Param> = a.params.iter().filter(|p| p.vouched()).collect();
     if !critical.is_empty() {
         let mut rec = String::from("{\n");
         for p in critical {
@@ -90,5 +102,21 @@ mod tests {
             "Set<Set<Long>>"
         );
         assert_eq!(cedar_type(&Type::Bool), "Bool");
+        let rec = Type::Record(vec![
+            ir::FieldType {
+                name: "path".into(),
+                ty: Type::Path,
+                optional: false,
+            },
+            ir::FieldType {
+                name: "size".into(),
+                ty: Type::Int,
+                optional: true,
+            },
+        ]);
+        assert_eq!(
+            cedar_type(&Type::List(Box::new(rec))),
+            "Set<{ path: String, size?: Long }>"
+        );
     }
 }

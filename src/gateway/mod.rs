@@ -337,7 +337,7 @@ impl Gateway {
                 .get(&ta.action.name)
                 .cloned()
                 .ok_or_else(|| prep("no policies in the bundle".into()))?;
-            for p in &ta.action.params {
+            for p in ta.action.params.iter().flat_map(crate::ir::Param::walk) {
                 for v in &p.validators {
                     if let crate::ir::Validator::Pattern { regex } = v {
                         let re = regex::Regex::new(&format!("^(?:{regex})$"))

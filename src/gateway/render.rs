@@ -402,12 +402,27 @@ fn cut(v: &Value) -> Value {
 fn origins_of(op: &PendingOp, param: &str) -> Vec<String> {
     match op.origins.get(param) {
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(items)) => items
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
             .iter()
             .filter_map(Value::as_str)
             .map(str::to_string)
             .collect(),
-        _ => vec![],
+        // a record's (or a list of records'): its critical fields' origins, once
+        Some(v) => {
+            let mut out: Vec<String> = vec![];
+            nested_origins(v, &mut out);
+            out
+        }
+        None => vec![],
+    }
+}
+
+fn nested_origins(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) if !out.contains(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|i| nested_origins(i, out)),
+        Value::Object(m) => m.values().for_each(|i| nested_origins(i, out)),
+        _ => {}
     }
 }
 

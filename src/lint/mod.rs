@@ -36,7 +36,7 @@ impl Usage {
     fn of(pack: &Pack) -> Usage {
         let mut u = Usage::default();
         for a in &pack.actions {
-            for p in &a.params {
+            for p in a.params.iter().flat_map(crate::ir::Param::walk) {
                 for s in &p.sources {
                     match s {
                         Source::Claim { claim } => {

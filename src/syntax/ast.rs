@@ -141,6 +141,18 @@ pub enum TypeExprKind {
     Generic(Name, Box<TypeExpr>),
     /// `enum(open, paid)`
     Enum(Vec<Name>),
+    /// `{ oldText: Text, newText: Text max_len 1000 }`
+    Record(Vec<RecordField>),
+}
+
+/// `name: Type options...` inside a record type: a field, with the options
+/// a parameter takes (critical and its sources, normaliser, validators).
+#[derive(Clone, Debug)]
+pub struct RecordField {
+    pub name: Name,
+    pub ty: TypeExpr,
+    pub options: Vec<ParamOption>,
+    pub span: Span,
 }
 
 #[derive(Clone, Debug)]

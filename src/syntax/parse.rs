@@ -460,6 +460,13 @@ impl Builder {
                     .map(name)
                     .collect(),
             ),
+            Rule::record_type => TypeExprKind::Record(
+                inner
+                    .into_inner()
+                    .filter(|x| x.as_rule() == Rule::record_field)
+                    .map(|f| self.record_field(f))
+                    .collect(),
+            ),
             Rule::generic_type => {
                 let mut it = inner.into_inner();
                 let g = it.next().map(name).unwrap_or_else(empty_name);
@@ -578,74 +585,91 @@ impl Builder {
             span,
         };
         for it in p.into_inner() {
-            let ospan: Span = it.as_span().into();
             match it.as_rule() {
                 Rule::ident => d.name = name(it),
                 Rule::type_expr => d.ty = self.type_expr(it),
-                Rule::critical_clause => {
-                    let mut kw = ospan;
-                    let mut sources = vec![];
-                    for x in it.into_inner() {
-                        match x.as_rule() {
-                            Rule::kw_critical => kw = x.as_span().into(),
-                            Rule::source => {
-                                let sp: Span = x.as_span().into();
-                                if self.too_deep(&x, sp) {
-                                    continue;
-                                }
-                                if let Some(pp) = x.into_inner().next() {
-                                    sources.push(self.path(pp))
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    d.options.push(ParamOption::Critical { sources, span: kw });
-                }
-                Rule::normalize_clause => {
-                    if let Some(n) = last_named(it, Rule::ident) {
-                        d.options.push(ParamOption::Normalize(n))
-                    }
-                }
-                Rule::default_clause => {
-                    if let Some(l) = it.into_inner().find(|x| x.as_rule() == Rule::literal) {
-                        let lit = self.literal(l);
-                        d.options.push(ParamOption::Default(lit))
-                    }
-                }
-                Rule::hint_clause => {
-                    if let Some(s) = it.into_inner().find(|x| x.as_rule() == Rule::string) {
-                        let s = self.string(s);
-                        d.options.push(ParamOption::Hint(s))
-                    }
-                }
-                Rule::secret_clause => d.options.push(ParamOption::Secret(it.as_span().into())),
-                Rule::optional_clause => d.options.push(ParamOption::Optional(it.as_span().into())),
-                Rule::validator => {
-                    let mut v = ValidatorDecl {
-                        name: empty_name(),
-                        args: vec![],
-                        is_range: false,
-                        span: ospan,
-                    };
-                    for x in it.into_inner() {
-                        match x.as_rule() {
-                            Rule::ident => v.name = name(x),
-                            Rule::validator_args => {
-                                for l in x.into_inner() {
-                                    v.args.push(self.literal(l));
-                                }
-                                v.is_range = v.args.len() == 2;
-                            }
-                            _ => {}
-                        }
-                    }
-                    d.options.push(ParamOption::Validator(v));
-                }
-                _ => {}
+                _ => d.options.extend(self.param_option(it)),
             }
         }
         d
+    }
+
+    fn record_field(&mut self, p: Pair<'_, Rule>) -> RecordField {
+        let span = p.as_span().into();
+        let mut f = RecordField {
+            name: empty_name(),
+            ty: empty_type(),
+            options: vec![],
+            span,
+        };
+        for it in p.into_inner() {
+            match it.as_rule() {
+                Rule::word => f.name = name(it),
+                Rule::type_expr => f.ty = self.type_expr(it),
+                _ => f.options.extend(self.param_option(it)),
+            }
+        }
+        f
+    }
+
+    /// One option of a parameter or a record field.
+    fn param_option(&mut self, it: Pair<'_, Rule>) -> Option<ParamOption> {
+        let ospan: Span = it.as_span().into();
+        match it.as_rule() {
+            Rule::critical_clause => {
+                let mut kw = ospan;
+                let mut sources = vec![];
+                for x in it.into_inner() {
+                    match x.as_rule() {
+                        Rule::kw_critical => kw = x.as_span().into(),
+                        Rule::source => {
+                            let sp: Span = x.as_span().into();
+                            if self.too_deep(&x, sp) {
+                                continue;
+                            }
+                            if let Some(pp) = x.into_inner().next() {
+                                sources.push(self.path(pp))
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                Some(ParamOption::Critical { sources, span: kw })
+            }
+            Rule::normalize_clause => last_named(it, Rule::ident).map(ParamOption::Normalize),
+            Rule::default_clause => {
+                let l = it.into_inner().find(|x| x.as_rule() == Rule::literal)?;
+                Some(ParamOption::Default(self.literal(l)))
+            }
+            Rule::hint_clause => {
+                let s = it.into_inner().find(|x| x.as_rule() == Rule::string)?;
+                Some(ParamOption::Hint(self.string(s)))
+            }
+            Rule::secret_clause => Some(ParamOption::Secret(it.as_span().into())),
+            Rule::optional_clause => Some(ParamOption::Optional(it.as_span().into())),
+            Rule::validator => {
+                let mut v = ValidatorDecl {
+                    name: empty_name(),
+                    args: vec![],
+                    is_range: false,
+                    span: ospan,
+                };
+                for x in it.into_inner() {
+                    match x.as_rule() {
+                        Rule::ident => v.name = name(x),
+                        Rule::validator_args => {
+                            for l in x.into_inner() {
+                                v.args.push(self.literal(l));
+                            }
+                            v.is_range = v.args.len() == 2;
+                        }
+                        _ => {}
+                    }
+                }
+                Some(ParamOption::Validator(v))
+            }
+            _ => None,
+        }
     }
 
     fn rule(&mut self, p: Pair<'_, Rule>) -> RuleDecl {

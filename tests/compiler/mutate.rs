@@ -412,3 +412,61 @@ fn the_cli_names_the_guarantee_in_text_and_json() {
         "{out}"
     );
 }
+
+/// Record types (issue #24, item 2): the mutants of an action with lists of
+/// records are killed by scenarios that propose records, and the solver
+/// proves a survivor over a context that holds a set of records.
+#[test]
+fn records_are_mutated_as_other_types() {
+    let Some(r) = mutate("records", false) else {
+        return;
+    };
+    assert!(r.ok(), "{:?}", r.mutants);
+    assert_eq!(r.score(), 100.0);
+    assert!(
+        r.mutants
+            .iter()
+            .any(|m| m.policy_id == "records/memory.relate/forbid/a-note-about-passwords"
+                && m.operator == Operator::RemoveForbid
+                && matches!(&m.status, Status::Killed { scenario, .. } if scenario == "records.json: a forbidden note")),
+        "{:?}",
+        r.mutants
+    );
+    // without the scenario that tests the note, the forbid's removal
+    // survives, with a counterexample whose context has the relations
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("records");
+    std::fs::create_dir_all(copy.join("scenarios")).unwrap();
+    std::fs::create_dir_all(copy.join("registries")).unwrap();
+    std::fs::copy(fixture("records").join("pack.ipc"), copy.join("pack.ipc")).unwrap();
+    for f in ["workspace.json", "entities.json", "people.json"] {
+        std::fs::copy(
+            fixture("records").join("registries").join(f),
+            copy.join("registries").join(f),
+        )
+        .unwrap();
+    }
+    let mut suite: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("records").join("scenarios/records.json")).unwrap(),
+    )
+    .unwrap();
+    suite["tests"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|t| t["name"] != "a forbidden note");
+    std::fs::write(copy.join("scenarios/records.json"), suite.to_string()).unwrap();
+    let Some(r) = mutate_at(&copy, "records", false) else {
+        return;
+    };
+    let m = mutant(
+        &r,
+        "records/memory.relate/forbid/a-note-about-passwords",
+        "forbid removed",
+    );
+    let Status::Survived { counterexample, .. } = &m.status else {
+        panic!("expected a survivor, got {:?}", m.status);
+    };
+    assert_eq!(counterexample.context["note"], "password");
+    assert!(counterexample.context["relations"].is_array());
+    assert!(counterexample.context["provenance"]["relations"].is_string());
+}

@@ -13,6 +13,7 @@ mod concurrency;
 mod fail_closed;
 mod fuzz;
 mod pipeline;
+mod records;
 mod regressions;
 mod secrets_at_rest;
 mod trusted;

@@ -635,3 +635,146 @@ fn fragments_are_parsed_at_their_offset() {
     assert!(parse_type_at("Iban extra", 0).is_err());
     assert!(parse_path_at("mandate.payee or", 0).is_err());
 }
+
+/// A shipped config's tool, and a gateway over its world and bundle with
+/// the session's mandate.
+fn shipped(config: &str, tool: &str) -> (ToolConfig, Gateway, Value) {
+    let (report, checked) = check(&root().join(config));
+    assert!(!report.has_errors(), "{report}");
+    let c = checked.unwrap();
+    let t = c.tools.iter().find(|t| t.tool == tool).unwrap().clone();
+    let mandate = c.session.mandates[0].1.clone();
+    let gw = Gateway::new(&c.bundle, c.world, Arc::new(MemoryStore::new())).unwrap();
+    (t, gw, mandate)
+}
+
+/// Records through the proxy's mapping (issue #24, item 2): the memory
+/// server's `create_relations` takes a list of objects; what the entities
+/// registry vouches for goes out as the objects that came in, and one
+/// injected element refuses the call.
+#[test]
+fn records_go_out_as_the_objects_they_came_in_as() {
+    let (t, gw, mandate) = shipped("examples/mcp/memory/intentplane.toml", "create_relations");
+    let decide = |args: Value| {
+        let proposal = t.to_proposal(&obj(args)).unwrap();
+        gw.decide(&Input {
+            proposal,
+            mandate: Some(mandate.clone()),
+            ..Input::default()
+        })
+        .unwrap()
+    };
+    let relations = json!([
+        {"relationType": "knows", "from": "Emma", "to": "Lukas"},
+        {"from": "Lukas", "to": "Garden project", "relationType": "works on"},
+    ]);
+    let d = decide(json!({ "relations": relations }));
+    assert_eq!(d.decision, Outcome::Allow, "{d:?}");
+    let call = t.downstream_call(&d.resolved, &Default::default()).unwrap();
+    // the same objects, in the order of their fields as they came in
+    assert_eq!(call.arguments["relations"], relations);
+    assert_eq!(
+        serde_json::to_string(&call.arguments["relations"][0]).unwrap(),
+        r#"{"relationType":"knows","from":"Emma","to":"Lukas"}"#
+    );
+    assert_eq!(call.recorded, call.arguments);
+    assert_eq!(
+        d.origins["relations"],
+        json!([
+            {"from": "registry.entities", "to": "registry.entities"},
+            {"from": "registry.entities", "to": "registry.entities"}
+        ])
+    );
+    let d = decide(json!({"relations": [
+        {"from": "Emma", "to": "Lukas", "relationType": "knows"},
+        {"from": "Mallory", "to": "Emma", "relationType": "owns"},
+    ]}));
+    assert_eq!(d.decision, Outcome::Deny);
+    assert_eq!(
+        d.reason.as_deref(),
+        Some(
+            "`relations[1].from` `Mallory` is not from a trusted source: not in registry.entities"
+        )
+    );
+}
+
+/// `edit_file`: the file's relative path resolved against the server's
+/// folder, the edits sent as they came.
+#[test]
+fn an_edit_of_the_filesystem_example_is_decided_and_sent() {
+    let (t, gw, mandate) = shipped("examples/mcp/filesystem/intentplane.toml", "edit_file");
+    let edits = json!([{"oldText": "milk", "newText": "tea"}]);
+    let p = t
+        .to_proposal(&obj(json!({"path": "./notes/todo.md", "edits": edits})))
+        .unwrap();
+    assert_eq!(
+        p["args"]["path"],
+        "/tmp/intentplane-workspace/notes/todo.md"
+    );
+    let d = gw
+        .decide(&Input {
+            proposal: p,
+            mandate: Some(mandate.clone()),
+            ..Input::default()
+        })
+        .unwrap();
+    assert_eq!(d.decision, Outcome::Allow, "{d:?}");
+    let call = t.downstream_call(&d.resolved, &Default::default()).unwrap();
+    assert_eq!(
+        Value::Object(call.arguments),
+        json!({"path": "/tmp/intentplane-workspace/notes/todo.md", "edits": edits})
+    );
+    // outside the folder: refused before any decision
+    assert!(
+        t.to_proposal(&obj(json!({"path": "../x", "edits": edits})))
+            .is_err()
+    );
+}
+
+/// A step-up on a tool with records: the approver is shown each record
+/// whole (as JSON, escaped), and what is shown hashes to the operation.
+#[test]
+fn a_record_is_shown_to_the_approver_as_it_is_signed() {
+    let ex = root().join("examples/mcp/filesystem");
+    let text = std::fs::read_to_string(ex.join("intentplane.toml"))
+        .unwrap()
+        .replace("\"../keys/", &format!("\"{}/", root().join("examples/mcp/keys").display()))
+        .replace(
+            "file = \"registries/workspace.json\"",
+            &format!("file = {:?}", ex.join("registries/workspace.json")),
+        )
+        .replace(
+            "[tools.params.dryRun]",
+            "[[tools.rules]]\nkind = \"step_up\"\nreason = \"an edit\"\nalways = true\n[tools.params.dryRun]",
+        );
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("intentplane.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let (report, checked) = check(&cfg);
+    assert!(!report.has_errors(), "{report}");
+    let c = checked.unwrap();
+    let t = c.tools.iter().find(|t| t.tool == "edit_file").unwrap();
+    let gw = Gateway::new(&c.bundle, c.world, Arc::new(MemoryStore::new())).unwrap();
+    let edits = json!([{"oldText": "a \"quote\"", "newText": "line\nbreak"}]);
+    let proposal = t
+        .to_proposal(&obj(
+            json!({"path": "/tmp/intentplane-workspace/x.md", "edits": edits}),
+        ))
+        .unwrap();
+    let d = gw
+        .decide(&Input {
+            proposal,
+            mandate: Some(c.session.mandates[0].1.clone()),
+            ..Input::default()
+        })
+        .unwrap();
+    assert_eq!(d.decision, Outcome::Pending, "{d:?}");
+    let op = gw.pending_op(d.operation_hash.as_deref().unwrap()).unwrap();
+    let shown = intentplane::gateway::render::checked(&gw, &op).unwrap();
+    let text = shown.text();
+    // each element whole, as JSON, escaped once more: no line of its own
+    assert!(
+        text.contains(r#"- \json {"oldText":"a \\"quote\\"","newText":"line\\nbreak"}"#),
+        "{text}"
+    );
+}

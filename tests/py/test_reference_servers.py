@@ -179,10 +179,43 @@ def test_injected_paths_are_refused_and_nothing_is_written(tmp_path, path):
 
 def test_a_hidden_tool_is_refused(tmp_path):
     run = Run(tmp_path)
-    edits = [{"oldText": "hello", "newText": "owned"}]
-    r = run.play(lambda s: s.call_tool("edit_file", {"path": "notes/readme.md", "edits": edits}))
+    r = run.play(lambda s: s.call_tool("read_multiple_files", {"paths": ["notes/readme.md"]}))
     assert r.is_error and "not available through intentplane" in text(r)
+
+
+def test_an_edit_inside_the_workspace_lands(tmp_path):
+    run = Run(tmp_path)
+    edits = [{"oldText": "hello", "newText": "hi"}, {"oldText": "workspace", "newText": "folder"}]
+    r = run.play(lambda s: s.call_tool("edit_file", {"path": "notes/readme.md", "edits": edits}))
+    assert not r.is_error, text(r)
+    assert (run.ws / "notes" / "readme.md").read_text() == "hi from the folder\n"
+
+
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        # the file outside the trusted folder
+        ({"path": "/etc/hostname", "edits": [{"oldText": "a", "newText": "b"}]}, "provenance"),
+        # an element with a field the record does not have
+        (
+            {"path": "notes/readme.md", "edits": [{"oldText": "hello", "newText": "x", "mode": "append"}]},
+            "unknown field `mode`",
+        ),
+        # an element without one of its fields
+        ({"path": "notes/readme.md", "edits": [{"oldText": "hello"}]}, "missing field `newText`"),
+        # an element that is not an object
+        ({"path": "notes/readme.md", "edits": [{"oldText": "hello", "newText": "x"}, "hello"]}, "expected an object"),
+        # more edits than the config allows
+        ({"path": "notes/readme.md", "edits": [{"oldText": "hello", "newText": "x"}] * 51}, "more than 50"),
+    ],
+)
+def test_a_bad_edit_is_refused_and_nothing_changes(tmp_path, args, why):
+    run = Run(tmp_path)
+    r = run.play(lambda s: s.call_tool("edit_file", args))
+    assert r.is_error
+    assert "DENY at stage" in text(r) and why in text(r), text(r)
     assert (run.ws / "notes" / "readme.md").read_text() == "hello from the workspace\n"
+    assert (run.tmp / "outside" / "secret.txt").read_text() == "not yours\n"
 
 
 @pytest.mark.parametrize("answer", ["accept", "decline"])

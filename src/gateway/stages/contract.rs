@@ -76,7 +76,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
                     return Err(deny(format!("missing parameter `{}`", p.name)).into());
                 }
             },
-            Some(v) => parse_arg(p, v).map_err(|e| deny(refusal(p, e)))?,
+            Some(v) => parse_arg(p, v, &r.gw.regexes).map_err(|e| deny(refusal(p, e)))?,
         };
         validate(p, &arg, &r.gw.regexes).map_err(|e| deny(refusal(p, e)))?;
         r.args.insert(p.name.clone(), arg);
@@ -87,6 +87,13 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
 /// Why a value is refused, naming the parameter; a secret's value is
 /// never echoed (a `pattern` refusal would show it).
 fn refusal(p: &Param, e: String) -> String {
+    // inside a record: `edits[2].newText`: why
+    if e.starts_with(['[', '.', ':']) {
+        return match e.split_once(": ") {
+            Some((path, why)) => format!("`{}{path}`: {why}", p.name),
+            None => format!("`{}`: {e}", p.name),
+        };
+    }
     if p.secret && !e.starts_with("longer than") && !e.starts_with("shorter than") {
         format!(
             "`{}`: the value does not meet the parameter's rules",
@@ -97,7 +104,18 @@ fn refusal(p: &Param, e: String) -> String {
     }
 }
 
-fn parse_arg(p: &Param, v: &Value) -> Result<Arg, String> {
+type Regexes = std::collections::HashMap<String, regex::Regex>;
+
+/// `prefix` (`[2]`, `.path`) before an error from inside a record.
+fn at(prefix: &str, e: String) -> String {
+    if e.starts_with(['[', '.', ':']) {
+        format!("{prefix}{e}")
+    } else {
+        format!("{prefix}: {e}")
+    }
+}
+
+fn parse_arg(p: &Param, v: &Value, rx: &Regexes) -> Result<Arg, String> {
     match &p.ty {
         Type::List(el) | Type::Set(el) => {
             let Value::Array(items) = v else {
@@ -107,16 +125,72 @@ fn parse_arg(p: &Param, v: &Value) -> Result<Arg, String> {
                 return Err(format!("more than {MAX_ITEMS} elements"));
             }
             let mut out: Vec<Arg> = vec![];
-            for it in items {
-                let a = parse_scalar(p, el, it)?;
+            for (i, it) in items.iter().enumerate() {
+                let a = parse_value(p, el, it, rx).map_err(|e| match el.as_ref() {
+                    Type::Record(_) => at(&format!("[{i}]"), e),
+                    _ => e,
+                })?;
                 if matches!(p.ty, Type::List(_)) || !out.contains(&a) {
                     out.push(a);
                 }
             }
             Ok(Arg::List(out))
         }
+        t => parse_value(p, t, v, rx),
+    }
+}
+
+/// One value of the parameter's type (an element of a list of it).
+fn parse_value(p: &Param, ty: &Type, v: &Value, rx: &Regexes) -> Result<Arg, String> {
+    match ty {
+        Type::Record(fields) => parse_record(p, fields, v, rx),
         t => parse_scalar(p, t, v),
     }
+}
+
+/// An object with exactly the record's fields (an optional one may be
+/// absent), each parsed, normalised and validated as a parameter is. An
+/// error starts with the field's path (`.path: ...`), which the caller
+/// puts after the parameter's name.
+fn parse_record(
+    p: &Param,
+    fields: &[ir::FieldType],
+    v: &Value,
+    rx: &Regexes,
+) -> Result<Arg, String> {
+    let Value::Object(obj) = v else {
+        return Err(format!(": expected an object, found {}", kind(v)));
+    };
+    if let Some(k) = obj.keys().find(|k| !fields.iter().any(|f| &f.name == *k)) {
+        return Err(format!(
+            ": unknown field `{}` (the fields are {})",
+            crate::base::json::echo(k),
+            fields
+                .iter()
+                .map(|f| format!("`{}`", f.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if let Some(f) = fields
+        .iter()
+        .find(|f| !f.optional && !obj.contains_key(&f.name))
+    {
+        return Err(format!(": missing field `{}`", f.name));
+    }
+    let mut out = Vec::with_capacity(obj.len());
+    for (k, fv) in obj {
+        // the table's invariants keep one declaration per field; fail
+        // closed if it is missing all the same
+        let Some(fp) = p.field(k) else {
+            return Err(format!(": field `{k}` has no declaration"));
+        };
+        let nested = |e: String| at(&format!(".{k}"), e);
+        let a = parse_arg(fp, fv, rx).map_err(nested)?;
+        validate(fp, &a, rx).map_err(nested)?;
+        out.push((k.clone(), a));
+    }
+    Ok(Arg::Record(out))
 }
 
 /// Whether a `{"ref": id}` may stand for a value of this parameter: only a
@@ -209,11 +283,7 @@ fn storable(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn validate(
-    p: &Param,
-    arg: &Arg,
-    regexes: &std::collections::HashMap<String, regex::Regex>,
-) -> Result<(), String> {
+fn validate(p: &Param, arg: &Arg, regexes: &Regexes) -> Result<(), String> {
     for v in &p.validators {
         match (v, arg) {
             (Validator::MinItems { count }, Arg::List(items)) if (items.len() as u64) < *count => {

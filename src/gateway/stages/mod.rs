@@ -28,6 +28,8 @@ pub(crate) enum Arg {
     Val(Value),
     Ref(String),
     List(Vec<Arg>),
+    /// An object's fields, in the order the proposal wrote them.
+    Record(Vec<(String, Arg)>),
 }
 
 /// The state of one decision as it moves through the stages.

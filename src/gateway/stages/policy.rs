@@ -58,18 +58,16 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             .action
             .params
             .iter()
-            .filter(|p| p.critical)
+            .filter(|p| p.vouched())
             .map(|p| {
-                let origin = match r.origins.get(&p.name) {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(Value::Array(items)) => {
-                        let mut o: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
-                        o.sort_unstable();
-                        o.dedup();
-                        o.join(", ")
-                    }
-                    _ => String::new(),
-                };
+                // every origin in it (a list's, a record's fields'), once
+                let mut o: Vec<&str> = vec![];
+                if let Some(v) = r.origins.get(&p.name) {
+                    origin_strings(v, &mut o);
+                }
+                o.sort_unstable();
+                o.dedup();
+                let origin = o.join(", ");
                 (p.name.clone(), RestrictedExpression::new_string(origin))
             })
             .collect();
@@ -171,6 +169,16 @@ pub(crate) fn to_cedar(v: &Value) -> Result<RestrictedExpression, String> {
         )
         .map_err(|e| e.to_string())?,
     })
+}
+
+/// The origin strings in a parameter's origins: one, a list's, a record's.
+fn origin_strings<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|i| origin_strings(i, out)),
+        Value::Object(m) => m.values().for_each(|i| origin_strings(i, out)),
+        _ => {}
+    }
 }
 
 #[cfg(test)]

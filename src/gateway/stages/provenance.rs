@@ -20,7 +20,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     };
     let decl = &a.table.action;
     // critical parameters keyed by others come after their keys
-    let mut pending: Vec<&Param> = decl.params.iter().filter(|p| p.critical).collect();
+    let mut pending: Vec<&Param> = decl.params.iter().filter(|p| p.vouched()).collect();
     while !pending.is_empty() {
         let before = pending.len();
         let mut i = 0;
@@ -38,19 +38,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         }
     }
     // the agent's own values, moved (the arguments are not read again)
-    for p in decl.params.iter().filter(|p| !p.critical) {
-        let value = match r.args.remove(&p.name) {
-            Some(Arg::Val(v)) => v,
-            Some(Arg::List(items)) => Value::Array(
-                items
-                    .into_iter()
-                    .filter_map(|i| match i {
-                        Arg::Val(v) => Some(v),
-                        _ => None,
-                    })
-                    .collect(),
-            ),
-            Some(Arg::Ref(_)) | None => continue,
+    for p in decl.params.iter().filter(|p| !p.vouched()) {
+        let Some(value) = r.args.remove(&p.name).and_then(plain) else {
+            continue;
         };
         // a secret reaches the executor only: everything else sees its
         // commitment (the decision, the receipt, the operation hash)
@@ -69,7 +59,23 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     Ok(())
 }
 
-/// Parameters this one's lookups are keyed by.
+/// An argument no source vouches for, as JSON (a reference only stands
+/// for a critical value, so there is none here).
+fn plain(a: Arg) -> Option<Value> {
+    match a {
+        Arg::Val(v) => Some(v),
+        Arg::List(items) => Some(Value::Array(items.into_iter().filter_map(plain).collect())),
+        Arg::Record(fields) => Some(Value::Object(
+            fields
+                .into_iter()
+                .filter_map(|(k, a)| plain(a).map(|v| (k, v)))
+                .collect(),
+        )),
+        Arg::Ref(_) => None,
+    }
+}
+
+/// Parameters this one's lookups are keyed by (its fields' too).
 fn keys_of(p: &Param) -> Vec<&str> {
     fn walk<'a>(k: &'a Key, out: &mut Vec<&'a str>) {
         match k {
@@ -79,9 +85,11 @@ fn keys_of(p: &Param) -> Vec<&str> {
         }
     }
     let mut out = vec![];
-    for s in &p.sources {
-        if let Source::Lookup(l) = s {
-            walk(&l.key, &mut out);
+    for f in p.walk() {
+        for s in &f.sources {
+            if let Source::Lookup(l) = s {
+                walk(&l.key, &mut out);
+            }
         }
     }
     out
@@ -94,6 +102,12 @@ fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
         None if p.optional => return Ok(()),
         None => Arg::List(vec![]),
     };
+    if p.ty.is_record() {
+        let (v, o) = resolve_fields(r, m, p, arg, &p.name)?;
+        r.resolved.insert(p.name.clone(), v);
+        r.origins.insert(p.name.clone(), o);
+        return Ok(());
+    }
     match arg {
         Arg::List(items) => {
             let mut vals = vec![];
@@ -115,6 +129,83 @@ fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
         }
     }
     Ok(())
+}
+
+/// A record argument (or a list of them) in its trusted form, and the
+/// origins of its critical fields in the same shape: each critical field
+/// of every element resolved against the field's sources (a single
+/// element that none vouches for refuses the whole proposal), every other
+/// field as the proposal gave it, normalised. `label` names the place in
+/// a refusal (`edits[2].path`).
+fn resolve_fields(
+    r: &mut Run<'_>,
+    m: &Mandate,
+    p: &Param,
+    arg: Arg,
+    label: &str,
+) -> Result<(Value, Value), Deny> {
+    match arg {
+        Arg::List(items) => {
+            let set = matches!(p.ty, crate::ir::Type::Set(_));
+            let (mut vals, mut origins) = (vec![], vec![]);
+            for (i, it) in items.into_iter().enumerate() {
+                let (v, o) = resolve_fields(r, m, p, it, &format!("{label}[{i}]"))?;
+                if !set || !vals.contains(&v) {
+                    vals.push(v);
+                    origins.push(o);
+                }
+            }
+            Ok((Value::Array(vals), Value::Array(origins)))
+        }
+        Arg::Record(fields) => {
+            let (mut vals, mut origins) = (serde_json::Map::new(), serde_json::Map::new());
+            for (k, a) in fields {
+                let Some(fp) = p.field(&k) else {
+                    return Err(Deny::new(
+                        Stage::Provenance,
+                        format!("`{label}.{k}` has no declaration"),
+                    ));
+                };
+                let here = format!("{label}.{k}");
+                if fp.ty.is_record() {
+                    let (v, o) = resolve_fields(r, m, fp, a, &here)?;
+                    vals.insert(k.clone(), v);
+                    if fp.vouched() {
+                        origins.insert(k, o);
+                    }
+                } else if fp.critical {
+                    // vouched for under its place's name (the refusal says
+                    // which element), with the field's sources
+                    let mut named = fp.clone();
+                    named.name = here;
+                    let (v, o) = match a {
+                        Arg::List(items) => {
+                            let (mut vs, mut os) = (vec![], vec![]);
+                            for it in &items {
+                                let (v, o) = resolve_one(r, m, &named, it)?;
+                                vs.push(v);
+                                os.push(Value::String(o));
+                            }
+                            (Value::Array(vs), Value::Array(os))
+                        }
+                        one => {
+                            let (v, o) = resolve_one(r, m, &named, &one)?;
+                            (v, Value::String(o))
+                        }
+                    };
+                    vals.insert(k.clone(), v);
+                    origins.insert(k, o);
+                } else if let Some(v) = plain(a) {
+                    vals.insert(k, v);
+                }
+            }
+            Ok((Value::Object(vals), Value::Object(origins)))
+        }
+        Arg::Val(_) | Arg::Ref(_) => Err(Deny::new(
+            Stage::Provenance,
+            format!("`{label}` is not a record"),
+        )),
+    }
 }
 
 fn show(v: &Value) -> String {
@@ -185,7 +276,9 @@ fn resolve_one(
                 }
             }
         }
-        Arg::List(_) => return Err(Deny::new(Stage::Provenance, "nested list")),
+        Arg::List(_) | Arg::Record(_) => {
+            return Err(Deny::new(Stage::Provenance, "nested value"));
+        }
     };
     // a path is vouched for by a trusted path it is, or is inside of: the
     // value is normalised (`path`), so it names no `..` and each parent

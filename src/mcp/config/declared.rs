@@ -197,7 +197,9 @@ fn trimmed(prop: &Value) -> Map<String, Value> {
 /// The JSON a parameter of this type is sent as, in words.
 fn wire_kind(ty: &Type, as_text: bool) -> String {
     match json_type(ty, as_text) {
+        "array" if ty.is_record() => format!("an array of objects {}", ty.element()),
         "array" => format!("an array of {}", json_type(ty.element(), false)),
+        "object" => format!("an object {ty}"),
         "integer" => "an integer".into(),
         k => format!("a {k}"),
     }
@@ -211,6 +213,7 @@ fn json_type(ty: &Type, as_text: bool) -> &'static str {
         Type::Int | Type::Duration => "integer",
         Type::Bool => "boolean",
         Type::List(_) | Type::Set(_) => "array",
+        Type::Record(_) => "object",
         _ => "string",
     }
 }
@@ -282,6 +285,51 @@ pub fn fits(ty: &Type, as_text: bool, schema: &Value) -> Result<(), String> {
     {
         fits(ty.element(), false, items).map_err(|e| format!("an array of {e}"))?;
     }
+    if let Type::Record(fields) = ty {
+        fits_record(fields, obj)?;
+    }
+    Ok(())
+}
+
+/// A record against an object schema, field by field: every field ours is
+/// one the schema declares (when it names its properties, or allows no
+/// other), of a type it accepts, nested; every field the schema requires
+/// is one ours always has.
+fn fits_record(fields: &[crate::ir::FieldType], obj: &Map<String, Value>) -> Result<(), String> {
+    let props = obj.get("properties").and_then(Value::as_object);
+    let closed = obj.get("additionalProperties") == Some(&Value::Bool(false));
+    let declares = || {
+        props
+            .map(|p| listed(p.keys().map(String::as_str)))
+            .unwrap_or_else(|| "no field".into())
+    };
+    for f in fields {
+        match props.and_then(|p| p.get(&f.name)) {
+            Some(schema) => fits(&f.ty, false, schema)
+                .map_err(|e| format!("an object whose `{}` is {e}", f.name))?,
+            None if props.is_some() || closed => {
+                return Err(format!(
+                    "an object without a field `{}` (it declares {})",
+                    f.name,
+                    declares()
+                ));
+            }
+            None => {}
+        }
+    }
+    for r in obj
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        match fields.iter().find(|f| f.name == r) {
+            Some(f) if !f.optional => {}
+            Some(_) => return Err(format!("an object whose `{r}` is required, not optional")),
+            None => return Err(format!("an object that requires `{r}`")),
+        }
+    }
     Ok(())
 }
 
@@ -344,5 +392,101 @@ mod tests {
         );
         assert!(fits(&e, false, &json!({"type": "string", "enum": ["a"]})).is_err());
         assert!(fits(&Type::Text, false, &json!({})).is_ok());
+    }
+
+    /// The shape of `edit_file`'s `edits` as the filesystem server declares it.
+    fn edits_schema() -> Value {
+        json!({"type": "array", "items": {
+            "type": "object",
+            "properties": {"oldText": {"type": "string"}, "newText": {"type": "string"}},
+            "required": ["oldText", "newText"],
+            "additionalProperties": false
+        }})
+    }
+
+    fn record(fields: &[(&str, Type, bool)]) -> Type {
+        Type::List(Box::new(Type::Record(
+            fields
+                .iter()
+                .map(|(n, t, o)| crate::ir::FieldType {
+                    name: n.to_string(),
+                    ty: t.clone(),
+                    optional: *o,
+                })
+                .collect(),
+        )))
+    }
+
+    #[test]
+    fn records_are_compared_field_by_field() {
+        let ours = record(&[
+            ("oldText", Type::Text, false),
+            ("newText", Type::Text, false),
+        ]);
+        assert_eq!(fits(&ours, false, &edits_schema()), Ok(()));
+        // a field the server does not declare
+        let typo = record(&[
+            ("oldText", Type::Text, false),
+            ("new_text", Type::Text, false),
+        ]);
+        let e = fits(&typo, false, &edits_schema()).unwrap_err();
+        assert!(
+            e.contains("without a field `new_text`") && e.contains("`newText`"),
+            "{e}"
+        );
+        // a field the server requires, missing or optional in ours
+        let short = record(&[("oldText", Type::Text, false)]);
+        assert!(
+            fits(&short, false, &edits_schema())
+                .unwrap_err()
+                .contains("requires `newText`")
+        );
+        let opt = record(&[
+            ("oldText", Type::Text, false),
+            ("newText", Type::Text, true),
+        ]);
+        assert!(
+            fits(&opt, false, &edits_schema())
+                .unwrap_err()
+                .contains("required, not optional")
+        );
+        // a nested type mismatch
+        let num = record(&[
+            ("oldText", Type::Text, false),
+            ("newText", Type::Int, false),
+        ]);
+        let e = fits(&num, false, &edits_schema()).unwrap_err();
+        assert!(e.contains("`newText` is a string"), "{e}");
+        // an object where the server takes a string, and the other way round
+        assert!(
+            fits(
+                &ours,
+                false,
+                &json!({"type": "array", "items": {"type": "string"}})
+            )
+            .is_err()
+        );
+        assert!(fits(&Type::List(Box::new(Type::Text)), false, &edits_schema()).is_err());
+        // a nested record inside a record
+        let inner = Type::Record(vec![crate::ir::FieldType {
+            name: "owner".into(),
+            ty: Type::Email,
+            optional: false,
+        }]);
+        let outer = Type::Record(vec![crate::ir::FieldType {
+            name: "meta".into(),
+            ty: inner,
+            optional: false,
+        }]);
+        let schema = |t: &str| {
+            json!({"type": "object", "properties": {"meta": {"type": "object",
+                "properties": {"owner": {"type": t}}}}})
+        };
+        assert_eq!(fits(&outer, false, &schema("string")), Ok(()));
+        let e = fits(&outer, false, &schema("integer")).unwrap_err();
+        assert!(
+            e.contains("`meta` is an object whose `owner` is an integer"),
+            "{e}"
+        );
     }
 }

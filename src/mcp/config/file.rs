@@ -168,6 +168,13 @@ pub(super) struct ParamFile {
     pub range: Option<S<Vec<S<toml::Value>>>>,
     pub pattern: Option<S<String>>,
     pub nonempty: Option<S<bool>>,
+    pub min_items: Option<S<i64>>,
+    pub max_items: Option<S<i64>>,
+    /// A record's fields (`type = "list<{ path: Path, text: Text }>"`):
+    /// each field's options, as a parameter's (`critical`, `sources`,
+    /// `normalize`, validators, `hint`); its type is in the record type.
+    #[serde(default)]
+    pub fields: BTreeMap<S<String>, S<ParamFile>>,
 }
 
 impl ParamFile {
@@ -186,6 +193,9 @@ impl ParamFile {
             || self.range.is_some()
             || self.pattern.is_some()
             || self.nonempty.is_some()
+            || self.min_items.is_some()
+            || self.max_items.is_some()
+            || !self.fields.is_empty()
     }
 }
 

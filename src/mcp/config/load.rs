@@ -1336,6 +1336,16 @@ impl Loader {
                 });
                 return None;
             }
+            // an amount inside a record has no scale to be written at
+            (None, t) if t.is_record() && money_inside(t) => {
+                self.err(ConfigError::Scale {
+                    param,
+                    message: "a record field of type Money has no `scale`: the tool's amounts inside an object cannot be converted".into(),
+                    span: sp(pname.span()),
+                    help: Some("declare the field as the tool writes it (`Text` with a `pattern`, or `Int` in minor units)".into()),
+                });
+                return None;
+            }
             (None, _) => None,
             (Some(s), Type::Money) => match u32::try_from(*s.get_ref())
                 .ok()
@@ -1403,5 +1413,15 @@ fn clock_error(e: crate::gateway::ClockError) -> ConfigError {
         message: e.to_string(),
         span: None,
         help: Some("set the machine's clock (NTP); the proxy starts only with the time".into()),
+    }
+}
+
+/// Whether a Money value lies inside a record type (at any depth).
+fn money_inside(t: &Type) -> bool {
+    match t {
+        Type::Money => true,
+        Type::List(e) | Type::Set(e) => money_inside(e),
+        Type::Record(fs) => fs.iter().any(|f| money_inside(&f.ty)),
+        _ => false,
     }
 }

@@ -12,6 +12,7 @@ use super::file::{GuaranteeFile, InlinePackFile, ParamFile, RuleFile, S, ToolFil
 use crate::diagnostics::PackDiagnostic;
 use crate::ir::RuleKind;
 use crate::syntax::ast::*;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// The inline pack's name when the TOML has no `[pack]`.
@@ -340,7 +341,85 @@ impl<'a> Lowering<'a> {
             });
             return None;
         };
-        let ty = self.ty(ty)?;
+        let mut ty = self.ty(ty)?;
+        self.record_fields(&mut ty, &pf.fields);
+        Some(ParamDecl {
+            name: self.name(name),
+            ty,
+            options: self.options(name, pf),
+            span: span(name.span()).to(span(p.span())),
+        })
+    }
+
+    /// `[tools.params.P.fields.F]`: each field's options onto the field of
+    /// the record type (`type = "list<{ F: Type, ... }>"`), nested fields
+    /// onto the nested record.
+    fn record_fields(&mut self, ty: &mut TypeExpr, fields: &BTreeMap<S<String>, S<ParamFile>>) {
+        if fields.is_empty() {
+            return;
+        }
+        let record = match &mut ty.kind {
+            TypeExprKind::Generic(_, inner) => match &mut inner.kind {
+                TypeExprKind::Record(fs) => Some(fs),
+                _ => None,
+            },
+            TypeExprKind::Record(fs) => Some(fs),
+            _ => None,
+        };
+        let Some(record) = record else {
+            if let Some((first, _)) = fields.iter().next() {
+                self.config.push(ConfigError::Inline {
+                    message: "`fields` describe a record, and this type is not one".into(),
+                    span: span(first.span()).into(),
+                    help: Some(
+                        "a record type is written `{ path: Path, text: Text }`, a list of them `list<{ ... }>`"
+                            .into(),
+                    ),
+                });
+            }
+            return;
+        };
+        for (fname, fp) in sorted(fields) {
+            let Some(f) = record.iter_mut().find(|f| f.name.text == *fname.get_ref()) else {
+                let names: Vec<&str> = record.iter().map(|f| f.name.text.as_str()).collect();
+                self.config.push(ConfigError::Inline {
+                    message: format!("the record has no field `{}`", fname.get_ref()),
+                    span: span(fname.span()).into(),
+                    help: crate::diagnostics::suggest(fname.get_ref(), names.iter().copied())
+                        .or_else(|| Some(format!("its fields: {}", names.join(", ")))),
+                });
+                continue;
+            };
+            let fpf = fp.get_ref();
+            let mapping = [
+                ("type", fpf.ty.as_ref().map(|x| x.span())),
+                ("arg", fpf.arg.as_ref().map(|x| x.span())),
+                ("scale", fpf.scale.as_ref().map(|x| x.span())),
+                ("format", fpf.format.as_ref().map(|x| x.span())),
+                ("value", fpf.value.as_ref().map(|x| x.span())),
+                ("claim", fpf.claim.as_ref().map(|x| x.span())),
+            ];
+            for (key, at) in mapping {
+                if let Some(at) = at {
+                    self.config.push(ConfigError::Inline {
+                        message: format!("a record field takes no `{key}`"),
+                        span: span(at).into(),
+                        help: Some(
+                            "a field's type is written in the record type, and a record goes to the tool as the object the agent sent"
+                                .into(),
+                        ),
+                    });
+                }
+            }
+            let options = self.options(fname, fpf);
+            f.options.extend(options);
+            self.record_fields(&mut f.ty, &fpf.fields);
+        }
+    }
+
+    /// A parameter's (or a record field's) options, as the pack language
+    /// writes them after its type.
+    fn options(&mut self, name: &S<String>, pf: &ParamFile) -> Vec<ParamOption> {
         let mut options = vec![];
         let critical = pf.critical.as_ref().map(|c| *c.get_ref());
         if critical == Some(true) || pf.sources.is_some() {
@@ -395,7 +474,12 @@ impl<'a> Lowering<'a> {
                 span: sp,
             })
         };
-        for (n, v) in [("max_len", &pf.max_len), ("min_len", &pf.min_len)] {
+        for (n, v) in [
+            ("max_len", &pf.max_len),
+            ("min_len", &pf.min_len),
+            ("min_items", &pf.min_items),
+            ("max_items", &pf.max_items),
+        ] {
             if let Some(v) = v {
                 let sp = span(v.span());
                 let arg = Literal {
@@ -425,12 +509,7 @@ impl<'a> Lowering<'a> {
         {
             options.push(validator("nonempty", vec![], false, span(ne.span())));
         }
-        Some(ParamDecl {
-            name: self.name(name),
-            ty,
-            options,
-            span: span(name.span()).to(span(p.span())),
-        })
+        options
     }
 
     fn rule(&mut self, r: &S<RuleFile>) -> Option<RuleDecl> {

@@ -67,10 +67,9 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
                         minor_from_tool(v, *s, *as_text).map_err(|e| format!("`{arg}`: {e}"))?,
                     )
                     .to_json(),
-                    None if *ty.element() == Type::Path => match &t.base {
-                        Some(base) => {
-                            resolve_paths(v, base).map_err(|e| format!("`{}`: {e}", echo(arg)))?
-                        }
+                    None if has_path(ty) => match &t.base {
+                        Some(base) => resolve_paths(v, ty, base)
+                            .map_err(|e| format!("`{}`: {e}", echo(arg)))?,
                         None => v.clone(),
                     },
                     None => v.clone(),
@@ -82,19 +81,41 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
     Ok(json!({"action": action, "args": out}))
 }
 
-/// A relative path (or each of a list of them) as the server would read
-/// it: normalised strictly on its own first (so `../x` is refused, never
-/// resolved above the folder), then put under `base`, the server's working
-/// directory. An absolute path, or anything that is not text, is left to
-/// the gateway's `path` normaliser and type check.
-fn resolve_paths(v: &Value, base: &std::path::Path) -> Result<Value, String> {
-    match v {
-        Value::Array(items) => items
+/// Whether a value of `ty` holds a path: itself, an element, a field.
+fn has_path(ty: &Type) -> bool {
+    match ty {
+        Type::Path => true,
+        Type::List(e) | Type::Set(e) => has_path(e),
+        Type::Record(fs) => fs.iter().any(|f| has_path(&f.ty)),
+        _ => false,
+    }
+}
+
+/// A relative path (each of a list of them, each path field of a record)
+/// as the server would read it: normalised strictly on its own first (so
+/// `../x` is refused, never resolved above the folder), then put under
+/// `base`, the server's working directory. An absolute path, or anything
+/// that is not text, is left to the gateway's `path` normaliser and type
+/// check.
+fn resolve_paths(v: &Value, ty: &Type, base: &std::path::Path) -> Result<Value, String> {
+    match (ty, v) {
+        (Type::List(e) | Type::Set(e), Value::Array(items)) => items
             .iter()
-            .map(|i| resolve_paths(i, base))
+            .map(|i| resolve_paths(i, e, base))
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array),
-        Value::String(p) if !p.starts_with('/') => {
+        (Type::Record(fs), Value::Object(o)) => {
+            let mut out = Map::new();
+            for (k, x) in o {
+                let x = match fs.iter().find(|f| &f.name == k) {
+                    Some(f) => resolve_paths(x, &f.ty, base).map_err(|e| format!(".{k}: {e}"))?,
+                    None => x.clone(),
+                };
+                out.insert(k.clone(), x);
+            }
+            Ok(Value::Object(out))
+        }
+        (Type::Path, Value::String(p)) if !p.starts_with('/') => {
             let rel = crate::gateway::normalize::path(p)?;
             let joined = if rel == "." {
                 base.display().to_string()
@@ -103,7 +124,7 @@ fn resolve_paths(v: &Value, base: &std::path::Path) -> Result<Value, String> {
             };
             Ok(Value::String(joined))
         }
-        other => Ok(other.clone()),
+        _ => Ok(v.clone()),
     }
 }
 
@@ -182,6 +203,33 @@ fn tool_value(
                 .as_i64()
                 .ok_or_else(|| format!("`{param}` is {}, not an amount", kind(v)))?;
             minor_to_tool(minor, s, as_text).map_err(|e| format!("`{param}`: {e}"))?
+        }
+        // a record goes out as the object it came in as, each field in the
+        // tool's spelling
+        (None, Type::Record(fs)) => {
+            let Value::Object(o) = v else {
+                return Err(format!("`{param}` is {}, not an object", kind(v)));
+            };
+            let mut out = Map::new();
+            for (k, x) in o {
+                let x = match fs.iter().find(|f| &f.name == k) {
+                    Some(f) => tool_value(&format!("{param}.{k}"), x, None, &f.ty, false)?,
+                    None => x.clone(),
+                };
+                out.insert(k.clone(), x);
+            }
+            Value::Object(out)
+        }
+        (None, Type::List(e) | Type::Set(e)) if e.is_record() => {
+            let Value::Array(items) = v else {
+                return Err(format!("`{param}` is {}, not a list", kind(v)));
+            };
+            Value::Array(
+                items
+                    .iter()
+                    .map(|x| tool_value(param, x, None, e, false))
+                    .collect::<Result<_, _>>()?,
+            )
         }
         (None, Type::Date | Type::Timestamp) => {
             let secs = v
