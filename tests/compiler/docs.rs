@@ -586,17 +586,20 @@ fn run_examples(rel: &str) -> usize {
     blocks.len()
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn the_readme_runs_as_written() {
     let n = run_examples("README.md");
     assert!(n >= 7, "only {n} runnable blocks in README.md");
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn the_gateway_chapter_runs_as_written() {
     assert!(run_examples("docs/gateway.md") >= 3);
 }
 
+#[cfg(all(feature = "mcp", feature = "demo"))]
 #[test]
 fn the_mcp_chapter_runs_as_written() {
     assert!(run_examples("docs/mcp.md") >= 1);
@@ -631,6 +634,7 @@ fn a_failing_example_fails_the_test() {
     assert_eq!(blocks[0].text, "echo hi\n");
 }
 
+#[cfg(all(feature = "mcp", feature = "demo"))]
 /// `ipc demo mcp` from a folder that is not a checkout (issue #24, item 8):
 /// it found no `examples/mcp/intentplane.toml` and stopped.
 #[test]
