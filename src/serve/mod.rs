@@ -40,15 +40,29 @@ use std::time::Duration;
 /// Why `ipc serve` does not start.
 #[derive(Debug, thiserror::Error, Diagnostic)]
 pub enum ServeError {
+    /// `ipc serve` was given neither `--stdio` nor `--listen`: it does not
+    /// guess how the caller means to reach it (a server that picked a port
+    /// on its own could be reached by callers it was never meant for). Give
+    /// `--stdio` to read JSON lines on standard input, or `--listen ADDR`
+    /// for HTTP.
     #[error("give `--stdio` or `--listen ADDR`")]
     #[diagnostic(code(ipc::serve::mode))]
     NoMode,
+    /// `--listen` names neither a TCP address nor a Unix socket: the server
+    /// refuses to start rather than listen somewhere else than asked. A
+    /// bare port means loopback (`8787` is `127.0.0.1:8787`); a Unix
+    /// socket is `unix:` followed by a non-empty path.
     #[error("cannot read `{addr}` as an address to listen on")]
     #[diagnostic(
         code(ipc::serve::listen_address),
         help("`127.0.0.1:8787`, `8787` (loopback), `[::1]:8787` or `unix:/path/to.sock`")
     )]
     ListenAddress { addr: String },
+    /// A loopback TCP address without `--auth-token-file`. Loopback is not
+    /// private: every process on the machine, and every web page its user
+    /// opens in a browser, can send requests to it, so the HTTP service
+    /// never runs on TCP without a bearer token, loopback included. A Unix
+    /// socket (created 0600) needs no token: only its owner can connect.
     #[error(
         "`--listen {addr}` needs `--auth-token-file`: every process on this machine, and every web page its user opens, can reach a loopback port"
     )]
@@ -59,6 +73,11 @@ pub enum ServeError {
         )
     )]
     AuthRequired { addr: String },
+    /// A TCP address other than loopback without `--auth-token-file`:
+    /// anyone who can reach that address on the network could have
+    /// proposals decided and read the receipts. The server refuses to start
+    /// instead of serving them; give a token file, or listen on loopback
+    /// (with a token) or on a Unix socket.
     #[error(
         "`{addr}` is not a loopback address: serving it without `--auth-token-file` would let anyone on the network decide"
     )]
@@ -67,18 +86,39 @@ pub enum ServeError {
         help("give `--auth-token-file FILE`, or listen on `127.0.0.1:PORT`")
     )]
     ExposedWithoutAuth { addr: String },
+    /// The operating system refused the address `--listen` names (the
+    /// port is taken or privileged, the address is not this machine's, the
+    /// socket's folder is missing or not writable, the socket's mode could
+    /// not be set to 0600) and its reason is given. The server stops
+    /// before it serves anything. Free the port or choose another address
+    /// or path.
     #[error("cannot listen on `{addr}`: {reason}")]
     #[diagnostic(code(ipc::serve::bind))]
     Bind { addr: String, reason: String },
+    /// `--listen unix:PATH` names a file that exists and is not a socket.
+    /// `ipc serve` replaces only a socket nobody listens on (one left by a
+    /// server that was killed); removing any other file would destroy data
+    /// that a typing mistake pointed at.
     #[error("`{path}` exists and is not a socket: `ipc serve` does not replace it")]
     #[diagnostic(
         code(ipc::serve::socket_path),
         help("choose another path for `--listen unix:PATH`")
     )]
     NotASocket { path: String },
+    /// `--listen unix:PATH` names a socket another process accepts
+    /// connections on (the server tried to connect to it). Taking it over
+    /// would cut that server's callers off, so `ipc serve` stops instead;
+    /// stop the other server, or choose another path.
     #[error("another server listens on `{path}`")]
     #[diagnostic(code(ipc::serve::socket_in_use))]
     SocketInUse { path: String },
+    /// The file of `--auth-token-file` cannot be read, holds no token, or
+    /// a line of it is not a token with its tenants (the reason names the
+    /// line): a token shorter than 16 printable characters, a bad
+    /// `sha256:` digest, the same token twice, tenants that are not a
+    /// comma-separated list. The server does not start on a file it cannot
+    /// use, and a server already running refuses every request while its
+    /// file is unusable (fail closed) rather than fall back to no token.
     #[error("cannot use the token file `{path}`: {reason}")]
     #[diagnostic(
         code(ipc::serve::token_file),
@@ -87,6 +127,10 @@ pub enum ServeError {
         )
     )]
     TokenFile { path: String, reason: String },
+    /// The server's runtime could not be set up: tokio's runtime or the
+    /// decider thread could not be created, or the bound address could not
+    /// be read back; the operating system's reason is given. Nothing was
+    /// served.
     #[error("cannot start the server: {reason}")]
     #[diagnostic(code(ipc::serve::runtime))]
     Runtime { reason: String },

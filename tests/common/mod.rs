@@ -6,5 +6,6 @@ pub use intentplane::gateway::testkit::*;
 pub mod chain;
 pub mod cli;
 pub mod http;
+#[cfg(feature = "postgres")]
 pub mod pg;
 pub mod tools;

@@ -33,6 +33,7 @@ pub fn skip(tool: &str, why: &str) {
 
 /// cvc5, the solver of `ipc mutate` and `ipc build --lint`: `true` when it
 /// is found, else the skip.
+#[cfg(feature = "solver")]
 pub fn cvc5() -> bool {
     match intentplane::mutate::equiv::find_cvc5() {
         Ok(_) => true,

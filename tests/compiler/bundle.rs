@@ -313,6 +313,7 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn keygen_build_sign_verify_inspect() {
     let dir = tempfile::tempdir().unwrap();

@@ -102,6 +102,7 @@ fn no_arguments_is_a_usage_error() {
     assert!(out.starts_with("exit: 2\n"), "{out}");
 }
 
+#[cfg(feature = "demo")]
 #[test]
 fn the_demo_blocks_every_attack_and_verifies_its_receipts() {
     let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
@@ -158,6 +159,7 @@ fn the_demo_blocks_every_attack_and_verifies_its_receipts() {
     assert!(text.contains("the store verifies"), "{text}");
 }
 
+#[cfg(feature = "demo")]
 /// One injection, three domains: the hostile text's proposals are refused
 /// in the bank, the health record and the repository; the users' own tasks
 /// execute; the store verifies.
@@ -197,6 +199,7 @@ fn the_three_domain_demo_refuses_the_same_injection_everywhere() {
     assert_eq!(v["chain_verifies"], true);
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn build_lint_reports_dead_and_unreachable_rules() {
     if !crate::common::tools::cvc5() {
@@ -467,6 +470,7 @@ fn receipts_checkpoint_refuses_a_store_that_does_not_verify() {
 // `ipc token issue --only` / `--strict`: the narrowing a mandate signs,
 // and each refusal up front (exit code and the rendered diagnostic).
 
+#[cfg(feature = "solver")]
 /// A folder with the bank bundle (`b.json`, signed with `r.key`) and an
 /// issuer key (`k.key`).
 fn setup() -> tempfile::TempDir {
@@ -490,6 +494,7 @@ fn setup() -> tempfile::TempDir {
     dir
 }
 
+#[cfg(feature = "solver")]
 /// `ipc token issue` for emma on the bank bundle, with `extra` options.
 fn issue(dir: &Path, extra: &[&str]) -> String {
     let mut args = vec![
@@ -514,6 +519,7 @@ fn issue(dir: &Path, extra: &[&str]) -> String {
     ipc_in(dir, &args)
 }
 
+#[cfg(feature = "solver")]
 /// The `sources` of the token an exit-0 `issue` printed.
 fn sources(out: &str) -> Value {
     assert!(out.starts_with("exit: 0\n"), "{out}");
@@ -523,6 +529,7 @@ fn sources(out: &str) -> Value {
     tok["mandate"]["sources"].clone()
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn strict_narrows_every_critical_parameter_that_has_a_mandate_source() {
     let dir = setup();
@@ -546,6 +553,7 @@ fn strict_narrows_every_critical_parameter_that_has_a_mandate_source() {
     );
 }
 
+#[cfg(feature = "solver")]
 /// Issue #21, item 9: `ipc token issue` reads the bundle's table (claim
 /// types, what `--strict` narrows) only once its signature verifies, as
 /// `ipc run` does. A bundle whose table was edited (here: the mandate
@@ -625,6 +633,7 @@ fn token_issue_refuses_a_bundle_its_pinned_key_did_not_sign() {
     assert!(out.contains("read unverified"), "{out}");
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn only_keeps_the_declared_order_and_drops_repeats() {
     let dir = setup();
@@ -644,6 +653,7 @@ fn only_keeps_the_declared_order_and_drops_repeats() {
     assert_eq!(sources(&out), Value::Null);
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn token_issue_refuses_a_narrowing_the_pack_does_not_allow() {
     let dir = setup();

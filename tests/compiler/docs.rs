@@ -387,19 +387,8 @@ fn the_diagnostics_reference_is_generated_from_the_source() {
 /// of the reference), except the named few below.
 #[test]
 fn every_diagnostic_code_has_a_doc_comment() {
-    // `ipc serve`'s start-up refusals: src/cli/serve is being moved to a
-    // library module this session, by another change, which documents them
-    const UNDOCUMENTED: &[&str] = &[
-        "ipc::serve::auth_required",
-        "ipc::serve::bind",
-        "ipc::serve::exposed_without_auth",
-        "ipc::serve::listen_address",
-        "ipc::serve::mode",
-        "ipc::serve::runtime",
-        "ipc::serve::socket_in_use",
-        "ipc::serve::socket_path",
-        "ipc::serve::token_file",
-    ];
+    // none today: a code added here needs its reason beside it
+    const UNDOCUMENTED: &[&str] = &[];
     let codes = collect_codes();
     let missing: Vec<_> = codes
         .iter()
@@ -597,17 +586,20 @@ fn run_examples(rel: &str) -> usize {
     blocks.len()
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn the_readme_runs_as_written() {
     let n = run_examples("README.md");
     assert!(n >= 7, "only {n} runnable blocks in README.md");
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn the_gateway_chapter_runs_as_written() {
     assert!(run_examples("docs/gateway.md") >= 3);
 }
 
+#[cfg(all(feature = "mcp", feature = "demo"))]
 #[test]
 fn the_mcp_chapter_runs_as_written() {
     assert!(run_examples("docs/mcp.md") >= 1);
@@ -642,6 +634,7 @@ fn a_failing_example_fails_the_test() {
     assert_eq!(blocks[0].text, "echo hi\n");
 }
 
+#[cfg(all(feature = "mcp", feature = "demo"))]
 /// `ipc demo mcp` from a folder that is not a checkout (issue #24, item 8):
 /// it found no `examples/mcp/intentplane.toml` and stopped.
 #[test]

@@ -1,6 +1,8 @@
 //! Proven guarantees (issue 23): `ipc build` proves every `guarantee` of a
 //! pack with cvc5 and fails with a counterexample scenario; the scenario,
 //! added to the pack, fails as the guarantee says until the pack is fixed.
+// the proofs need the solver (`solver`): without it only the fail-closed test runs
+#![cfg_attr(not(feature = "solver"), allow(dead_code))]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -80,6 +82,7 @@ fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
 }
 
+#[cfg(feature = "solver")]
 #[test]
 fn a_violated_guarantee_fails_the_build_with_a_counterexample_scenario() {
     let dir = tempfile::tempdir().unwrap();
@@ -100,6 +103,7 @@ fn a_violated_guarantee_fails_the_build_with_a_counterexample_scenario() {
     });
 }
 
+#[cfg(feature = "solver")]
 /// "every action with payee_iban: Iban" covers the sibling that forgot the
 /// rule, and an action added later without editing the guarantee.
 #[test]
@@ -153,6 +157,7 @@ action payment.tip "Tip a courier" {
     );
 }
 
+#[cfg(feature = "solver")]
 /// The counterexample, added to the pack's scenarios, fails with the
 /// decision the solver found; once the rule is added the build proves the
 /// guarantee and the same scenario passes.
@@ -203,6 +208,7 @@ fn the_counterexample_scenario_fails_until_the_pack_keeps_the_guarantee() {
     assert_eq!(after.status.code(), Some(0), "{}", text(&after));
 }
 
+#[cfg(feature = "solver")]
 /// Every shipped pack states guarantees and the build proves all of them.
 #[test]
 fn every_shipped_pack_states_guarantees_and_the_build_proves_them() {
@@ -258,6 +264,7 @@ fn every_shipped_pack_states_guarantees_and_the_build_proves_them() {
     );
 }
 
+#[cfg(feature = "solver")]
 /// The bank pack as it was before the sanctions list reached
 /// `payment.send`, `payment.schedule` and `scheduled.update` (7553d99):
 /// the guarantee finds exactly those three.
@@ -305,6 +312,7 @@ fn the_bank_sanctions_guarantee_fails_on_the_pack_before_its_fix() {
     );
 }
 
+#[cfg(feature = "solver")]
 /// A level the pack does not demand is found, with the decision it gives.
 #[test]
 fn a_need_level_guarantee_reports_the_level_the_pack_gives() {

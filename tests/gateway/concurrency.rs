@@ -15,6 +15,7 @@ use std::sync::Arc;
 /// folder, or a fresh PostgreSQL schema (kept alive by the guard).
 enum Loc {
     File(PathBuf),
+    #[cfg(feature = "postgres")]
     Pg(common::pg::Schema),
 }
 
@@ -24,6 +25,7 @@ impl Loc {
     }
 
     /// A fresh schema, or `None` when the test is skipped.
+    #[cfg(feature = "postgres")]
     fn pg() -> Option<Loc> {
         common::pg::fresh().map(Loc::Pg)
     }
@@ -31,6 +33,7 @@ impl Loc {
     fn path(&self) -> &Path {
         match self {
             Loc::File(p) => p,
+            #[cfg(feature = "postgres")]
             Loc::Pg(s) => Path::new(&s.url),
         }
     }
@@ -56,6 +59,7 @@ fn eight_threads_pay_one_invoice_once() {
     threads_pay_one_invoice_once(&w, &loc);
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn eight_threads_pay_one_invoice_once_postgres() {
     let w = TestWorld::new();
@@ -100,6 +104,7 @@ fn eight_threads_spend_one_budget_exactly() {
     threads_spend_one_budget_exactly(&w, &loc);
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn eight_threads_spend_one_budget_exactly_postgres() {
     let w = TestWorld::new();
@@ -157,6 +162,7 @@ fn four_processes_pay_one_invoice_once() {
     processes_pay_one_invoice_once(&w, &loc);
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn four_processes_pay_one_invoice_once_postgres() {
     let w = TestWorld::new();
@@ -228,6 +234,7 @@ fn a_run_killed_mid_batch_verifies_and_reruns_without_double_execution() {
     run_killed_mid_batch(&w, &loc);
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn a_run_killed_mid_batch_verifies_and_reruns_without_double_execution_postgres() {
     let w = TestWorld::new();

@@ -16,10 +16,12 @@
 //! core, which each of those forms keeps.
 
 use crate::common;
+#[cfg(feature = "http")]
 use common::cli::{decide_lines, ipc};
 use common::*;
 use intentplane::bundle::Bundle;
 use proptest::prelude::*;
+#[cfg(feature = "http")]
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
 use std::path::Path;
@@ -242,6 +244,7 @@ fn no_line_leaves_a_secret_in_the_store_or_a_decision() {
     }
 }
 
+#[cfg(feature = "http")]
 /// The same lines (a fixed sample of every shape) through `ipc run`,
 /// `ipc serve --stdio` and `ipc serve --listen`: their stdout and stderr,
 /// `ipc receipts show`, the HTTP answers and `GET /v1/receipts`, and the

@@ -962,6 +962,7 @@ fn a_brought_expired_approval_does_not_stop_a_valid_one() {
 
 // ---- inline packs on the trusted side (issue #20, item 6) -----------------
 
+#[cfg(feature = "mcp")]
 /// Tools declared inline in the proxy's TOML have no bundle file: four
 /// eyes (`ipc approvals list|show`, `ipc approve`) and owner changes
 /// (`ipc registry add`) work with `--config`, on the very gateway and

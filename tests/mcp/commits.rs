@@ -4,6 +4,8 @@
 //! instead of a commit of its own; an outcome no decision takes is still
 //! written in the background. The store is counted: every transaction the
 //! proxy opens after its start.
+// needs a part of the default features: the test is off without it
+#![cfg(all(feature = "mcp", feature = "demo"))]
 
 use intentplane::gateway::testkit::{LANDLORD, MandateSpec, TestWorld};
 use intentplane::mcp::proxy::Proxy;

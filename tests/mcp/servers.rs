@@ -6,6 +6,8 @@
 //! refused with a receipt. Item 6: a server's `env` (`${VAR}`,
 //! `env_pass`, relative paths). Item 3: the `Path` type's normaliser
 //! (properties) and its trusted folders through the gateway.
+// needs a part of the default features: the test is off without it
+#![cfg(all(feature = "mcp", feature = "demo"))]
 
 use intentplane::gateway::normalize::{path, path_and_parents};
 use proptest::prelude::*;

@@ -10,6 +10,7 @@ use common::{ATTACKER_IBAN, LANDLORD, TestWorld, assert_deny, decide, input, tra
 use intentplane::gateway::{Gateway, Outcome};
 use intentplane::keys::SecretKey;
 use intentplane::store::memory::MemoryStore;
+#[cfg(feature = "postgres")]
 use intentplane::store::postgres::PgStore;
 use intentplane::store::sqlite::{SqliteOptions, SqliteStore};
 use intentplane::store::{
@@ -40,6 +41,7 @@ fn each_store(check: impl Fn(&dyn Store)) {
     )
     .unwrap();
     check(&batched);
+    #[cfg(feature = "postgres")]
     if let Some(pg) = common::pg::fresh() {
         check(&PgStore::open(&pg.url).unwrap());
     }
@@ -1273,6 +1275,7 @@ fn four_processes_spend_exactly_the_cap() {
     four_processes_spend(&path);
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn four_processes_spend_exactly_the_cap_postgres() {
     let Some(pg) = common::pg::fresh() else {
@@ -1540,6 +1543,7 @@ fn eight_threads_of_batches_spend_exactly_the_cap() {
     threads_of_batches_spend(Arc::new(sqlite_in(&dir)));
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn eight_threads_of_batches_spend_exactly_the_cap_postgres() {
     let Some(pg) = common::pg::fresh() else {
@@ -1602,10 +1606,12 @@ type TxFnRef<'a> = intentplane::store::TxFn<'a>;
 // are the PostgreSQL halves of the concurrency, opening, tampering and CLI
 // tests (each skips loudly without `IPC_TEST_PG`, fails under `CI`).
 
+#[cfg(feature = "postgres")]
 fn pg_store(pg: &common::pg::Schema) -> Arc<dyn Store> {
     Arc::new(PgStore::open(&pg.url).unwrap())
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn eight_threads_spend_exactly_the_cap_postgres() {
     let Some(pg) = common::pg::fresh() else {
@@ -1614,6 +1620,7 @@ fn eight_threads_spend_exactly_the_cap_postgres() {
     threads_spend(pg_store(&pg));
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn eight_threads_with_two_store_handles_on_one_database() {
     let Some(pg) = common::pg::fresh() else {
@@ -1640,6 +1647,7 @@ fn eight_threads_with_two_store_handles_on_one_database() {
     );
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn the_gateway_on_postgres_records_what_it_consumed_and_verifies() {
     let Some(pg) = common::pg::fresh() else {
@@ -1682,6 +1690,7 @@ fn the_gateway_on_postgres_records_what_it_consumed_and_verifies() {
     assert_eq!(verify_store(&snap, None), Ok(5));
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn a_postgres_store_reopens_with_its_data() {
     let Some(pg) = common::pg::fresh() else {
@@ -1712,6 +1721,7 @@ fn a_postgres_store_reopens_with_its_data() {
     );
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn opening_a_postgres_schema_that_is_not_a_store() {
     let Some(pg) = common::pg::fresh() else {
@@ -1752,6 +1762,7 @@ fn opening_a_postgres_schema_that_is_not_a_store() {
     assert!(err.to_string().contains("another application"), "{err}");
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn a_postgres_store_of_a_newer_version_is_refused_untouched() {
     let Some(pg) = common::pg::fresh() else {
@@ -1784,6 +1795,7 @@ fn a_postgres_store_of_a_newer_version_is_refused_untouched() {
     );
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn a_postgres_url_with_a_password_is_refused() {
     // no server needed: refused before connecting
@@ -1821,6 +1833,7 @@ fn a_postgres_url_with_a_password_is_refused() {
     assert!(!stderr.contains("s3cret"), "{stderr}");
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn tamper_a_postgres_store_and_verify_names_it() {
     let Some(pg) = common::pg::fresh() else {
@@ -1861,6 +1874,7 @@ fn tamper_a_postgres_store_and_verify_names_it() {
     assert!(stdout.contains("record 6 is missing (deleted)"), "{stdout}");
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn cli_verify_show_and_revoke_on_postgres() {
     let Some(pg) = common::pg::fresh() else {
@@ -1900,6 +1914,7 @@ fn cli_verify_show_and_revoke_on_postgres() {
     assert!(stderr.contains("not an intentplane store"), "{stderr}");
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn a_postgres_store_reconnects_after_its_connection_is_killed() {
     let Some(pg) = common::pg::fresh() else {
@@ -1934,6 +1949,7 @@ fn a_postgres_store_reconnects_after_its_connection_is_killed() {
     assert_eq!(snap.accounts.budgets["m-1"].calls, 2);
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn a_world_naming_a_postgres_store_runs_on_it() {
     let Some(pg) = common::pg::fresh() else {
@@ -1975,6 +1991,7 @@ fn a_world_naming_a_postgres_store_runs_on_it() {
     assert_eq!(snap.records()[1].body["decision"], json!("DENY"));
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn the_postgres_password_comes_from_the_file_named_in_the_environment() {
     let Some(pg) = common::pg::fresh() else {
@@ -2014,6 +2031,7 @@ fn the_postgres_password_comes_from_the_file_named_in_the_environment() {
     );
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn tamper_a_postgres_store_with_other_column_types_and_nulls() {
     let Some(pg) = common::pg::fresh() else {
@@ -2043,6 +2061,7 @@ fn tamper_a_postgres_store_with_other_column_types_and_nulls() {
     assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
 }
 
+#[cfg(feature = "postgres")]
 /// Makes every write to `table` in the schema fail with SQLSTATE `code`
 /// (40001 serialization failure, 40P01 deadlock) for its first `times`
 /// rows, counted by a sequence (which a rollback does not undo).
@@ -2062,6 +2081,7 @@ fn inject_failures(pg: &common::pg::Schema, table: &str, code: &str, times: i64)
     ));
 }
 
+#[cfg(feature = "postgres")]
 /// How many writes the trigger of [`inject_failures`] saw.
 fn failures_seen(pg: &common::pg::Schema, table: &str) -> i64 {
     let mut c = common::pg::admin(&std::env::var(common::pg::ENV).unwrap());
@@ -2073,6 +2093,7 @@ fn failures_seen(pg: &common::pg::Schema, table: &str) -> i64 {
     .get(0)
 }
 
+#[cfg(feature = "postgres")]
 /// Issue #14, item 1: a serialization failure or a deadlock, wherever in
 /// a decision's writes the server raises it (the budget, the execution,
 /// the receipt, the chain's head), is retried from the start and the
@@ -2113,6 +2134,7 @@ fn a_serialization_failure_is_retried_never_a_wrong_decision_postgres() {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// A transaction that keeps failing is given up after the retries: never
 /// an ALLOW, and nothing of it committed. Since issue #21 (item 5) that
 /// decision is a DENY (stage receipt) whose receipt is the only write of a

@@ -24,6 +24,7 @@ use intentplane::store::{
     StoreError, Tx, TxFn,
 };
 use serde_json::{Value, json};
+#[cfg(feature = "postgres")]
 use std::path::Path;
 use std::sync::Arc;
 
@@ -108,6 +109,7 @@ fn a_nul_is_refused_at_contract_with_a_receipt_on_sqlite() {
     }
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn pg_a_nul_is_refused_at_contract_with_a_receipt() {
     let Some(schema) = common::pg::fresh() else {
@@ -317,6 +319,7 @@ fn a_store_error_on_one_decision_denies_it_alone_on_sqlite() {
     one_failing_decision_is_denied_alone(Arc::new(s));
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn pg_a_store_error_on_one_decision_denies_it_alone() {
     let Some(schema) = common::pg::fresh() else {

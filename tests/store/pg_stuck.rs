@@ -8,6 +8,8 @@
 //! chain verifies. And `ipc serve` started while the database cannot be
 //! reached waits for it (bounded, logged) instead of exiting. Each needs
 //! PostgreSQL (`IPC_TEST_PG`, see `common/pg.rs`).
+// needs a part of the default features: the test is off without it
+#![cfg(all(feature = "postgres", feature = "http"))]
 
 use crate::common;
 use common::http::*;
