@@ -9,6 +9,7 @@ mod keygen;
 mod mcp;
 // the gateway and the trusted side
 mod approvals;
+mod child;
 mod approve;
 mod demo;
 pub mod gateway;
