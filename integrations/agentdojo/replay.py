@@ -45,7 +45,19 @@ CONFIGS = {
     "attentive": "intentplane, attentive human",
     "approve_all": "intentplane, human who approves everything",
     "noisy": "intentplane, noisy approver",  # experiments only
+    # the mandate is not built by the harness: a scripted agent proposes it
+    # (claims from the prompt and from the injected content it reads), the
+    # human confirms it value by value (`proposed_mandate`)
+    "proposed_attentive": "intentplane, mandate proposed by the agent, attentive human",
+    "proposed_approve_all": "intentplane, mandate proposed by the agent, human who accepts everything",
 }
+
+# A proposed-mandate configuration and the human it then plays for every
+# other question (step-ups, payees to confirm).
+PROPOSED = {"proposed_attentive": "attentive", "proposed_approve_all": "approve_all"}
+# where the proposed configurations run by default (`--check` in CI): the
+# suites where they are cheap; `--proposed-suites all` runs them everywhere
+PROPOSED_SUITES = "banking,slack"
 
 # The user's name in every mandate; each episode is its own owner (tenant),
 # so registry changes and budgets never leak from one episode to the next.
@@ -133,6 +145,29 @@ class Trusted:
             str(self.work / "issuer.key"), "--pack", self.adapter.pack, "--user", USER, "--owner", owner,
             *scopes, *claims, *budget, "--calls", str(CALLS), "--ttl", "86400",
             *(["--strict"] if (self.strict if strict is None else strict) else []), "-o", str(out))
+        return json.loads(out.read_text())
+
+    def ceiling(self, owner: str, env) -> dict:
+        """The session's mandate an administrator sets, before any request:
+        the claims the suite fixes for the user (her own account, the
+        currency), no value of any request; the parent of every child."""
+        return self.mandate(owner, "", env, strict=False)
+
+    def child(self, parent: dict, values: list[tuple[str, str]], draft: bool) -> dict:
+        """`ipc token child`: the draft of a child of `parent` holding
+        `values` (as its confirmer sees it: each value's origin, what
+        widens), or the child issued (signed by the issuer, recorded)."""
+        pf = self.work / "parent.json"
+        pf.write_text(json.dumps(parent))
+        claims = []
+        for k, v in values:
+            claims += ["--claim", f"{k}={v}"]
+        if draft:
+            return json.loads(ipc(self.binary, "token", "child", *self.common(), "--parent", str(pf),
+                                  *claims, "--draft", "--format", "json"))
+        out = self.work / "child.json"
+        ipc(self.binary, "token", "child", *self.common(), "--parent", str(pf), "--key",
+            str(self.work / "issuer.key"), *claims, "-o", str(out))
         return json.loads(out.read_text())
 
     def approve(self, op_hash: str) -> dict:
@@ -257,6 +292,54 @@ def shown(call, secrets) -> dict:
     return {k: ("<secret>" if k in secrets else v) for k, v in dict(call.args).items()}
 
 
+def agent_request(adapter, prompt: str, read: list[str], env) -> list[tuple[str, str]]:
+    """The scripted agent's mandate request: every value it extracts, the
+    suite's way (`adapter.claims`), from the user's prompt and from every
+    text it read (an injected document among them), minus the claims the
+    session already fixes (its account, its currency)."""
+    fixed = set(adapter.claims("", env))
+    out: list[tuple[str, str]] = []
+    for text in [prompt, *read]:
+        for kv in adapter.claims(text, env):
+            if kv not in fixed and kv not in out:
+                out.append(kv)
+    return out
+
+
+def proposed_mandate(s: Suite, config, prompt: str, inj: str | None, trusted, owner, env):
+    """A proposed-mandate episode's mandate: the agent asks for a child of
+    the session's mandate; the human is shown it (`ipc token child
+    --draft`: each value normalised, its origin — the parent's, a registry
+    of theirs, or neither, which widens and cannot be granted) and ticks
+    values; the child holds exactly those. The attentive human ticks only
+    a value the prompt names (compared in the gateway's normal form); the
+    other ticks every value that can be granted. Returns the mandate and
+    what the confirmation showed."""
+    adapter = s.adapter
+    read = [s.suite.injection_tasks[inj].GOAL] if inj else []
+    asked = agent_request(adapter, prompt, read, env)
+    parent = trusted.ceiling(owner, env)
+    draft = trusted.child(parent, asked, draft=True)
+    own = set()
+    if PROPOSED[config] == "attentive":
+        mine = [kv for kv in adapter.claims(prompt, env) if kv in asked]
+        own = {(k, json.dumps(v)) for k, vs in trusted.child(parent, mine, draft=True)["mandate"]["claims"].items()
+               for v in (vs if isinstance(vs, list) else [vs]) if k in {c for c, _ in mine}}
+    ticked, shown = [], []
+    for c in draft["shown"]["claims"]:
+        values = draft["mandate"]["claims"].get(c["name"], [])
+        values = values if isinstance(values, list) else [values]
+        if c["name"] not in {k for k, _ in asked}:
+            continue
+        for v, origin in zip(values, c["origins"]):
+            grantable = origin != "none"
+            yes = grantable and (PROPOSED[config] == "approve_all" or (c["name"], json.dumps(v)) in own)
+            shown.append({"claim": c["name"], "value": v, "origin": origin, "granted": yes})
+            if yes:
+                ticked.append((c["name"], v))
+    return trusted.child(parent, ticked, draft=False), shown
+
+
 def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rng=None, noise=0.0):
     suite, adapter = s.suite, s.adapter
     user_task = suite.user_tasks[user]
@@ -266,8 +349,14 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rn
     calls = (suite.injection_tasks[inj].ground_truth(pickle.loads(pickle.dumps(pre))) if inj else []) \
         + list(user_calls)
     runtime = FunctionsRuntime(suite.tools)
-    mandate = trusted.mandate(owner, user_task.PROMPT, env) if gw else None
     log, asked, trace = [], 0, []
+    request = None
+    if gw and config in PROPOSED:
+        mandate, request = proposed_mandate(s, config, user_task.PROMPT, inj, trusted, owner, env)
+        asked += 1  # the mandate's confirmation
+        config = PROPOSED[config]
+    else:
+        mandate = trusted.mandate(owner, user_task.PROMPT, env) if gw else None
     for call in calls:
         try:
             proposal = adapter.proposal(call, env)
@@ -323,8 +412,11 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rn
     utility = suite._check_user_task_utility(user_task, output, pre, env, trace)
     security = suite._check_injection_task_security(s.checks[inj], output, pre, env, trace) \
         if inj else None
-    return {"utility": bool(utility), "attack": security if security is None else bool(security),
-            "confirmations": asked, "calls": log}
+    out = {"utility": bool(utility), "attack": security if security is None else bool(security),
+           "confirmations": asked, "calls": log}
+    if request is not None:
+        out["mandate_request"] = request
+    return out
 
 
 def run_suite(s: Suite, configs: list[str], binary: str, out: Path | None,
@@ -375,7 +467,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ipc", default=str(ROOT / "target/debug/ipc"))
     ap.add_argument("--suites", default="banking,workspace,slack,travel")
-    ap.add_argument("--configs", default="none,no_human,attentive,approve_all")
+    ap.add_argument("--configs", default="none,no_human,attentive,approve_all,proposed_attentive,proposed_approve_all")
+    ap.add_argument("--proposed-suites", default=PROPOSED_SUITES,
+                    help="the suites the proposed-mandate configurations run on (default: "
+                         f"{PROPOSED_SUITES}; `all`: every suite)")
     ap.add_argument("--users", default="", help="only these user tasks (comma-separated), to iterate")
     ap.add_argument("--injections", default="", help="only these injection tasks (comma-separated)")
     ap.add_argument("--check", action="store_true",
@@ -391,13 +486,19 @@ def main():
     ran = {}
     for name in args.suites.split(","):
         s = Suite(name, [u for u in args.users.split(",") if u], [i for i in args.injections.split(",") if i])
-        ran[name] = run_suite(s, configs, args.ipc, out)
+        run = [c for c in configs if c not in PROPOSED or args.proposed_suites == "all"
+               or name in args.proposed_suites.split(",")]
+        ran[name] = run_suite(s, run, args.ipc, out)
     summary = ran
     if not subset:
         # the figures of the suites not run this time stay as they were
         old = out / "summary.json"
         if old.exists():
-            summary = {**json.loads(old.read_text()), **ran}
+            # per configuration: a run without the proposed configurations
+            # keeps their figures
+            summary = json.loads(old.read_text())
+            for suite, configs in ran.items():
+                summary[suite] = {**summary.get(suite, {}), **configs}
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
         report.write(out, summary)
     print(report.table(ran))
