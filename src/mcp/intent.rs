@@ -23,12 +23,10 @@
 
 use crate::base::json::format_time;
 use crate::bundle::Bundle;
-use crate::bundle::format::TablePack;
-use crate::gateway::Gateway;
+use crate::gateway::chain::{ChildRequest, Draft, Widening};
 use crate::gateway::mandate::MandateToken;
-use crate::gateway::registry::Registries;
 use crate::gateway::render::escape;
-use crate::ir::{Source, Type};
+use crate::ir::Type;
 use crate::store::StoreError;
 use rmcp::model::{ElicitRequestParams, ElicitationSchema, Tool};
 use serde_json::{Map, Value, json};
@@ -47,34 +45,29 @@ const GRANT: &str = "grant_";
 /// The keys of the tool's arguments.
 const KEYS: [&str; 6] = ["pack", "claims", "scopes", "budget", "calls", "expires_at"];
 
-/// One value the agent proposes, as the user is shown it.
+/// One value the agent asks for, as the user is shown it (from the
+/// draft's rendering, `gateway::render::child`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Item {
     pub claim: String,
-    /// The claim's element type.
-    pub ty: Type,
-    /// The canonical value (what enters the mandate).
+    /// The canonical value (what enters the child).
     pub value: Value,
-    /// The value as a person reads it (escaped, one line).
+    /// The value as the rendering shows it (escaped).
     pub shown: String,
-    /// The registries of the owner that hold it, with what they call it.
-    pub held_by: Vec<(String, Option<String>)>,
-    /// The owner's registries that could vouch for the same parameters
-    /// (consulted, whether they hold it or not).
-    pub consulted: Vec<String>,
+    /// What the owner's registry calls it (escaped).
+    pub name: Option<String>,
+    /// `parent`, `registry` or `none` (it widens: no child may hold it).
+    pub origin: String,
+    /// Whether a registry of the owner's holds it (`None`: no registry to
+    /// compare with).
+    pub in_registry: Option<bool>,
 }
 
-/// A proposed child mandate, parsed, typed and normalised.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Request {
-    pub pack: String,
-    pub items: Vec<Item>,
-    /// `None`: the parent's.
-    pub scopes: Option<Vec<String>>,
-    /// Minor units; `None`: the parent's.
-    pub budget: Option<i64>,
-    pub calls: Option<u64>,
-    pub expires_at: Option<i64>,
+impl Item {
+    /// Whether a child of the session's mandate may hold it.
+    pub fn grantable(&self) -> bool {
+        self.origin != "none"
+    }
 }
 
 /// The JSON Schema of one claim value of type `ty` (an element type).
@@ -157,78 +150,14 @@ pub fn tool(bundle: &Bundle, parents: &[(String, Value)]) -> Tool {
     )
 }
 
-/// The registries of `pack` that vouch, beside the claim `claim`, for a
-/// parameter the claim vouches for.
-fn sibling_registries(bundle: &Bundle, pack: &str, claim: &str) -> Vec<String> {
-    let mut out: Vec<String> = vec![];
-    for a in bundle.table.actions.iter().filter(|a| a.pack == pack) {
-        for p in &a.action.params {
-            let by_claim = p
-                .sources
-                .iter()
-                .any(|s| matches!(s, Source::Claim { claim: c } if c == claim));
-            if !by_claim {
-                continue;
-            }
-            for s in &p.sources {
-                if let Source::Registry { registry } = s
-                    && !out.contains(registry)
-                {
-                    out.push(registry.clone());
-                }
-            }
-        }
-    }
-    out
-}
-
-/// One value as one line for a person (escaped).
-fn show_value(ty: &Type, v: &Value, currency: Option<&str>) -> String {
-    match (ty, v) {
-        (Type::Money, Value::Number(n)) => match n.as_i64() {
-            Some(m) => {
-                let g = crate::base::Money::from_minor(m).grouped();
-                match currency {
-                    Some(c) => format!("{g} {}", escape(c)),
-                    None => g,
-                }
-            }
-            None => escape(&v.to_string()),
-        },
-        (Type::Date | Type::Timestamp, Value::Number(n)) => {
-            n.as_i64().map_or_else(|| v.to_string(), format_time)
-        }
-        (Type::Iban, Value::String(s))
-            if !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) =>
-        {
-            s.as_bytes()
-                .chunks(4)
-                .map(|c| String::from_utf8_lossy(c).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        }
-        (_, Value::String(s)) => escape(s),
-        _ => escape(&v.to_string()),
-    }
-}
-
-/// The pack's claim `name` of the session's mandate for `pack`, if any
-/// (the currency the amounts are in).
-fn parent_claim<'a>(parent: &'a MandateToken, name: &str) -> Option<&'a str> {
-    parent.mandate.claims.get(name).and_then(Value::as_str)
-}
-
-/// Reads the agent's arguments into a [`Request`]: every key known, every
-/// claim declared by the pack and typed, in its canonical spelling, each
-/// value once. `parents` are the session's `(pack, token)`.
+/// Reads the agent's arguments: the pack (`pack`, or the session's only
+/// one), its parent (the session's mandate of that pack) and the child
+/// request. Every key must be one of the tool's (no `sources`, no key to
+/// accept with).
 pub fn parse(
-    gw: &Gateway,
-    bundle: &Bundle,
     parents: &[(String, Value)],
     args: &Map<String, Value>,
-) -> Result<(Request, MandateToken), String> {
+) -> Result<(String, MandateToken, ChildRequest), String> {
     if let Some(k) = args.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err(format!(
             "unknown argument `{}` (the arguments are {})",
@@ -252,276 +181,102 @@ pub fn parse(
     };
     let parent: MandateToken = serde_json::from_value(token.clone())
         .map_err(|e| format!("the session's mandate cannot be read: {e}"))?;
-    let tp: &TablePack = bundle
-        .table
-        .pack(&pack)
-        .ok_or_else(|| format!("the bundle has no pack `{pack}`"))?;
-    let claims = match args.get("claims") {
-        Some(Value::Object(m)) => m.clone(),
-        None => Map::new(),
-        Some(_) => return Err("`claims` is not an object".into()),
-    };
-    let currency = parent_claim(&parent, "currency");
-    let mut items: Vec<Item> = vec![];
-    for (name, v) in &claims {
-        let decl = tp.claims.iter().find(|c| &c.name == name).ok_or_else(|| {
-            format!(
-                "pack `{pack}` declares no claim `{}` (its claims: {})",
-                crate::base::json::echo(name),
-                tp.claims
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })?;
-        let el = decl.ty.element();
-        let values: Vec<&Value> = match (decl.ty.is_collection(), v) {
-            (true, Value::Array(items)) => items.iter().collect(),
-            (true, one) => vec![one],
-            (false, Value::Array(_)) => {
-                return Err(format!("claim `{name}` is a single value, not a list"));
-            }
-            (false, one) => vec![one],
+    let mut wire = args.clone();
+    wire.remove("pack");
+    let req = ChildRequest::from_json(&Value::Object(wire)).map_err(|e| e.to_string())?;
+    Ok((pack, parent, req))
+}
+
+/// The values of the claims the request names, as the draft shows them.
+pub fn items(draft: &Draft, req: &ChildRequest) -> Vec<Item> {
+    let named: Vec<&String> = req.claims.iter().map(|(k, _)| k).collect();
+    let mut out = vec![];
+    for ((name, v), shown) in draft.mandate.claims.iter().zip(&draft.shown.claims) {
+        if !named.contains(&name) {
+            continue;
+        }
+        let values: Vec<&Value> = match v {
+            Value::Array(items) => items.iter().collect(),
+            one => vec![one],
         };
-        let consulted = sibling_registries(bundle, &pack, name);
-        for one in values {
-            let text_number = match (el, one) {
-                (Type::Money, Value::String(s)) => {
-                    crate::base::Money::parse(s.trim()).map(|m| Value::from(m.minor()))
-                }
-                (Type::Money, Value::Number(_)) => crate::base::Money::from_json(one).map(|m| Value::from(m.minor())),
-                _ => crate::gateway::world::typed_value(one, el),
-            };
-            let value = text_number.map_err(|e| format!("claim `{name}`: {e}"))?;
-            if items.iter().any(|i| &i.claim == name && i.value == value) {
-                continue;
-            }
-            let shown = show_value(el, &value, currency);
-            items.push(Item {
+        for (i, value) in values.into_iter().enumerate() {
+            out.push(Item {
                 claim: name.clone(),
-                ty: el.clone(),
-                value,
-                shown,
-                held_by: vec![],
-                consulted: consulted.clone(),
+                value: value.clone(),
+                shown: shown.items.get(i).map(|l| l.concat()).unwrap_or_default(),
+                name: shown.names.get(i).cloned().flatten(),
+                origin: shown
+                    .origins
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| "none".into()),
+                in_registry: shown.in_registry.get(i).copied().flatten(),
             });
         }
     }
-    held_by(gw, tp, &parent.mandate.owner, &mut items).map_err(|e| e.to_string())?;
-    let scopes = match args.get("scopes") {
-        None => None,
-        Some(Value::Array(a)) => Some(
-            a.iter()
-                .map(|s| {
-                    s.as_str()
-                        .map(str::to_string)
-                        .ok_or("`scopes` holds a value that is not a string".to_string())
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
-        Some(_) => return Err("`scopes` is not a list".into()),
-    };
-    let budget = match args.get("budget") {
-        None => None,
-        Some(Value::String(s)) => Some(
-            crate::base::Money::parse(s.trim())
-                .map_err(|e| format!("budget: {e}"))?
-                .minor(),
-        ),
-        Some(v @ Value::Number(_)) => Some(
-            crate::base::Money::from_json(v)
-                .map_err(|e| format!("budget: {e}"))?
-                .minor(),
-        ),
-        Some(_) => return Err("`budget` is not an amount".into()),
-    };
-    if budget.is_some_and(|b| b < 0) {
-        return Err("the budget cannot be negative".into());
-    }
-    let calls = match args.get("calls") {
-        None => None,
-        Some(v) => Some(
-            v.as_u64()
-                .filter(|n| *n > 0)
-                .ok_or("`calls` is not a whole number above 0")?,
-        ),
-    };
-    let expires_at = match args.get("expires_at") {
-        None => None,
-        Some(v) => {
-            Some(crate::base::json::parse_time(v).map_err(|e| format!("expires_at: {e}"))?)
-        }
-    };
-    Ok((
-        Request {
-            pack,
-            items,
-            scopes,
-            budget,
-            calls,
-            expires_at,
-        },
-        parent,
-    ))
+    out
 }
 
-/// Which of the owner's registries hold each item (read in one
-/// transaction).
-fn held_by(
-    gw: &Gateway,
-    tp: &TablePack,
-    owner: &str,
-    items: &mut [Item],
-) -> Result<(), StoreError> {
-    let regs = Registries {
-        world: gw.world(),
-        pack: &tp.name,
-        owner,
-    };
-    let mut found: Vec<Vec<(String, Option<String>)>> = vec![];
-    gw.store().transaction(&mut |tx| {
-        found.clear();
-        for it in items.iter() {
-            let text = match &it.value {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let mut row = vec![];
-            for r in &it.consulted {
-                let Some(reg) = tp.registries.iter().find(|x| &x.name == r) else {
-                    continue;
-                };
-                if let Some(entry) = regs.member(tx, reg, &text, None)? {
-                    let name = if matches!(reg.shape, crate::ir::RegistryShape::Set { .. }) {
-                        regs.entry_name(tx, reg, &entry)?
-                    } else {
-                        regs.record(tx, reg, &entry)?
-                            .and_then(|m| m.get("name").and_then(Value::as_str).map(str::to_string))
-                    };
-                    row.push((r.clone(), name.map(|n| escape(&n))));
-                }
-            }
-            found.push(row);
-        }
-        Ok(Value::Null)
-    })?;
-    for (it, f) in items.iter_mut().zip(found) {
-        it.held_by = f;
-    }
-    Ok(())
+/// A widening other than a claim value: the request cannot be issued
+/// whatever the user ticks.
+pub fn beyond_claims(draft: &Draft) -> Vec<Widening> {
+    draft
+        .widens
+        .iter()
+        .filter(|w| !matches!(w, Widening::Claim { .. }))
+        .cloned()
+        .collect()
 }
 
-impl Item {
-    /// Where the value comes from, and whether the user's records know it.
-    pub fn origin(&self) -> String {
-        let records = if self.held_by.is_empty() {
-            if self.consulted.is_empty() {
-                "no registry of yours could hold it".to_string()
-            } else {
-                format!(
-                    "NOT in any registry of yours (checked: {})",
-                    self.consulted
-                        .iter()
-                        .map(|r| format!("registry.{r}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            }
-        } else {
-            self.held_by
-                .iter()
-                .map(|(r, n)| match n {
-                    Some(n) => format!("in registry.{r} as {n}"),
-                    None => format!("in registry.{r}"),
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        format!("the agent's reading of your request; {records}")
+/// What the user is shown: the draft as every confirmer sees it
+/// (`gateway::render::child`: each value, its origin, whether a registry
+/// of theirs holds it, what it allows in plain words), then the values
+/// offered for ticking, each with its checkbox's key, and how to answer.
+pub fn message(draft: &Draft, items: &[Item]) -> String {
+    let mut t = String::from("The agent asks for a mandate for your request\n");
+    t.push_str(&draft.shown.text());
+    t.push_str("to grant (tick each value you asked for; a value not ticked is not granted)\n");
+    let mut n = 0;
+    for it in items.iter().filter(|i| i.grantable()) {
+        n += 1;
+        t.push_str(&format!("  {GRANT}{n}: {}\n    | {}\n", escape(&it.claim), it.title()));
     }
-
-    /// The checkbox's title: the claim and the value, and what the
-    /// registries call it.
-    fn title(&self) -> String {
-        let name = self
-            .held_by
-            .iter()
-            .find_map(|(_, n)| n.clone())
-            .map(|n| format!(" ({n})"))
-            .unwrap_or_default();
-        let new = if self.held_by.is_empty() && !self.consulted.is_empty() {
-            " - NOT in your records"
-        } else {
-            ""
-        };
-        format!("grant {} {}{name}{new}", self.claim, self.shown)
-    }
-}
-
-/// What the user is shown: the request, each value with its checkbox's
-/// key, its normalised value and its origin, the plain words (`plain`:
-/// what the mandate would allow), and how to answer. Labels start a line;
-/// every value line starts with four spaces and `| ` (as in
-/// `gateway::render`), so no value can imitate a label.
-pub fn message(req: &Request, parent: &MandateToken, plain: &str) -> String {
-    let mut t = String::new();
-    let m = &parent.mandate;
-    t.push_str("The agent asks for a mandate for your request\n");
-    t.push_str(&format!(
-        "for          {} (records of {}), pack {}\n",
-        escape(&m.user),
-        escape(&m.owner),
-        escape(&req.pack)
-    ));
-    t.push_str(&format!("within       the session's mandate {}\n", escape(&m.id)));
-    t.push_str("it allows\n");
-    for line in plain.lines() {
-        t.push_str(&format!("    | {}\n", escape(line)));
-    }
-    t.push_str("values (tick each one to grant; an unticked value is not granted)\n");
-    if req.items.is_empty() {
+    if n == 0 {
         t.push_str("    (none)\n");
     }
-    for (i, it) in req.items.iter().enumerate() {
-        t.push_str(&format!("  {GRANT}{}: {}\n", i + 1, escape(&it.claim)));
-        t.push_str(&format!("    | {}\n", it.shown));
-        t.push_str(&format!("    | origin: {}\n", it.origin()));
+    let refused: Vec<&Item> = items.iter().filter(|i| !i.grantable()).collect();
+    if !refused.is_empty() {
+        t.push_str("cannot be granted (neither the session's mandate nor a registry of yours holds it; add it in your records first if you meant it)\n");
+        for it in refused {
+            t.push_str(&format!("  {}\n    | {}\n", escape(&it.claim), it.title()));
+        }
     }
-    let scopes = req.scopes.clone().unwrap_or_else(|| m.scopes.clone());
-    t.push_str(&format!(
-        "scopes       {}\n",
-        scopes
-            .iter()
-            .map(|s| escape(s))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    let currency = parent_claim(parent, "currency");
-    t.push_str(&format!(
-        "budget       {}, {} calls\n",
-        show_value(
-            &Type::Money,
-            &Value::from(req.budget.unwrap_or(m.budget.amount)),
-            currency
-        ),
-        req.calls.unwrap_or(m.budget.calls)
-    ));
-    t.push_str(&format!(
-        "until        {}\n",
-        format_time(req.expires_at.unwrap_or(m.expires_at))
-    ));
     t.push_str(
-        "Accept to grant exactly the values you ticked, with these scopes, budget and expiry; decline to grant nothing.",
+        "Accept to grant exactly the values you ticked, with the scopes, budget and expiry above; decline to grant nothing.",
     );
     t
 }
 
+impl Item {
+    /// The value, what the registry calls it, and the mark of a value no
+    /// registry of the user's holds.
+    fn title(&self) -> String {
+        let mut t = self.shown.clone();
+        if let Some(n) = &self.name {
+            t.push_str(&format!(" ({n})"));
+        }
+        if self.in_registry == Some(false) {
+            t.push_str(" - NOT in any registry of yours");
+        }
+        t
+    }
+}
+
 /// The confirmation form: one checkbox per value, none ticked.
-pub fn form(req: &Request, message: String) -> Result<ElicitRequestParams, String> {
+pub fn form(items: &[Item], message: String) -> Result<ElicitRequestParams, String> {
     let mut b = ElicitationSchema::builder();
-    for (i, it) in req.items.iter().enumerate() {
-        let title = it.title();
+    for (i, it) in items.iter().filter(|i| i.grantable()).enumerate() {
+        let title = format!("grant {} {}", it.claim, it.title());
         b = b.bool_property(format!("{GRANT}{}", i + 1), |s| {
             s.title(title).with_default(false)
         });
@@ -535,19 +290,20 @@ pub fn form(req: &Request, message: String) -> Result<ElicitRequestParams, Strin
 
 /// The items the user ticked, from the form's answer: every key one of
 /// the form's, every value a boolean (anything else refuses the answer).
-pub fn granted(req: &Request, content: Option<&Value>) -> Result<Vec<Item>, String> {
+pub fn granted(items: &[Item], content: Option<&Value>) -> Result<Vec<Item>, String> {
+    let offered: Vec<&Item> = items.iter().filter(|i| i.grantable()).collect();
     let empty = Map::new();
     let answer = match content {
         None | Some(Value::Null) => &empty,
         Some(Value::Object(m)) => m,
         Some(_) => return Err("the answer is not an object".into()),
     };
-    let mut ticked = vec![false; req.items.len()];
+    let mut ticked = vec![false; offered.len()];
     for (k, v) in answer {
         let i = k
             .strip_prefix(GRANT)
             .and_then(|n| n.parse::<usize>().ok())
-            .filter(|n| (1..=req.items.len()).contains(n))
+            .filter(|n| (1..=offered.len()).contains(n))
             .ok_or_else(|| {
                 format!(
                     "the answer holds `{}`, which the form did not ask",
@@ -559,9 +315,8 @@ pub fn granted(req: &Request, content: Option<&Value>) -> Result<Vec<Item>, Stri
             _ => return Err(format!("the answer to `{k}` is not true or false")),
         }
     }
-    Ok(req
-        .items
-        .iter()
+    Ok(offered
+        .into_iter()
         .zip(ticked)
         .filter(|(_, t)| *t)
         .map(|(i, _)| i.clone())
@@ -637,16 +392,16 @@ pub fn record(
     store: &dyn crate::store::Store,
     config: &std::path::Path,
     now: i64,
-    req: &Request,
+    pack: &str,
+    items: &[Item],
     parent: &MandateToken,
     granted: &[Item],
     child: Option<&Value>,
     shown: &str,
 ) -> Result<crate::gateway::ReceiptRef, StoreError> {
     let slot = crate::mcp::session::slot(config);
-    let k = key(&slot, &req.pack);
-    let declined: Vec<Value> = req
-        .items
+    let k = key(&slot, pack);
+    let declined: Vec<Value> = items
         .iter()
         .filter(|i| !granted.contains(i))
         .map(item_json)
@@ -660,7 +415,7 @@ pub fn record(
         "kind": "mandate",
         "change": if child.is_some() { "grant" } else { "decline" },
         "config": slot,
-        "pack": req.pack,
+        "pack": pack,
         "parent": parent.mandate.id,
         "user": parent.mandate.user,
         "granted": granted.iter().map(item_json).collect::<Vec<_>>(),
@@ -701,86 +456,4 @@ pub fn record(
         hash: l.hash,
     })
     .ok_or_else(|| StoreError::Aborted("the transaction left no receipt".into()))
-}
-
-/// The child of `parent` for `req` holding exactly the `granted` values
-/// (a claim the request names holds only what was granted of it; one it
-/// does not name stays the parent's), signed with `key`; and what it
-/// allows in plain words.
-pub fn issue_child(
-    bundle: &Bundle,
-    parent: &MandateToken,
-    req: &Request,
-    granted: &[Item],
-    now: i64,
-    key: &crate::keys::SecretKey,
-) -> Result<(Value, String), String> {
-    let tp = bundle
-        .table
-        .pack(&req.pack)
-        .ok_or_else(|| format!("the bundle has no pack `{}`", req.pack))?;
-    let mut claims = parent.mandate.claims.clone();
-    for it in &req.items {
-        let collection = tp
-            .claims
-            .iter()
-            .any(|c| c.name == it.claim && c.ty.is_collection());
-        if collection {
-            claims.insert(it.claim.clone(), Value::Array(vec![]));
-        } else {
-            claims.remove(&it.claim);
-        }
-    }
-    for it in granted {
-        match claims.get_mut(&it.claim) {
-            Some(Value::Array(items)) => items.push(it.value.clone()),
-            _ => {
-                claims.insert(it.claim.clone(), it.value.clone());
-            }
-        }
-    }
-    let m = &parent.mandate;
-    let mandate = crate::gateway::mandate::Mandate {
-        id: format!(
-            "m-{}",
-            crate::gateway::approval::random_id().map_err(|e| e.to_string())?
-        ),
-        pack: m.pack.clone(),
-        user: m.user.clone(),
-        owner: m.owner.clone(),
-        scopes: req.scopes.clone().unwrap_or_else(|| m.scopes.clone()),
-        claims,
-        budget: crate::gateway::mandate::Budget {
-            amount: req.budget.unwrap_or(m.budget.amount),
-            calls: req.calls.unwrap_or(m.budget.calls),
-        },
-        issued_at: now,
-        expires_at: req.expires_at.unwrap_or(m.expires_at),
-        sources: m.sources.clone(),
-    };
-    let plain = plain_words(&mandate, granted);
-    let token = MandateToken::sign(mandate, key).map_err(|e| e.to_string())?;
-    let v = serde_json::to_value(token).map_err(|e| e.to_string())?;
-    Ok((v, plain))
-}
-
-/// What a mandate allows, in a sentence.
-fn plain_words(m: &crate::gateway::mandate::Mandate, granted: &[Item]) -> String {
-    let currency = m.claims.get("currency").and_then(Value::as_str);
-    let values = if granted.is_empty() {
-        "no value of the request".to_string()
-    } else {
-        granted
-            .iter()
-            .map(|g| format!("{} {}", g.claim, g.shown))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    format!(
-        "{} for {values}, up to {} in {} calls until {}",
-        m.scopes.join(", "),
-        show_value(&Type::Money, &Value::from(m.budget.amount), currency),
-        m.budget.calls,
-        format_time(m.expires_at)
-    )
 }

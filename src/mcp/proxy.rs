@@ -161,8 +161,6 @@ struct Inner {
     /// start-up: refused (with a receipt) until the config is checked
     /// against the new declaration (a restart of `ipc mcp`).
     changed: Mutex<std::collections::HashSet<String>>,
-    /// The bundle (the packs' claims shape `intentplane_request_mandate`).
-    bundle: crate::bundle::Bundle,
     /// `intentplane_request_mandate` as the agent sees it, when offered.
     request_tool: Option<Tool>,
     /// Per pack, the child mandate the user granted last (kept in the
@@ -641,7 +639,6 @@ impl Proxy {
                 start,
                 outcomes: Outcomes::start(gateway),
                 changed: Mutex::default(),
-                bundle: setup.bundle,
                 request_tool,
                 children: Mutex::new(children),
             }),

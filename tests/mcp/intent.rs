@@ -223,19 +223,15 @@ async fn an_injected_payee_is_visible_and_the_user_declines() {
         let (message, boxes) = &shown[0];
         assert!(message.contains("DE44 5001 0517 5407 3249 31"), "{message}");
         assert!(message.contains("DE75 5121 0800 1245 1261 99"), "{message}");
-        let attacker_origin = message
-            .lines()
-            .skip_while(|l| !l.contains("DE75 5121"))
-            .nth(1)
-            .unwrap_or("");
+        assert!(message.contains("registry calls it landlord"), "{message}");
+        assert!(message.contains("IN NO REGISTRY OF YOURS"), "{message}");
         assert!(
-            attacker_origin.contains("NOT in any registry of yours"),
+            message.contains("DE75 5121 0800 1245 1261 99 - NOT in any registry of yours"),
             "{message}"
         );
-        assert!(
-            boxes.iter().all(|(_, t)| !t.contains("DE44") || !t.contains("NOT")),
-            "{boxes:?}"
-        );
+        // offered for ticking: the landlord's only
+        assert_eq!(boxes.len(), 1, "{boxes:?}");
+        assert!(boxes[0].1.contains("DE44"), "{boxes:?}");
         let recs = mandate_receipts(&st);
         assert_eq!(recs.len(), 1);
         assert_eq!(recs[0]["change"], "decline");

@@ -86,20 +86,22 @@ def test_the_injected_payee_is_shown_as_unknown_and_the_user_declines(tmp_path, 
     names, asked, paid = user.run(era, body)
     assert TOOL in names
     [shown] = user.shown
-    # every value, normalised, with its origin; the attacker's marked
+    # every value, normalised, with its origin; the attacker's marked and
+    # not offered: no registry of the user's holds it
     assert "DE44 5001 0517 5407 3249 31" in shown
-    assert "in registry.beneficiaries as landlord" in shown
-    attacker = [ln for ln in shown.splitlines() if "origin" in ln][1]
-    assert "NOT in any registry of yours" in attacker, shown
-    assert "1,000.00 EUR, 5 calls" in shown
+    assert "registry calls it landlord" in shown
+    assert "IN NO REGISTRY OF YOURS" in shown
+    assert "DE75 5121 0800 1245 1261 99 - NOT in any registry of yours" in shown, shown
+    assert "1,000.00 EUR" in shown
     [boxes] = user.forms
-    assert len(boxes) == 2 and any("NOT in your records" in t for t in boxes.values())
+    assert len(boxes) == 1 and "DE44" in list(boxes.values())[0], boxes
     assert asked.is_error and "declined" in text(asked), text(asked)
     assert "receipt #" in text(asked)
     assert paid.is_error and "provenance" in text(paid)
     assert user.executed("send_money") == []
     [r] = user.receipts("mandate")
     assert '"change":"decline"' in r and '"granted":[]' in r
+    assert ATTACKER.replace(" ", "") in r  # recorded as not granted
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -123,8 +125,8 @@ def test_only_the_ticked_values_enter_the_child_and_decide_the_calls(tmp_path, e
     assert second.is_error and "budget" in text(second), text(second)
     assert attacker.is_error and "provenance" in text(attacker)
     assert len(user.executed("send_money")) == 1
-    [r] = user.receipts("mandate")
-    assert '"change":"grant"' in r and ATTACKER.replace(" ", "") in r  # recorded as not granted
+    [r] = [r for r in user.receipts("mandate") if '"change":"grant"' in r]
+    assert ATTACKER.replace(" ", "") in r  # recorded as not granted
 
 
 def test_the_child_survives_a_restart(tmp_path):

@@ -5,7 +5,8 @@
 use super::elicit::{self, Form};
 use super::{Proxy, error_result};
 use crate::gateway::mandate::MandateToken;
-use crate::mcp::intent::{self, Item, Request};
+use crate::gateway::chain::ChildRequest;
+use crate::mcp::intent;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
     ElicitationAction,
@@ -34,15 +35,7 @@ impl Proxy {
             return self.refuse_request(request, &why).await;
         }
         let inner = &self.inner;
-        let parsed = {
-            let (gw, bundle, parents) = (
-                inner.gateway.clone(),
-                &inner.bundle,
-                &inner.session.mandates,
-            );
-            intent::parse(&gw, bundle, parents, &args)
-        };
-        let (req, parent) = match parsed {
+        let (pack, parent, req) = match intent::parse(&inner.session.mandates, &args) {
             Ok(x) => x,
             Err(why) => return self.refuse_request(request, &why).await,
         };
@@ -50,15 +43,26 @@ impl Proxy {
             Ok(t) => t,
             Err(e) => return error_result(e.to_string()).into(),
         };
-        // the child is made before the user is asked: a request the
-        // session's mandate cannot hold is refused without a question
-        let all: Vec<Item> = req.items.clone();
-        let plain = match self.child(&parent, &req, &all, now) {
-            Ok((_, plain)) => plain,
-            Err(why) => return self.refuse_request(request, &why).await,
+        // the child the agent asks for, checked against the session's
+        // mandate and rendered for the user; a request that widens it
+        // beyond a claim value is refused without a question
+        let (p2, r2) = (parent.clone(), req.clone());
+        let draft = match self.blocking(move |gw| gw.draft_child(&p2, &r2)).await {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => return self.refuse_request(request, &e.to_string()).await,
+            Err(e) => return error_result(e).into(),
         };
-        let message = intent::message(&req, &parent, &plain);
-        let form = match intent::form(&req, message.clone()) {
+        let beyond = intent::beyond_claims(&draft);
+        if !beyond.is_empty() {
+            let why = format!(
+                "it asks for more than the session's mandate allows: {}",
+                crate::gateway::chain::describe(&beyond)
+            );
+            return self.refuse_request(request, &why).await;
+        }
+        let items = intent::items(&draft, &req);
+        let message = intent::message(&draft, &items);
+        let form = match intent::form(&items, message.clone()) {
             Ok(f) => f,
             Err(e) => return error_result(format!("cannot build the confirmation: {e}")).into(),
         };
@@ -91,7 +95,7 @@ impl Proxy {
             Form::Respond(r) => return *r,
         };
         let granted = match answer.action {
-            ElicitationAction::Accept => match intent::granted(&req, answer.content.as_ref()) {
+            ElicitationAction::Accept => match intent::granted(&items, answer.content.as_ref()) {
                 Ok(g) => Some(g),
                 Err(e) => return refuse(&format!("the answer was refused ({e})")),
             },
@@ -99,14 +103,19 @@ impl Proxy {
             _ => return refuse("the user cancelled"),
         };
         let child = match &granted {
-            Some(g) => match self.child(&parent, &req, g, now) {
-                Ok((c, plain)) => Some((c, plain)),
-                Err(why) => return self.refuse_request(request, &why).await,
-            },
+            Some(g) => {
+                let mut ticked = req.clone();
+                ticked.claims = g.iter().map(|i| (i.claim.clone(), i.value.clone())).collect();
+                match self.child(&parent, ticked).await {
+                    Ok(c) => Some(c),
+                    Err(why) => return self.refuse_request(request, &why).await,
+                }
+            }
             None => None,
         };
         let config = inner.config_path.clone();
-        let (req2, parent2, g2) = (req.clone(), parent.clone(), granted.clone());
+        let (pack2, items2, parent2, g2) =
+            (pack.clone(), items.clone(), parent.clone(), granted.clone());
         let c2 = child.as_ref().map(|(c, _)| c.clone());
         let shown2 = shown.clone();
         let recorded = self
@@ -115,7 +124,8 @@ impl Proxy {
                     gw.store().as_ref(),
                     &config,
                     now,
-                    &req2,
+                    &pack2,
+                    &items2,
                     &parent2,
                     g2.as_deref().unwrap_or(&[]),
                     c2.as_ref(),
@@ -143,21 +153,21 @@ impl Proxy {
         };
         let id = token["mandate"]["id"].as_str().unwrap_or("").to_string();
         if let Ok(mut children) = inner.children.lock() {
-            children.insert(req.pack.clone(), token.clone());
+            children.insert(pack.clone(), token.clone());
         }
         let granted = granted.unwrap_or_default();
-        let not = req.items.len() - granted.len();
+        let not = items.len() - granted.len();
         let mut text = format!(
             "the user granted the mandate `{id}` (a child of `{}`): {} of the {} values asked{}; the calls of pack `{}` are now decided under it\nit allows: {plain}\n{receipt_line}",
             parent.mandate.id,
             granted.len(),
-            req.items.len(),
+            items.len(),
             if not > 0 {
                 format!(", {not} not granted")
             } else {
                 String::new()
             },
-            req.pack
+            pack
         );
         if !granted.is_empty() {
             text.push_str("\ngranted:");
@@ -185,21 +195,30 @@ impl Proxy {
         error_result(format!("the mandate request was refused: {why}\n{receipt}")).into()
     }
 
-    /// The child of `parent` holding exactly `granted` of `req`, signed
-    /// with the session's issuer key, and what it allows in plain words.
-    fn child(
+    /// The child of `parent` for `req`, issued with the session's issuer
+    /// key and recorded by the gateway (its `issued` receipt); and what it
+    /// allows in plain words.
+    async fn child(
         &self,
         parent: &MandateToken,
-        req: &Request,
-        granted: &[Item],
-        now: i64,
+        req: ChildRequest,
     ) -> Result<(Value, String), String> {
         let key = self
             .inner
             .session
             .issuer_key
-            .as_ref()
+            .clone()
             .ok_or("this session holds no key to sign a mandate")?;
-        intent::issue_child(&self.inner.bundle, parent, req, granted, now, key)
+        let parent = parent.clone();
+        self.blocking(move |gw| {
+            let d = gw.propose_child(&parent, &req).map_err(|e| e.to_string())?;
+            let token = gw
+                .issue_child(&parent, &req, &key)
+                .map_err(|e| e.to_string())?;
+            gw.record_child(&token, "mcp").map_err(|e| e.to_string())?;
+            let v = serde_json::to_value(&token).map_err(|e| e.to_string())?;
+            Ok((v, d.shown.summary))
+        })
+        .await?
     }
 }
