@@ -154,21 +154,33 @@ class Trusted:
         return self.mandate(owner, "", env, strict=False)
 
     def child(self, parent: dict, values: list[tuple[str, str]], draft: bool) -> dict:
-        """`ipc token child`: the draft of a child of `parent` holding
-        `values` (as its confirmer sees it: each value's origin, what
-        widens), or the child issued (signed by the issuer, recorded)."""
-        pf = self.work / "parent.json"
-        pf.write_text(json.dumps(parent))
-        claims = []
+        """The draft of a child of `parent` holding `values` (as its
+        confirmer sees it: each value's origin, what widens), or the child
+        issued (signed by the issuer, recorded): one line to a long-lived
+        `ipc token child --stdio`."""
+        if getattr(self, "children", None) is None:
+            self.children = subprocess.Popen(
+                [self.binary, "token", "child", *self.common(), "--key", str(self.work / "issuer.key"),
+                 "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        claims: dict = {}
         for k, v in values:
-            claims += ["--claim", f"{k}={v}"]
-        if draft:
-            return json.loads(ipc(self.binary, "token", "child", *self.common(), "--parent", str(pf),
-                                  *claims, "--draft", "--format", "json"))
-        out = self.work / "child.json"
-        ipc(self.binary, "token", "child", *self.common(), "--parent", str(pf), "--key",
-            str(self.work / "issuer.key"), *claims, "-o", str(out))
-        return json.loads(out.read_text())
+            claims.setdefault(k, []).append(v)
+        self.children.stdin.write(json.dumps({"parent": parent, "request": {"claims": claims},
+                                              "draft": draft}) + "\n")
+        self.children.stdin.flush()
+        line = self.children.stdout.readline()
+        if not line:
+            raise RuntimeError("ipc token child --stdio ended")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"ipc token child: {answer['error']}")
+        return answer["draft"] if draft else answer["token"]
+
+    def close(self):
+        if getattr(self, "children", None) is not None:
+            self.children.stdin.close()
+            self.children.wait()
+            self.children.stdout.close()
 
     def approve(self, op_hash: str) -> dict:
         out = self.work / "approval.json"
@@ -321,8 +333,12 @@ def proposed_mandate(s: Suite, config, prompt: str, inj: str | None, trusted, ow
     parent = trusted.ceiling(owner, env)
     draft = trusted.child(parent, asked, draft=True)
     own = set()
-    if PROPOSED[config] == "attentive":
-        mine = [kv for kv in adapter.claims(prompt, env) if kv in asked]
+    mine = [kv for kv in adapter.claims(prompt, env) if kv in asked]
+    if PROPOSED[config] == "attentive" and mine == asked:
+        # nothing but the prompt's values: the draft's are the prompt's
+        own = {(k, json.dumps(v)) for k, vs in draft["mandate"]["claims"].items()
+               for v in (vs if isinstance(vs, list) else [vs]) if k in {c for c, _ in mine}}
+    elif PROPOSED[config] == "attentive":
         own = {(k, json.dumps(v)) for k, vs in trusted.child(parent, mine, draft=True)["mandate"]["claims"].items()
                for v in (vs if isinstance(vs, list) else [vs]) if k in {c for c, _ in mine}}
     ticked, shown = [], []
@@ -457,6 +473,7 @@ def run_suite(s: Suite, configs: list[str], binary: str, out: Path | None,
             sm["decisions"] = gw.decisions
             sm["decisions_per_second"] = round(gw.decisions / gw.seconds, 1) if gw.seconds else None
             gw.close()
+            trusted.close()
         summary[c] = sm
         if out is not None:
             (out / f"{s.name}-{c}.json").write_text(json.dumps({"summary": sm, "runs": runs}, indent=1))

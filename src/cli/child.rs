@@ -17,12 +17,12 @@ pub struct ChildArgs {
     #[command(flatten)]
     pub gateway: GatewayArgs,
     /// The parent mandate token (from `ipc token issue`, or a child).
-    #[arg(long, value_name = "FILE")]
-    pub parent: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "stdio")]
+    pub parent: Option<PathBuf>,
     /// The key that signs the child: an issuer key of the world
     /// (`mandate_keys`) or the parent's user's key (`[approvers]`).
     /// Required unless `--draft`.
-    #[arg(long, value_name = "KEYFILE", required_unless_present = "draft")]
+    #[arg(long, value_name = "KEYFILE", required_unless_present_any = ["draft", "stdio"])]
     pub key: Option<PathBuf>,
     /// `NAME=VALUE`; repeat a set claim's name for each member. A set
     /// claim not given is empty in the child; a single claim not given is
@@ -49,13 +49,76 @@ pub struct ChildArgs {
     pub format: Format,
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// One JSON line per child on stdin, one answer per line on stdout
+    /// (a harness's trusted side): `{"parent": TOKEN, "request": {"claims":
+    /// ..., ...}, "draft": true}` answers `{"draft": {"mandate", "shown",
+    /// "widens"}}`; without `draft` (and with `--key`) `{"token": CHILD}`,
+    /// issued and recorded; a line that fails answers `{"error": "..."}`.
+    #[arg(long, conflicts_with_all = ["parent", "draft", "output"])]
+    pub stdio: bool,
+}
+
+fn draft_json(d: &crate::gateway::chain::Draft) -> Value {
+    json!({"mandate": d.mandate, "shown": d.shown, "widens": d.widens})
+}
+
+/// The child of `parent` for `req`: issued with `key` and recorded.
+fn issue(
+    gw: &crate::gateway::Gateway,
+    parent: &MandateToken,
+    req: &ChildRequest,
+    key: &crate::keys::SecretKey,
+) -> Result<MandateToken, String> {
+    let token = gw
+        .issue_child(parent, req, key)
+        .map_err(|e| e.to_string())?;
+    gw.record_child(&token, "cli").map_err(|e| e.to_string())?;
+    Ok(token)
+}
+
+/// `--stdio`: one line in, one line out, until the end of stdin.
+fn serve(
+    gw: &crate::gateway::Gateway,
+    key: Option<&crate::keys::SecretKey>,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    use std::io::BufRead;
+    for line in std::io::stdin().lock().lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let answer = (|| -> Result<Value, String> {
+            let v = crate::base::json::parse_strict(&line)?;
+            let parent: MandateToken = serde_json::from_value(v["parent"].clone())
+                .map_err(|e| format!("parent: {e}"))?;
+            let req = ChildRequest::from_json(&v["request"]).map_err(|e| e.to_string())?;
+            if v["draft"] == json!(true) {
+                let d = gw.draft_child(&parent, &req).map_err(|e| e.to_string())?;
+                return Ok(json!({"draft": draft_json(&d)}));
+            }
+            let key = key.ok_or("`--key` signs the children")?;
+            Ok(json!({"token": issue(gw, &parent, &req, key)?}))
+        })()
+        .unwrap_or_else(|e| json!({"error": e}));
+        writeln!(out, "{answer}").map_err(|e| e.to_string())?;
+        out.flush().map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 pub fn run(a: &ChildArgs, out: &mut dyn Write) -> Result<(), String> {
     let gw = super::gateway::load(&a.gateway).map_err(|e| e.to_string())?;
-    let parent: MandateToken = super::gateway::read_json(&a.parent)
+    let key = match &a.key {
+        Some(k) => Some(crate::keys::load_secret(k).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let Some(parent_path) = &a.parent else {
+        return serve(&gw, key.as_ref(), out);
+    };
+    let parent: MandateToken = super::gateway::read_json(parent_path)
         .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))
-        .map_err(|e| format!("the parent `{}`: {e}", a.parent.display()))?;
+        .map_err(|e| format!("the parent `{}`: {e}", parent_path.display()))?;
     let mut claims = serde_json::Map::new();
     for c in &a.claims {
         let (name, value) = c
@@ -87,24 +150,15 @@ pub fn run(a: &ChildArgs, out: &mut dyn Write) -> Result<(), String> {
     if a.draft {
         let d = gw.draft_child(&parent, &req).map_err(|e| e.to_string())?;
         let text = match a.format {
-            Format::Json => serde_json::to_string_pretty(&json!({
-                "mandate": d.mandate,
-                "shown": d.shown,
-                "widens": d.widens,
-            }))
-            .map_err(|e| e.to_string())?,
+            Format::Json => serde_json::to_string_pretty(&draft_json(&d)).map_err(|e| e.to_string())?,
             Format::Human => d.shown.text(),
         };
         return writeln!(out, "{text}").map_err(|e| e.to_string());
     }
-    let Some(key) = &a.key else {
+    let Some(key) = &key else {
         return Err("`--key` signs the child".into());
     };
-    let key = crate::keys::load_secret(key).map_err(|e| e.to_string())?;
-    let token = gw
-        .issue_child(&parent, &req, &key)
-        .map_err(|e| e.to_string())?;
-    gw.record_child(&token, "cli").map_err(|e| e.to_string())?;
+    let token = issue(&gw, &parent, &req, key)?;
     let text = serde_json::to_string_pretty(&token).map_err(|e| e.to_string())?;
     match &a.output {
         Some(p) => std::fs::write(p, text + "\n")
