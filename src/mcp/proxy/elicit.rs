@@ -21,7 +21,7 @@ use rmcp::model::{
     ProtocolVersion, RequestStateCodec, SealOptions,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::time::Duration;
 
 /// How long a sealed request state stays valid.
@@ -45,51 +45,75 @@ impl Sealer {
         })
     }
 
-    fn context(purpose: &str, binding: &str, user: &str) -> Vec<u8> {
-        format!("{purpose}\n{user}\n{binding}").into_bytes()
+    fn context(purpose: &str, user: &str) -> Vec<u8> {
+        format!("{purpose}\n{user}").into_bytes()
     }
 
     /// The state for a confirmation of `op` by `user`.
     pub fn seal(&self, op: &str, user: &str) -> Result<String, String> {
-        self.seal_for(STEP_UP, op, user)
+        self.seal_for(STEP_UP, op, user, &Map::new())
     }
 
     /// Whether `state` is one this process sealed for `op` and `user`, and
     /// has not expired.
     pub fn open(&self, state: &str, op: &str, user: &str) -> Result<(), String> {
-        self.open_for(STEP_UP, state, op, user)
+        self.open_for(STEP_UP, state, op, user).map(|_| ())
     }
 
     /// The state of a question asked for `purpose` about `binding` (the
-    /// hash of what the user is asked) of `user`.
-    pub fn seal_for(&self, purpose: &str, binding: &str, user: &str) -> Result<String, String> {
-        let ad = Self::context(purpose, binding, user);
+    /// hash of what the user is asked) of `user`, carrying `extra` (what
+    /// the second round needs to show the same again, e.g. an id drawn in
+    /// the first).
+    pub fn seal_for(
+        &self,
+        purpose: &str,
+        binding: &str,
+        user: &str,
+        extra: &Map<String, Value>,
+    ) -> Result<String, String> {
+        let mut payload = extra.clone();
+        payload.insert("binding".into(), Value::String(binding.into()));
         self.codec
             .seal_json_with(
-                &serde_json::json!({"binding": binding}),
-                &SealOptions::new().associated_data(&ad).ttl(STATE_TTL),
+                &Value::Object(payload),
+                &SealOptions::new()
+                    .associated_data(&Self::context(purpose, user))
+                    .ttl(STATE_TTL),
             )
             .map_err(|e| e.to_string())
     }
 
-    /// Whether `state` was sealed by this process for `purpose`, `binding`
-    /// and `user`, and has not expired.
+    /// What `state` carries, if this process sealed it for `purpose` and
+    /// `user` and it has not expired (whatever it is bound to).
+    pub fn payload(
+        &self,
+        purpose: &str,
+        state: &str,
+        user: &str,
+    ) -> Result<Map<String, Value>, String> {
+        match self
+            .codec
+            .open_json_with(state, &Self::context(purpose, user))
+            .map_err(|e: rmcp::model::RequestStateError| e.to_string().to_lowercase())?
+        {
+            Value::Object(m) => Ok(m),
+            _ => Err("the state holds no object".into()),
+        }
+    }
+
+    /// [`Sealer::payload`], for `binding` only.
     pub fn open_for(
         &self,
         purpose: &str,
         state: &str,
         binding: &str,
         user: &str,
-    ) -> Result<(), String> {
-        let ad = Self::context(purpose, binding, user);
-        let v: Value = self
-            .codec
-            .open_json_with(state, &ad)
-            .map_err(|e| e.to_string().to_lowercase())?;
-        if v.get("binding").and_then(Value::as_str) != Some(binding) {
+    ) -> Result<Map<String, Value>, String> {
+        let p = self.payload(purpose, state, user)?;
+        if p.get("binding").and_then(Value::as_str) != Some(binding) {
             return Err("the state is for another operation".into());
         }
-        Ok(())
+        Ok(p)
     }
 }
 
@@ -113,6 +137,7 @@ pub async fn ask_form(
     purpose: &str,
     binding: &str,
     user: &str,
+    extra: &Map<String, Value>,
     p: ElicitRequestParams,
     request: &CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
@@ -145,7 +170,7 @@ pub async fn ask_form(
         if !can_elicit {
             return respond(cannot_elicit());
         }
-        let state = match sealer.seal_for(purpose, binding, user) {
+        let state = match sealer.seal_for(purpose, binding, user, extra) {
             Ok(s) => s,
             Err(e) => return respond(&format!("cannot seal the request state: {e}")),
         };
@@ -240,7 +265,8 @@ pub async fn ask(
         Err(e) => return respond(d, &format!("cannot build the confirmation: {e}")),
     };
     let refuse = |why: &str| CallToolResponse::from(super::refusal_with(d, why));
-    match ask_form(sealer, STEP_UP, op, &session.user, p, request, ctx, &refuse).await {
+    let none = Map::new();
+    match ask_form(sealer, STEP_UP, op, &session.user, &none, p, request, ctx, &refuse).await {
         Form::Answered(r) => on_result(d, &r),
         Form::Respond(r) => Answer::Respond(r),
     }

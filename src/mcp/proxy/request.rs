@@ -46,6 +46,33 @@ impl Proxy {
         // the child the agent asks for, checked against the session's
         // mandate and rendered for the user; a request that widens it
         // beyond a claim value is refused without a question
+        // the child's id: drawn when the user is first asked, and carried
+        // by the 2026-07-28 state to the second round, so that the user is
+        // shown, and granted, one and the same child
+        let user = inner.session.user.clone();
+        let new_era = ctx
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        let carried = match (&request.request_state, new_era) {
+            (Some(state), true) => match inner.sealer.payload(PURPOSE, state, &user) {
+                Ok(p) => p.get("id").and_then(Value::as_str).map(str::to_string),
+                Err(e) => {
+                    return error_result(format!(
+                        "the mandate request was not confirmed: the request state was refused ({e}); call the tool again without it to be asked anew"
+                    ))
+                    .into();
+                }
+            },
+            _ => None,
+        };
+        let mut req = req;
+        req.id = match carried {
+            Some(id) => Some(id),
+            None => match crate::gateway::approval::random_id() {
+                Ok(r) => Some(format!("m-{r}")),
+                Err(e) => return error_result(e.to_string()).into(),
+            },
+        };
         let (p2, r2) = (parent.clone(), req.clone());
         let draft = match self.blocking(move |gw| gw.draft_child(&p2, &r2)).await {
             Ok(Ok(d)) => d,
@@ -78,12 +105,14 @@ impl Proxy {
                 "the mandate request was not confirmed: {why}"
             )))
         };
-        let user = inner.session.user.clone();
+        let mut extra = serde_json::Map::new();
+        extra.insert("id".into(), json!(req.id));
         let answer = match elicit::ask_form(
             &inner.sealer,
             PURPOSE,
             &shown,
             &user,
+            &extra,
             form,
             request,
             ctx,
