@@ -32,6 +32,7 @@ pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreEr
         r.tx,
         r.now,
         r.mandate.as_deref(),
+        &r.ancestors,
         r.input,
         d,
         consumed.as_ref(),
@@ -48,7 +49,7 @@ pub(crate) fn append_alone(
     d: &Decision,
     now: i64,
 ) -> Result<ChainLink, StoreError> {
-    write(gw, tx, now, None, input, d, None)
+    write(gw, tx, now, None, &[], input, d, None)
 }
 
 fn write(
@@ -56,6 +57,7 @@ fn write(
     tx: &mut dyn Tx,
     now: i64,
     mandate: Option<&Mandate>,
+    ancestors: &[Mandate],
     input: &Input,
     d: &Decision,
     consumed: Option<&Consumed<'_>>,
@@ -65,6 +67,7 @@ fn write(
         now,
         &gw.bundle_hash,
         mandate,
+        ancestors,
         &kept.proposal,
         kept.withheld.as_ref(),
         d,
@@ -305,7 +308,7 @@ pub fn body(
     d: &Decision,
     consumed: Option<&Consumed<'_>>,
 ) -> Result<Jcs, CanonicalError> {
-    body_with(now, bundle, mandate, proposal, None, d, consumed)
+    body_with(now, bundle, mandate, &[], proposal, None, d, consumed)
 }
 
 /// [`body`], with the length and salted hash of a proposal the receipt
@@ -314,6 +317,7 @@ fn body_with(
     now: i64,
     bundle: &str,
     mandate: Option<&Mandate>,
+    ancestors: &[Mandate],
     proposal: &Value,
     withheld: Option<&Withheld>,
     d: &Decision,
@@ -334,6 +338,11 @@ fn body_with(
     match mandate {
         Some(m) => {
             let mut mw = ObjectWriter::new();
+            // a child's chain, root first: every link's budget it spent from
+            if !ancestors.is_empty() {
+                let ids: Vec<String> = ancestors.iter().map(|a| a.id.clone()).collect();
+                mw.strs("ancestors", &ids);
+            }
             mw.str("id", &m.id).str("owner", &m.owner);
             // a narrowed mandate's allowed sources, so that the receipt
             // alone says which sources could vouch for each value
@@ -488,6 +497,7 @@ mod tests {
             issued_at: 0,
             expires_at: 1,
             sources: Default::default(),
+            parent: None,
         };
         let proposal = json!({"action": "payment.transfer", "args": {"z": 1, "a": [null, 2.5]}});
         for (o, s) in [
