@@ -57,7 +57,7 @@ CONFIGS = {
 PROPOSED = {"proposed_attentive": "attentive", "proposed_approve_all": "approve_all"}
 # where the proposed configurations run by default (`--check` in CI): the
 # suites where they are cheap; `--proposed-suites all` runs them everywhere
-PROPOSED_SUITES = "banking,slack"
+PROPOSED_SUITES = "slack"
 
 # The user's name in every mandate; each episode is its own owner (tenant),
 # so registry changes and budgets never leak from one episode to the next.
