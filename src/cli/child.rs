@@ -90,8 +90,8 @@ fn serve(
         }
         let answer = (|| -> Result<Value, String> {
             let v = crate::base::json::parse_strict(&line)?;
-            let parent: MandateToken = serde_json::from_value(v["parent"].clone())
-                .map_err(|e| format!("parent: {e}"))?;
+            let parent: MandateToken =
+                serde_json::from_value(v["parent"].clone()).map_err(|e| format!("parent: {e}"))?;
             let req = ChildRequest::from_json(&v["request"]).map_err(|e| e.to_string())?;
             if v["draft"] == json!(true) {
                 let d = gw.draft_child(&parent, &req).map_err(|e| e.to_string())?;
@@ -150,7 +150,9 @@ pub fn run(a: &ChildArgs, out: &mut dyn Write) -> Result<(), String> {
     if a.draft {
         let d = gw.draft_child(&parent, &req).map_err(|e| e.to_string())?;
         let text = match a.format {
-            Format::Json => serde_json::to_string_pretty(&draft_json(&d)).map_err(|e| e.to_string())?,
+            Format::Json => {
+                serde_json::to_string_pretty(&draft_json(&d)).map_err(|e| e.to_string())?
+            }
             Format::Human => d.shown.text(),
         };
         return writeln!(out, "{text}").map_err(|e| e.to_string());
@@ -161,8 +163,13 @@ pub fn run(a: &ChildArgs, out: &mut dyn Write) -> Result<(), String> {
     let token = issue(&gw, &parent, &req, key)?;
     let text = serde_json::to_string_pretty(&token).map_err(|e| e.to_string())?;
     match &a.output {
-        Some(p) => std::fs::write(p, text + "\n")
-            .map_err(|e| format!("cannot write `{}`: {}", p.display(), e.to_string().to_lowercase())),
+        Some(p) => std::fs::write(p, text + "\n").map_err(|e| {
+            format!(
+                "cannot write `{}`: {}",
+                p.display(),
+                e.to_string().to_lowercase()
+            )
+        }),
         None => writeln!(out, "{text}").map_err(|e| e.to_string()),
     }
 }

@@ -9,8 +9,8 @@ mod keygen;
 mod mcp;
 // the gateway and the trusted side
 mod approvals;
-mod child;
 mod approve;
+mod child;
 mod demo;
 pub mod gateway;
 mod receipts;

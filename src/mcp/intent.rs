@@ -73,7 +73,9 @@ impl Item {
 /// The JSON Schema of one claim value of type `ty` (an element type).
 fn value_schema(ty: &Type) -> Value {
     match ty {
-        Type::Money => json!({"type": ["string", "number"], "description": "an amount in major units, e.g. \"1500.00\""}),
+        Type::Money => {
+            json!({"type": ["string", "number"], "description": "an amount in major units, e.g. \"1500.00\""})
+        }
         Type::Int | Type::Duration => json!({"type": "integer"}),
         Type::Bool => json!({"type": "boolean"}),
         Type::Date | Type::Timestamp => {
@@ -239,7 +241,11 @@ pub fn message(draft: &Draft, items: &[Item]) -> String {
     let mut n = 0;
     for it in items.iter().filter(|i| i.grantable()) {
         n += 1;
-        t.push_str(&format!("  {GRANT}{n}: {}\n    | {}\n", escape(&it.claim), it.title()));
+        t.push_str(&format!(
+            "  {GRANT}{n}: {}\n    | {}\n",
+            escape(&it.claim),
+            it.title()
+        ));
     }
     if n == 0 {
         t.push_str("    (none)\n");
@@ -426,8 +432,8 @@ pub fn record(
     if let (Some(id), Some(o)) = (&child_id, body.as_object_mut()) {
         o.insert("mandate".into(), json!(id));
     }
-    let jcs = crate::canonical::Jcs::from_value(&body)
-        .map_err(|e| StoreError::Aborted(e.to_string()))?;
+    let jcs =
+        crate::canonical::Jcs::from_value(&body).map_err(|e| StoreError::Aborted(e.to_string()))?;
     let mut link = None;
     store.transaction(&mut |tx| {
         if let Some(c) = child {

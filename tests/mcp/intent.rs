@@ -94,7 +94,10 @@ fn declines(_: &str, _: &[(String, String)]) -> (ElicitationAction, Value) {
 
 /// Answers with a key the form did not ask: the answer is refused.
 fn smuggles(_: &str, boxes: &[(String, String)]) -> (ElicitationAction, Value) {
-    let mut m: Map<String, Value> = boxes.iter().map(|(k, _)| (k.clone(), json!(true))).collect();
+    let mut m: Map<String, Value> = boxes
+        .iter()
+        .map(|(k, _)| (k.clone(), json!(true)))
+        .collect();
     m.insert("grant_99".into(), json!(true));
     (ElicitationAction::Accept, Value::Object(m))
 }
@@ -237,7 +240,11 @@ async fn an_injected_payee_is_visible_and_the_user_declines() {
         assert_eq!(recs[0]["change"], "decline");
         assert_eq!(recs[0]["granted"], json!([]));
         let paid = s.call("send_money", send(ATTACKER, 10.0)).await;
-        assert!(text(&paid).contains("DENY at stage `provenance`"), "{}", text(&paid));
+        assert!(
+            text(&paid).contains("DENY at stage `provenance`"),
+            "{}",
+            text(&paid)
+        );
         assert_eq!(s.executed(), 0);
     }
 }
@@ -300,7 +307,8 @@ async fn a_state_for_another_request_is_refused() {
     let first = s
         .client
         .call_tool_once(
-            CallToolRequestParams::new(TOOL).with_arguments(obj(json!({"claims": {"payee": [LANDLORD]}}))),
+            CallToolRequestParams::new(TOOL)
+                .with_arguments(obj(json!({"claims": {"payee": [LANDLORD]}}))),
         )
         .await
         .unwrap();
@@ -318,7 +326,9 @@ async fn a_state_for_another_request_is_refused() {
         .client
         .call_tool_once(
             CallToolRequestParams::new(TOOL)
-                .with_arguments(obj(json!({"claims": {"payee": ["DE89 3704 0044 0532 0130 00"]}})))
+                .with_arguments(obj(
+                    json!({"claims": {"payee": ["DE89 3704 0044 0532 0130 00"]}}),
+                ))
                 .with_input_responses(accept)
                 .with_request_state(state),
         )

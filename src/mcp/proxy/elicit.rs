@@ -266,7 +266,19 @@ pub async fn ask(
     };
     let refuse = |why: &str| CallToolResponse::from(super::refusal_with(d, why));
     let none = Map::new();
-    match ask_form(sealer, STEP_UP, op, &session.user, &none, p, request, ctx, &refuse).await {
+    match ask_form(
+        sealer,
+        STEP_UP,
+        op,
+        &session.user,
+        &none,
+        p,
+        request,
+        ctx,
+        &refuse,
+    )
+    .await
+    {
         Form::Answered(r) => on_result(d, &r),
         Form::Respond(r) => Answer::Respond(r),
     }

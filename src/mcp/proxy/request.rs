@@ -4,8 +4,8 @@
 
 use super::elicit::{self, Form};
 use super::{Proxy, error_result};
-use crate::gateway::mandate::MandateToken;
 use crate::gateway::chain::ChildRequest;
+use crate::gateway::mandate::MandateToken;
 use crate::mcp::intent;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
@@ -134,7 +134,10 @@ impl Proxy {
         let child = match &granted {
             Some(g) => {
                 let mut ticked = req.clone();
-                ticked.claims = g.iter().map(|i| (i.claim.clone(), i.value.clone())).collect();
+                ticked.claims = g
+                    .iter()
+                    .map(|i| (i.claim.clone(), i.value.clone()))
+                    .collect();
                 match self.child(&parent, ticked).await {
                     Ok(c) => Some(c),
                     Err(why) => return self.refuse_request(request, &why).await,
@@ -215,11 +218,7 @@ impl Proxy {
     }
 
     /// A request refused before the user is asked, with its receipt.
-    async fn refuse_request(
-        &self,
-        request: &CallToolRequestParams,
-        why: &str,
-    ) -> CallToolResponse {
+    async fn refuse_request(&self, request: &CallToolRequestParams, why: &str) -> CallToolResponse {
         let receipt = self.record_refusal(intent::TOOL, request, why).await;
         error_result(format!("the mandate request was refused: {why}\n{receipt}")).into()
     }
