@@ -45,7 +45,7 @@ use crate::ir::{Action, Expr, Key, Source};
 use crate::keys::SecretKey;
 use crate::store::{StoreError, Tx};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 /// The most ancestors a token may carry.
@@ -831,6 +831,25 @@ impl Gateway {
         })
     }
 
+    /// `child` (a child of `parent`, unsigned or not) as its confirmer sees
+    /// it now, with what widens.
+    pub fn show_child(
+        &self,
+        parent: &MandateToken,
+        child: &Mandate,
+    ) -> Result<super::render::child::ChildShown, ChildError> {
+        let v = self.verify_token(parent).map_err(parent_err)?;
+        let mut out = None;
+        self.store.transaction(&mut |tx| {
+            let widens = self.widenings(tx, &v.mandate, child)?;
+            out = Some(super::render::child::show(
+                self, tx, &v.mandate, child, &widens,
+            )?);
+            Ok(Value::Null)
+        })?;
+        out.ok_or_else(|| parent_err("not shown"))
+    }
+
     /// [`Gateway::draft_child`], refusing a child that widens its parent
     /// (`ipc::mandate::widens`).
     pub fn propose_child(
@@ -1090,6 +1109,48 @@ impl Gateway {
             tx.revoke(&id)?;
             tx.append_receipt_jcs(&body)
         })
+    }
+
+    /// Every child mandate, held or issued: `{mandate, parent, user, owner,
+    /// status, expires_at, token?}` (what `ipc mandates list` prints too).
+    pub fn mandate_listing(&self) -> Result<Vec<Value>, ChildError> {
+        let held = self.held_children()?;
+        let mut issued = vec![];
+        let mut revoked = vec![];
+        self.store.transaction(&mut |tx| {
+            issued = recorded(tx)?;
+            revoked.clear();
+            for i in &issued {
+                let links = i
+                    .token
+                    .ancestors
+                    .iter()
+                    .map(|a| &a.mandate.id)
+                    .chain(std::iter::once(&i.token.mandate.id));
+                let mut any = false;
+                for id in links {
+                    any = any || tx.revoked(id)?;
+                }
+                revoked.push(any);
+            }
+            Ok(Value::Null)
+        })?;
+        let mut out = vec![];
+        for h in held {
+            out.push(json!({
+                "mandate": h.mandate.id, "parent": h.parent.mandate.id, "user": h.mandate.user,
+                "owner": h.mandate.owner, "status": "pending", "expires_at": h.mandate.expires_at,
+            }));
+        }
+        for (i, r) in issued.into_iter().zip(revoked) {
+            let m = &i.token.mandate;
+            out.push(json!({
+                "mandate": m.id, "parent": m.parent.as_ref().map(|p| p.id.clone()), "user": m.user,
+                "owner": m.owner, "status": if r { "revoked" } else { "issued" },
+                "expires_at": m.expires_at, "via": i.via, "token": i.token,
+            }));
+        }
+        Ok(out)
     }
 
     /// Runs `f` in a transaction and returns the receipt link it appended.
