@@ -30,10 +30,13 @@ const ATTACKER: &str = "DE75 5121 0800 1245 1261 99";
 /// title) in, the action and the content out.
 type Choose = fn(&str, &[(String, String)]) -> (ElicitationAction, Value);
 
+/// A form as the user saw it: the message and the checkboxes.
+type Seen = (String, Vec<(String, String)>);
+
 #[derive(Clone)]
 struct User {
     choose: Choose,
-    shown: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>,
+    shown: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl ClientHandler for User {
