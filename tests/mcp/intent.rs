@@ -119,7 +119,12 @@ async fn session(tw: &TestWorld, store: Arc<dyn Store>, choose: Choose, new_era:
     let server = testkit::demo_server(Path::new(IPC), &state, &[], tw.dir.path());
     let mut setup = testkit::setup(
         tw,
-        MandateSpec::bank("emma"),
+        // the same session mandate at every start (as `[session]` issues it
+        // again and the durable session continues it)
+        MandateSpec {
+            id: "m-emma-session".into(),
+            ..MandateSpec::bank("emma")
+        },
         server,
         testkit::demo_tools(),
         store,
@@ -187,8 +192,8 @@ fn text(r: &CallToolResult) -> String {
         .join("\n")
 }
 
-fn send(iban: &str, amount: f64) -> Value {
-    json!({"recipient": iban, "amount": amount, "currency": "EUR", "subject": "rent"})
+fn send(iban: &str, amount: f64, subject: &str) -> Value {
+    json!({"recipient": iban, "amount": amount, "currency": "EUR", "subject": subject})
 }
 
 fn injected() -> Value {
@@ -229,7 +234,10 @@ async fn an_injected_payee_is_visible_and_the_user_declines() {
         let (message, boxes) = &shown[0];
         assert!(message.contains("DE44 5001 0517 5407 3249 31"), "{message}");
         assert!(message.contains("DE75 5121 0800 1245 1261 99"), "{message}");
-        assert!(message.contains("registry calls it landlord"), "{message}");
+        assert!(
+            message.contains("registry calls it Hausverwaltung Weber (landlord)"),
+            "{message}"
+        );
         assert!(message.contains("IN NO REGISTRY OF YOURS"), "{message}");
         assert!(
             message.contains("DE75 5121 0800 1245 1261 99 - NOT in any registry of yours"),
@@ -242,7 +250,7 @@ async fn an_injected_payee_is_visible_and_the_user_declines() {
         assert_eq!(recs.len(), 1);
         assert_eq!(recs[0]["change"], "decline");
         assert_eq!(recs[0]["granted"], json!([]));
-        let paid = s.call("send_money", send(ATTACKER, 10.0)).await;
+        let paid = s.call("send_money", send(ATTACKER, 10.0, "rent")).await;
         assert!(
             text(&paid).contains("DENY at stage `provenance`"),
             "{}",
@@ -269,9 +277,10 @@ async fn the_ticked_values_become_the_child_that_decides_and_survives_a_restart(
         let payees = child["mandate"]["claims"]["payee"].clone();
         assert_eq!(payees, json!(["DE44500105175407324931"]), "{child}");
         assert_eq!(child["mandate"]["budget"]["amount"], json!(100_000));
-        let first = s.call("send_money", send(LANDLORD, 600.0)).await;
+        let first = s.call("send_money", send(LANDLORD, 600.0, "rent")).await;
         assert_ne!(first.is_error, Some(true), "{}", text(&first));
-        let second = s.call("send_money", send(LANDLORD, 600.0)).await;
+        // another operation (an identical one is answered from the store)
+        let second = s.call("send_money", send(LANDLORD, 600.0, "again")).await;
         assert!(text(&second).contains("budget"), "{}", text(&second));
         assert_eq!(s.executed(), 1);
         let recs = mandate_receipts(&st);
