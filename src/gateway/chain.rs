@@ -451,6 +451,15 @@ pub(crate) fn strict_within(parent: &Mandate, actions: &[&Action]) -> Narrowing 
     out
 }
 
+/// A claim value as a [`Widening::Claim`] names it: a string escaped, any
+/// other value as its JSON, escaped.
+pub(crate) fn shown_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => super::render::escape(s),
+        other => super::render::escape(&other.to_string()),
+    }
+}
+
 /// A claim value as registries compare it.
 fn text_of(v: &Value) -> Option<&str> {
     v.as_str()
@@ -690,7 +699,7 @@ impl Gateway {
                 if !held {
                     w.push(Widening::Claim {
                         claim: name.clone(),
-                        value: super::render::escape(&v.to_string()),
+                        value: shown_value(v),
                     });
                 }
             }

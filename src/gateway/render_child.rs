@@ -160,7 +160,7 @@ pub fn show(
             };
             let widened = widens.iter().any(|w| {
                 matches!(w, Widening::Claim { claim, value }
-                    if claim == name && *value == escape(&m.to_string()))
+                    if claim == name && *value == crate::gateway::chain::shown_value(m))
             });
             shown.origins.push(
                 if in_parent {

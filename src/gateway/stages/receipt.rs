@@ -31,8 +31,7 @@ pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreEr
         r.gw,
         r.tx,
         r.now,
-        r.mandate.as_deref(),
-        &r.ancestors,
+        r.mandate.as_deref().map(|m| (m, &r.ancestors[..])),
         r.input,
         d,
         consumed.as_ref(),
@@ -49,15 +48,14 @@ pub(crate) fn append_alone(
     d: &Decision,
     now: i64,
 ) -> Result<ChainLink, StoreError> {
-    write(gw, tx, now, None, &[], input, d, None)
+    write(gw, tx, now, None, input, d, None)
 }
 
 fn write(
     gw: &Gateway,
     tx: &mut dyn Tx,
     now: i64,
-    mandate: Option<&Mandate>,
-    ancestors: &[Mandate],
+    mandate: Option<(&Mandate, &[Mandate])>,
     input: &Input,
     d: &Decision,
     consumed: Option<&Consumed<'_>>,
@@ -67,7 +65,6 @@ fn write(
         now,
         &gw.bundle_hash,
         mandate,
-        ancestors,
         &kept.proposal,
         kept.withheld.as_ref(),
         d,
@@ -308,7 +305,15 @@ pub fn body(
     d: &Decision,
     consumed: Option<&Consumed<'_>>,
 ) -> Result<Jcs, CanonicalError> {
-    body_with(now, bundle, mandate, &[], proposal, None, d, consumed)
+    body_with(
+        now,
+        bundle,
+        mandate.map(|m| (m, &[][..])),
+        proposal,
+        None,
+        d,
+        consumed,
+    )
 }
 
 /// [`body`], with the length and salted hash of a proposal the receipt
@@ -316,8 +321,7 @@ pub fn body(
 fn body_with(
     now: i64,
     bundle: &str,
-    mandate: Option<&Mandate>,
-    ancestors: &[Mandate],
+    mandate: Option<(&Mandate, &[Mandate])>,
     proposal: &Value,
     withheld: Option<&Withheld>,
     d: &Decision,
@@ -336,7 +340,7 @@ fn body_with(
     w.str("decision", outcome_name(d))
         .opt_uint("level", d.level.map(u64::from))?;
     match mandate {
-        Some(m) => {
+        Some((m, ancestors)) => {
             let mut mw = ObjectWriter::new();
             // a child's chain, root first: every link's budget it spent from
             if !ancestors.is_empty() {
