@@ -65,6 +65,7 @@ fn main() {
             issued_at: now - 60,
             expires_at: now + 3600,
             sources: Default::default(),
+            parent: None,
         };
         serde_json::to_value(MandateToken::sign(m, &issuer).expect("sign")).expect("json")
     };

@@ -48,7 +48,19 @@ CONFIGS = {
     "attentive": "intentplane, attentive human",
     "approve_all": "intentplane, human who approves everything",
     "noisy": "intentplane, noisy approver",  # experiments only
+    # the mandate is not built by the harness: a scripted agent proposes it
+    # (claims from the prompt and from the injected content it reads), the
+    # human confirms it value by value (`proposed_mandate`)
+    "proposed_attentive": "intentplane, mandate proposed by the agent, attentive human",
+    "proposed_approve_all": "intentplane, mandate proposed by the agent, human who accepts everything",
 }
+
+# A proposed-mandate configuration and the human it then plays for every
+# other question (step-ups, payees to confirm).
+PROPOSED = {"proposed_attentive": "attentive", "proposed_approve_all": "approve_all"}
+# where the proposed configurations run by default (`--check` in CI): the
+# suites where they are cheap; `--proposed-suites all` runs them everywhere
+PROPOSED_SUITES = "slack"
 
 # The user's name in every mandate; each episode is its own owner (tenant),
 # so registry changes and budgets never leak from one episode to the next.
@@ -137,6 +149,41 @@ class Trusted:
             *scopes, *claims, *budget, "--calls", str(CALLS), "--ttl", "86400",
             *(["--strict"] if (self.strict if strict is None else strict) else []), "-o", str(out))
         return json.loads(out.read_text())
+
+    def ceiling(self, owner: str, env) -> dict:
+        """The session's mandate an administrator sets, before any request:
+        the claims the suite fixes for the user (her own account, the
+        currency), no value of any request; the parent of every child."""
+        return self.mandate(owner, "", env, strict=False)
+
+    def child(self, parent: dict, values: list[tuple[str, str]], draft: bool) -> dict:
+        """The draft of a child of `parent` holding `values` (as its
+        confirmer sees it: each value's origin, what widens), or the child
+        issued (signed by the issuer, recorded): one line to a long-lived
+        `ipc token child --stdio`."""
+        if getattr(self, "children", None) is None:
+            self.children = subprocess.Popen(
+                [self.binary, "token", "child", *self.common(), "--key", str(self.work / "issuer.key"),
+                 "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        claims: dict = {}
+        for k, v in values:
+            claims.setdefault(k, []).append(v)
+        self.children.stdin.write(json.dumps({"parent": parent, "request": {"claims": claims},
+                                              "draft": draft}) + "\n")
+        self.children.stdin.flush()
+        line = self.children.stdout.readline()
+        if not line:
+            raise RuntimeError("ipc token child --stdio ended")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"ipc token child: {answer['error']}")
+        return answer["draft"] if draft else answer["token"]
+
+    def close(self):
+        if getattr(self, "children", None) is not None:
+            self.children.stdin.close()
+            self.children.wait()
+            self.children.stdout.close()
 
     def approve(self, op_hash: str) -> dict:
         out = self.work / "approval.json"
@@ -260,6 +307,58 @@ def shown(call, secrets) -> dict:
     return {k: ("<secret>" if k in secrets else v) for k, v in dict(call.args).items()}
 
 
+def agent_request(adapter, prompt: str, read: list[str], env) -> list[tuple[str, str]]:
+    """The scripted agent's mandate request: every value it extracts, the
+    suite's way (`adapter.claims`), from the user's prompt and from every
+    text it read (an injected document among them), minus the claims the
+    session already fixes (its account, its currency)."""
+    fixed = set(adapter.claims("", env))
+    out: list[tuple[str, str]] = []
+    for text in [prompt, *read]:
+        for kv in adapter.claims(text, env):
+            if kv not in fixed and kv not in out:
+                out.append(kv)
+    return out
+
+
+def proposed_mandate(s: Suite, config, prompt: str, inj: str | None, trusted, owner, env):
+    """A proposed-mandate episode's mandate: the agent asks for a child of
+    the session's mandate; the human is shown it (`ipc token child
+    --draft`: each value normalised, its origin — the parent's, a registry
+    of theirs, or neither, which widens and cannot be granted) and ticks
+    values; the child holds exactly those. The attentive human ticks only
+    a value the prompt names (compared in the gateway's normal form); the
+    other ticks every value that can be granted. Returns the mandate and
+    what the confirmation showed."""
+    adapter = s.adapter
+    read = [s.suite.injection_tasks[inj].GOAL] if inj else []
+    asked = agent_request(adapter, prompt, read, env)
+    parent = trusted.ceiling(owner, env)
+    draft = trusted.child(parent, asked, draft=True)
+    own = set()
+    mine = [kv for kv in adapter.claims(prompt, env) if kv in asked]
+    if PROPOSED[config] == "attentive" and mine == asked:
+        # nothing but the prompt's values: the draft's are the prompt's
+        own = {(k, json.dumps(v)) for k, vs in draft["mandate"]["claims"].items()
+               for v in (vs if isinstance(vs, list) else [vs]) if k in {c for c, _ in mine}}
+    elif PROPOSED[config] == "attentive":
+        own = {(k, json.dumps(v)) for k, vs in trusted.child(parent, mine, draft=True)["mandate"]["claims"].items()
+               for v in (vs if isinstance(vs, list) else [vs]) if k in {c for c, _ in mine}}
+    ticked, shown = [], []
+    for c in draft["shown"]["claims"]:
+        values = draft["mandate"]["claims"].get(c["name"], [])
+        values = values if isinstance(values, list) else [values]
+        if c["name"] not in {k for k, _ in asked}:
+            continue
+        for v, origin in zip(values, c["origins"]):
+            grantable = origin != "none"
+            yes = grantable and (PROPOSED[config] == "approve_all" or (c["name"], json.dumps(v)) in own)
+            shown.append({"claim": c["name"], "value": v, "origin": origin, "granted": yes})
+            if yes:
+                ticked.append((c["name"], v))
+    return trusted.child(parent, ticked, draft=False), shown
+
+
 def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rng=None, noise=0.0):
     suite, adapter = s.suite, s.adapter
     user_task = suite.user_tasks[user]
@@ -269,8 +368,14 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rn
     calls = (suite.injection_tasks[inj].ground_truth(pickle.loads(pickle.dumps(pre))) if inj else []) \
         + list(user_calls)
     runtime = FunctionsRuntime(suite.tools)
-    mandate = trusted.mandate(owner, user_task.PROMPT, env) if gw else None
     log, asked, trace = [], 0, []
+    request = None
+    if gw and config in PROPOSED:
+        mandate, request = proposed_mandate(s, config, user_task.PROMPT, inj, trusted, owner, env)
+        asked += 1  # the mandate's confirmation
+        config = PROPOSED[config]
+    else:
+        mandate = trusted.mandate(owner, user_task.PROMPT, env) if gw else None
     for call in calls:
         try:
             proposal = adapter.proposal(call, env)
@@ -326,8 +431,11 @@ def episode(s: Suite, config, user: str, inj: str | None, trusted, gw, owner, rn
     utility = suite._check_user_task_utility(user_task, output, pre, env, trace)
     security = suite._check_injection_task_security(s.checks[inj], output, pre, env, trace) \
         if inj else None
-    return {"utility": bool(utility), "attack": security if security is None else bool(security),
-            "confirmations": asked, "calls": log}
+    out = {"utility": bool(utility), "attack": security if security is None else bool(security),
+           "confirmations": asked, "calls": log}
+    if request is not None:
+        out["mandate_request"] = request
+    return out
 
 
 def run_suite(s: Suite, configs: list[str], binary: str, out: Path | None,
@@ -368,6 +476,7 @@ def run_suite(s: Suite, configs: list[str], binary: str, out: Path | None,
             sm["decisions"] = gw.decisions
             sm["decisions_per_second"] = round(gw.decisions / gw.seconds, 1) if gw.seconds else None
             gw.close()
+            trusted.close()
         summary[c] = sm
         if out is not None:
             (out / f"{s.name}-{c}.json").write_text(json.dumps({"summary": sm, "runs": runs}, indent=1))
@@ -383,13 +492,13 @@ def _run_one(name: str, config: str, binary: str, out: Path | None) -> dict:
     return run_suite(_FORKED[name], [config], binary, out)[config]
 
 
-def run_parallel(suites: list[Suite], configs: list[str], binary: str, out: Path | None,
+def run_parallel(suites: list[Suite], plan: dict[str, list[str]], binary: str, out: Path | None,
                  jobs: int) -> dict:
-    """`run_suite` for every (suite, configuration), `jobs` at a time. Every
+    """`run_suite` for every suite and each of its configurations in `plan`, `jobs` at a time. Every
     run has its own trusted side, gateway and store, so the figures are those
     of a sequential run (only `wall_seconds` feels the neighbours)."""
     if jobs <= 1:
-        return {s.name: run_suite(s, configs, binary, out) for s in suites}
+        return {s.name: run_suite(s, plan[s.name], binary, out) for s in suites}
     for s in suites:
         # parsed once here, not once per worker
         for inj in [None] + s.injs:
@@ -398,16 +507,19 @@ def run_parallel(suites: list[Suite], configs: list[str], binary: str, out: Path
     ctx = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = {(s.name, c): pool.submit(_run_one, s.name, c, binary, out)
-                   for s in suites for c in configs}
+                   for s in suites for c in plan[s.name]}
         # a failed run raises here, so the whole replay fails as a sequential one would
-        return {s.name: {c: futures[(s.name, c)].result() for c in configs} for s in suites}
+        return {s.name: {c: futures[(s.name, c)].result() for c in plan[s.name]} for s in suites}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ipc", default=str(ROOT / "target/debug/ipc"))
     ap.add_argument("--suites", default="banking,workspace,slack,travel")
-    ap.add_argument("--configs", default="none,no_human,attentive,approve_all")
+    ap.add_argument("--configs", default="none,no_human,attentive,approve_all,proposed_attentive,proposed_approve_all")
+    ap.add_argument("--proposed-suites", default=PROPOSED_SUITES,
+                    help="the suites the proposed-mandate configurations run on (default: "
+                         f"{PROPOSED_SUITES}; `all`: every suite)")
     ap.add_argument("--users", default="", help="only these user tasks (comma-separated), to iterate")
     ap.add_argument("--injections", default="", help="only these injection tasks (comma-separated)")
     ap.add_argument("--check", action="store_true",
@@ -424,13 +536,19 @@ def main():
     subset = bool(args.users or args.injections)
     suites = [Suite(name, [u for u in args.users.split(",") if u], [i for i in args.injections.split(",") if i])
               for name in args.suites.split(",")]
-    ran = run_parallel(suites, configs, args.ipc, out, args.jobs)
+    plan = {s.name: [c for c in configs if c not in PROPOSED or args.proposed_suites == "all"
+                     or s.name in args.proposed_suites.split(",")] for s in suites}
+    ran = run_parallel(suites, plan, args.ipc, out, args.jobs)
     summary = ran
     if not subset:
         # the figures of the suites not run this time stay as they were
         old = out / "summary.json"
         if old.exists():
-            summary = {**json.loads(old.read_text()), **ran}
+            # per configuration: a run without the proposed configurations
+            # keeps their figures
+            summary = json.loads(old.read_text())
+            for suite, configs in ran.items():
+                summary[suite] = {**summary.get(suite, {}), **configs}
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
         report.write(out, summary)
     print(report.table(ran))

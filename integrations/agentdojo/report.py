@@ -26,7 +26,8 @@ REFERENCE = [
 ]
 
 SUITE_COLOURS = {"banking": "#2c7fb8", "workspace": "#31a354", "slack": "#d95f0e", "travel": "#756bb1"}
-CONFIG_SHAPES = {"none": "circle", "no_human": "diamond", "attentive": "square", "approve_all": "triangle"}
+CONFIG_SHAPES = {"none": "circle", "no_human": "diamond", "attentive": "square", "approve_all": "triangle",
+                 "proposed_attentive": "square_open", "proposed_approve_all": "triangle_open"}
 
 
 def table(summary: dict) -> str:
@@ -47,6 +48,10 @@ def table(summary: dict) -> str:
 
 
 def _marker(shape: str, x: float, y: float, colour: str) -> str:
+    if shape.endswith("_open"):
+        # the same shape, outlined: the mandate proposed by the agent
+        filled = _marker(shape[: -len("_open")], x, y, colour)
+        return filled.replace(f'fill="{colour}"', f'fill="none" stroke="{colour}" stroke-width="2"')
     if shape == "circle":
         return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" fill="{colour}"/>'
     if shape == "square":
@@ -59,7 +64,9 @@ def _marker(shape: str, x: float, y: float, colour: str) -> str:
 
 def plot(summary: dict) -> str:
     """Tasks done (%, no attack) against attacks succeeded (%), every suite and configuration."""
-    w, h, m, legend = 560, 420, 60, 470
+    rows = sum(len(c) for c in summary.values())
+    w, m, legend = 560, 60, 560
+    h = max(420, m + 16 * rows + 50)
     x_of = lambda pct: m + (w - 2 * m) * pct / 100  # noqa: E731
     y_of = lambda pct: h - m - (h - 2 * m) * pct / 100  # noqa: E731
     parts = [f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="black"/>',

@@ -193,7 +193,7 @@ fn shown(gw: &Gateway, op: &PendingOp) -> Result<Shown, crate::store::StoreError
     crate::gateway::render::show(gw, op, gw.now()?)
 }
 
-fn failure(out: &mut dyn Write, format: Format, e: &dyn miette::Diagnostic) -> u8 {
+pub(super) fn failure(out: &mut dyn Write, format: Format, e: &dyn miette::Diagnostic) -> u8 {
     match format {
         Format::Human => eprint!("{}", super::bundle::render_error(e, false)),
         Format::Json => {

@@ -10,8 +10,10 @@ mod mcp;
 // the gateway and the trusted side
 mod approvals;
 mod approve;
+mod child;
 mod demo;
 pub mod gateway;
+mod mandates;
 mod receipts;
 mod registry;
 mod run;
@@ -57,6 +59,8 @@ pub enum Command {
     Approve(approve::ApproveArgs),
     /// Trusted side: the operations waiting for approval.
     Approvals(approvals::ApprovalsArgs),
+    /// Trusted side: child mandates (list, show, revoke, issue).
+    Mandates(mandates::MandatesArgs),
     /// Trusted side: the owner adds or removes a record (with a receipt).
     Registry(registry::RegistryArgs),
     /// Play a scenario end to end: `bank`, `ap`, `three` or `mcp`.
@@ -116,6 +120,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Token(args) => token::run(&args, &mut out),
         Command::Approve(args) => approve::run(&args, &mut out),
         Command::Approvals(args) => approvals::run(&args, &mut out),
+        Command::Mandates(args) => mandates::run(&args, &mut out),
         Command::Registry(args) => registry::run(&args, &mut out),
         Command::Demo(args) => demo::run(&args, &mut out),
         Command::Test(args) => test::run(&args, &mut out),

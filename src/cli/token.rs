@@ -24,6 +24,9 @@ pub enum TokenCommand {
     Issue(Box<IssueArgs>),
     /// Revoke a mandate by id, in a store.
     Revoke(RevokeArgs),
+    /// Issue a child mandate of a parent token, which only narrows it
+    /// (`--draft`: show it as the user confirms it, issue nothing).
+    Child(Box<super::child::ChildArgs>),
 }
 
 #[derive(clap::Args, Debug)]
@@ -112,6 +115,7 @@ pub fn run(args: &TokenArgs, out: &mut dyn Write) -> u8 {
             }
         }),
         TokenCommand::Revoke(a) => revoke(a, out).map_err(IssueError::Other),
+        TokenCommand::Child(a) => super::child::run(a, out).map_err(IssueError::Other),
     };
     match r {
         Ok(()) => 0,

@@ -284,6 +284,7 @@ impl Setup {
             issued_at: self.now - 600,
             expires_at: self.now + 3600,
             sources: Default::default(),
+            parent: None,
         };
         let t = MandateToken::sign(m, &self.issuer).map_err(|e| e.to_string())?;
         serde_json::to_value(t).map_err(|e| e.to_string())

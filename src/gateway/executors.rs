@@ -411,6 +411,7 @@ mod tests {
                 issued_at: 0,
                 expires_at: 1,
                 sources: Default::default(),
+                parent: None,
             };
             let needed: Vec<String> = full
                 .keys()

@@ -37,6 +37,22 @@ pub struct Mandate {
     /// narrowing signs as it always did.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: Narrowing,
+    /// The mandate this one narrows (a child mandate,
+    /// [`crate::gateway::chain`]): its id and the hash of its signed text.
+    /// Left out of the signed text when absent, so a mandate without a
+    /// parent signs as it always did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRef>,
+}
+
+/// A child mandate's parent: its id, and `sha256:` of the JCS of its
+/// mandate (exactly the bytes its issuer signed), so that a child names
+/// one parent and no other mandate that reuses its id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParentRef {
+    pub id: String,
+    pub hash: String,
 }
 
 /// `action.param` to the sources a mandate allows for it, each written as
@@ -61,6 +77,11 @@ pub struct MandateToken {
     pub key_id: String,
     /// Ed25519 over the JCS encoding of `mandate`, base64.
     pub signature: String,
+    /// A child mandate's ancestors, root first, each a whole token without
+    /// ancestors of its own: the gateway verifies the chain from the token
+    /// alone (`docs/decisions/mandate-chains.md`). Absent for a root.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestors: Vec<MandateToken>,
 }
 
 impl MandateToken {
@@ -73,7 +94,24 @@ impl MandateToken {
             signature: key.sign(msg.as_bytes()),
             key_id: key.public().id(),
             mandate,
+            ancestors: vec![],
         })
+    }
+
+    /// The hash a child's [`ParentRef`] names this token's mandate by.
+    pub fn mandate_hash(&self) -> Result<String, crate::canonical::CanonicalError> {
+        crate::canonical::hash_of(&self.mandate)
+    }
+
+    /// The chain from the root to this token's mandate, each token without
+    /// ancestors of its own: what a child of this token carries.
+    pub fn lineage(&self) -> Vec<MandateToken> {
+        let mut out = self.ancestors.clone();
+        out.push(MandateToken {
+            ancestors: vec![],
+            ..self.clone()
+        });
+        out
     }
 }
 
@@ -116,8 +154,51 @@ pub fn issue(
 ) -> Result<MandateToken, String> {
     let sources =
         crate::gateway::narrowing::of_spec(spec, &pack.name, actions).map_err(|e| e.to_string())?;
+    let mut given = typed_claims(&spec.claims, pack)?;
+    for d in &pack.claims {
+        if d.ty.is_collection() && !given.contains_key(&d.name) {
+            given.insert(d.name.clone(), Value::Array(vec![]));
+        }
+    }
+    let id = match &spec.id {
+        Some(id) => id.clone(),
+        None => new_id()?,
+    };
+    let mandate = Mandate {
+        id,
+        pack: pack.name.clone(),
+        user: spec.user.clone(),
+        owner: spec.owner.clone().unwrap_or_else(|| spec.user.clone()),
+        scopes: spec.scopes.clone(),
+        claims: given,
+        budget: Budget {
+            amount: spec.budget,
+            calls: spec.calls,
+        },
+        issued_at: spec.issued_at,
+        expires_at: spec.issued_at.saturating_add(spec.ttl),
+        sources,
+        parent: None,
+    };
+    MandateToken::sign(mandate, key).map_err(|e| e.to_string())
+}
+
+/// A fresh mandate id: `m-` and 16 random bytes in hex.
+pub(crate) fn new_id() -> Result<String, String> {
+    Ok(format!(
+        "m-{}",
+        crate::gateway::approval::random_id().map_err(|e| e.to_string())?
+    ))
+}
+
+/// `(claim, value)` pairs typed against the pack's declarations, each in
+/// its canonical form; a set claim's name repeated for each member.
+pub(crate) fn typed_claims(
+    pairs: &[(String, Value)],
+    pack: &TablePack,
+) -> Result<Map<String, Value>, String> {
     let mut given: Map<String, Value> = Map::new();
-    for (name, value) in &spec.claims {
+    for (name, value) in pairs {
         let decl = pack
             .claims
             .iter()
@@ -138,34 +219,7 @@ pub fn issue(
             ));
         }
     }
-    for d in &pack.claims {
-        if d.ty.is_collection() && !given.contains_key(&d.name) {
-            given.insert(d.name.clone(), Value::Array(vec![]));
-        }
-    }
-    let id = match &spec.id {
-        Some(id) => id.clone(),
-        None => format!(
-            "m-{}",
-            crate::gateway::approval::random_id().map_err(|e| e.to_string())?
-        ),
-    };
-    let mandate = Mandate {
-        id,
-        pack: pack.name.clone(),
-        user: spec.user.clone(),
-        owner: spec.owner.clone().unwrap_or_else(|| spec.user.clone()),
-        scopes: spec.scopes.clone(),
-        claims: given,
-        budget: Budget {
-            amount: spec.budget,
-            calls: spec.calls,
-        },
-        issued_at: spec.issued_at,
-        expires_at: spec.issued_at.saturating_add(spec.ttl),
-        sources,
-    };
-    MandateToken::sign(mandate, key).map_err(|e| e.to_string())
+    Ok(given)
 }
 
 /// One claim value, typed and in its type's canonical form (IBAN, e-mail,

@@ -10,6 +10,7 @@
 //! last euro, and a crash leaves all or nothing.
 
 pub mod approval;
+pub mod chain;
 pub mod envelope;
 pub mod executors;
 pub mod facts;
@@ -45,7 +46,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use world::World;
 
-pub use mandate::{Budget, Mandate, MandateToken};
+pub use chain::{ChildError, ChildRequest, Draft, Widening};
+pub use mandate::{Budget, Mandate, MandateToken, ParentRef};
 pub use stages::{Consumed, receipt_body};
 pub use tenants::Tenants;
 
@@ -298,7 +300,7 @@ pub struct Gateway {
     /// Token signature to the whole token and its verified mandate:
     /// verification is the costliest step, and a token is used many times.
     /// A hit counts only when the presented token equals the cached one.
-    pub(crate) verified: Mutex<HashMap<String, (Value, Arc<Mandate>)>>,
+    pub(crate) verified: Mutex<HashMap<String, (Value, chain::Verified)>>,
     /// Compiled `pattern` validators, anchored.
     pub(crate) regexes: HashMap<String, regex::Regex>,
     /// Every action executes elsewhere (see [`Gateway::execute_externally`]).

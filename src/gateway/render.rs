@@ -34,6 +34,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
 
+#[path = "render_child.rs"]
+pub mod child;
+
 /// The longest value (in characters; a list's elements together) an
 /// approver is shown and may approve.
 pub const MAX_VALUE_CHARS: usize = 4_096;

@@ -213,6 +213,7 @@ impl TestWorld {
             issued_at: now() - 60,
             expires_at: now() + s.ttl,
             sources: s.sources,
+            parent: None,
         };
         let token = MandateToken::sign(m, &self.issuer).expect("mandate signed");
         serde_json::to_value(token).expect("mandate token as JSON")

@@ -7,9 +7,11 @@
 //! onto an action's parameters and back. [`proxy`] is the rmcp shell: the
 //! upstream server on stdio, the downstream clients, elicitation.
 //! [`session`] keeps the session's mandates in the store, so that a restart
-//! continues the same session.
+//! continues the same session. [`intent`] is the agent's request for a
+//! mandate (`intentplane_request_mandate`), confirmed by the user.
 
 pub mod config;
+pub mod intent;
 /// The MCP demo's client and server (`ipc demo mcp`), by their old names.
 #[cfg(feature = "demo")]
 pub use crate::demo::{mcp_client as demo_client, mcp_server as demo_server};

@@ -24,6 +24,7 @@
 //!   same config and store continues the same mandates.
 
 pub mod elicit;
+mod request;
 
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
@@ -31,7 +32,7 @@ use crate::gateway::secret::SecretValues;
 use crate::gateway::{Decision, Gateway, Input, Outcome, ReceiptRef};
 use crate::mcp::config::declared::DeclaredTool;
 use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
-use crate::mcp::session;
+use crate::mcp::{intent, session};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
@@ -135,8 +136,11 @@ struct Routed {
     /// against it (at start-up): a restarted server that declares it
     /// otherwise has it refused.
     declared: DeclaredTool,
-    /// The mandate its calls are decided under (its action's pack's).
+    /// The mandate its calls are decided under (its action's pack's),
+    /// unless the user granted a child of it (`Inner::children`).
     mandate: Value,
+    /// Its action's pack (`None` for a passthrough).
+    pack: Option<String>,
 }
 
 struct Inner {
@@ -157,6 +161,11 @@ struct Inner {
     /// start-up: refused (with a receipt) until the config is checked
     /// against the new declaration (a restart of `ipc mcp`).
     changed: Mutex<std::collections::HashSet<String>>,
+    /// `intentplane_request_mandate` as the agent sees it, when offered.
+    request_tool: Option<Tool>,
+    /// Per pack, the child mandate the user granted last (kept in the
+    /// store too): the pack's calls are decided under it.
+    children: Mutex<HashMap<String, Value>>,
 }
 
 /// The operations whose downstream call runs in this process (`None`) or
@@ -524,6 +533,26 @@ impl Proxy {
             .iter()
             .map(|t| setup.mandate_for(t).unwrap_or(&setup.session.token).clone())
             .collect();
+        let packs: Vec<Option<String>> = setup
+            .tools
+            .iter()
+            .map(|t| match &t.mode {
+                ToolMode::Action { action, .. } => {
+                    setup.bundle.table.action(action).map(|a| a.pack.clone())
+                }
+                ToolMode::Passthrough => None,
+            })
+            .collect();
+        let children = intent::resume(
+            setup.store.as_ref(),
+            now,
+            &setup.config_path,
+            &setup.session,
+        )?;
+        let request_tool = setup
+            .session
+            .mandate_requests
+            .then(|| intent::tool(&setup.bundle, &setup.session.mandates));
         let gateway = Gateway::new(&setup.bundle, setup.world, setup.store)?.execute_externally();
         let mut clients = HashMap::new();
         let mut offered: HashMap<String, Vec<Tool>> = HashMap::new();
@@ -559,7 +588,7 @@ impl Proxy {
             eprint!("{}", report.render_human(false));
         }
         let mut tools = vec![];
-        for (t, mandate) in setup.tools.into_iter().zip(mandates) {
+        for ((t, mandate), pack) in setup.tools.into_iter().zip(mandates).zip(packs) {
             let list = offered
                 .get(&t.server)
                 .ok_or_else(|| ProxyError::UnknownServer {
@@ -595,6 +624,7 @@ impl Proxy {
                 tool,
                 declared,
                 mandate,
+                pack,
             });
         }
         let gateway = Arc::new(gateway);
@@ -609,6 +639,8 @@ impl Proxy {
                 start,
                 outcomes: Outcomes::start(gateway),
                 changed: Mutex::default(),
+                request_tool,
+                children: Mutex::new(children),
             }),
         })
     }
@@ -658,9 +690,18 @@ impl Proxy {
         &self.inner.gateway
     }
 
-    /// The mandate token a tool's calls are decided under.
+    /// The mandate token a tool's calls are decided under: the child the
+    /// user granted for its pack, else the session's.
     pub fn mandate_of(&self, tool: &str) -> Option<Value> {
-        self.routed(tool).map(|r| r.mandate.clone())
+        self.routed(tool).map(|r| self.current_mandate(r))
+    }
+
+    fn current_mandate(&self, routed: &Routed) -> Value {
+        routed
+            .pack
+            .as_ref()
+            .and_then(|p| self.inner.children.lock().ok()?.get(p).cloned())
+            .unwrap_or_else(|| routed.mandate.clone())
     }
 
     fn routed(&self, name: &str) -> Option<&Routed> {
@@ -705,6 +746,7 @@ impl Proxy {
     }
 
     fn input(
+        &self,
         routed: &Routed,
         proposal: Value,
         malformed: Option<String>,
@@ -712,7 +754,7 @@ impl Proxy {
     ) -> Input {
         Input {
             proposal,
-            mandate: Some(routed.mandate.clone()),
+            mandate: Some(self.current_mandate(routed)),
             approvals,
             malformed,
         }
@@ -798,7 +840,7 @@ impl Proxy {
         let first = match self
             .decide(
                 routed,
-                Self::input(routed, proposal.clone(), malformed, vec![]),
+                self.input(routed, proposal.clone(), malformed, vec![]),
             )
             .await
         {
@@ -839,7 +881,7 @@ impl Proxy {
             d = self
                 .decide(
                     routed,
-                    Self::input(routed, proposal.clone(), None, approvals.clone()),
+                    self.input(routed, proposal.clone(), None, approvals.clone()),
                 )
                 .await
                 .map_err(|e| CallToolResponse::from(error_result(e)))?;
@@ -886,7 +928,7 @@ impl Proxy {
         approvals.push(minted);
         self.decide(
             routed,
-            Self::input(routed, proposal.clone(), None, approvals),
+            self.input(routed, proposal.clone(), None, approvals),
         )
         .await
         .map_err(|e| CallToolResponse::from(error_result(e)))
@@ -1144,9 +1186,9 @@ impl ServerHandler for Proxy {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(
-            self.inner.tools.iter().map(|r| r.tool.clone()).collect(),
-        ))
+        let mut tools: Vec<Tool> = self.inner.tools.iter().map(|r| r.tool.clone()).collect();
+        tools.extend(self.inner.request_tool.clone());
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -1173,6 +1215,9 @@ impl Proxy {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> CallToolResponse {
+        if request.name == intent::TOOL && self.inner.request_tool.is_some() {
+            return self.request_mandate(&request, &context).await;
+        }
         let Some(routed) = self.routed(&request.name) else {
             return self
                 .refuse(&request.name, &request, "not listed in the config")
@@ -1214,6 +1259,21 @@ impl Proxy {
         request: &CallToolRequestParams,
         reason: &str,
     ) -> CallToolResult {
+        let receipt = self.record_refusal(tool, request, reason).await;
+        error_result(format!(
+            "tool `{}` is not available through intentplane: {reason}\n{receipt}",
+            crate::base::json::echo(tool)
+        ))
+    }
+
+    /// Records a call refused before any decision; the receipt's line for
+    /// the agent (or why there is none).
+    async fn record_refusal(
+        &self,
+        tool: &str,
+        request: &CallToolRequestParams,
+        reason: &str,
+    ) -> String {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let (t, why) = (tool.to_string(), reason.to_string());
         let recorded = self
@@ -1225,15 +1285,11 @@ impl Proxy {
                 })
             })
             .await;
-        let receipt = match recorded {
+        match recorded {
             Ok(Ok(r)) => format!("receipt #{} {}", r.seq, r.hash),
             Ok(Err(e)) => format!("its receipt could not be recorded: {e}"),
             Err(e) => e,
-        };
-        error_result(format!(
-            "tool `{}` is not available through intentplane: {reason}\n{receipt}",
-            crate::base::json::echo(tool)
-        ))
+        }
     }
 
     /// A passthrough: forwarded as is, then its receipt (the hashes of the

@@ -174,6 +174,8 @@ pub fn setup(
             approvals_dir: Some(approvals),
             issued: false,
             decline_for: crate::mcp::config::DEFAULT_DECLINE_FOR,
+            issuer_key: None,
+            mandate_requests: false,
         },
         sites: Default::default(),
     }

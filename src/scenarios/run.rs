@@ -471,6 +471,7 @@ impl<'a> Prepared<'a> {
             issued_at: now - 60,
             expires_at,
             sources: self.narrowing(spec).map_err(bad)?,
+            parent: None,
         };
         let token = MandateToken::sign(m, &self.issuer).map_err(|e| bad(e.to_string()))?;
         let mut v = serde_json::to_value(token).map_err(|e| bad(e.to_string()))?;

@@ -38,6 +38,8 @@ pub(super) fn routes() -> Vec<Route<Shared>> {
         Route::get("/v1/approvals", approvals),
         Route::post("/v1/approvals", submit_approval),
         Route::post("/v1/approvals/decline", decline),
+        Route::get("/v1/mandates", super::mandates::list),
+        Route::post("/v1/mandates", super::mandates::propose),
         Route::get("/v1/health", health),
         Route::get("/v1/openapi.json", super::openapi::document),
     ]

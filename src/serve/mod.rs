@@ -21,6 +21,8 @@ mod http;
 #[cfg(feature = "http")]
 mod listen;
 #[cfg(feature = "http")]
+mod mandates;
+#[cfg(feature = "http")]
 mod metrics;
 #[cfg(feature = "http")]
 mod openapi;

@@ -306,6 +306,9 @@ pub(super) fn routes() -> Vec<Route<Page>> {
         Route::post("/v1/approver/approve", approve),
         Route::post("/v1/approver/decline", decline),
         Route::post("/v1/approver/logout", logout),
+        Route::get("/v1/approver/mandates", super::mandates::waiting),
+        Route::post("/v1/approver/mandates/confirm", super::mandates::confirm),
+        Route::post("/v1/approver/mandates/decline", super::mandates::decline),
     ]
 }
 
@@ -475,7 +478,7 @@ async fn session(State(st): State<Page>, headers: HeaderMap, body: Body) -> Resp
 
 /// The approver of a request's `Authorization: Approver TOKEN`, or the
 /// 401 that says there is none.
-fn signed_in(st: &Page, h: &HeaderMap) -> Result<String, Box<Response>> {
+pub(super) fn signed_in(st: &Page, h: &HeaderMap) -> Result<String, Box<Response>> {
     let token = h
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -16,7 +16,8 @@
 //! consumed (`"consumed": {"amount", "nonces"}`, its `mandate.id` and its
 //! `operation_hash`). So the chain alone gives what the state must be:
 //! every executed operation has exactly one executed ALLOW, each mandate's
-//! spent amount and call count are the sums of its executed ALLOWs, and
+//! spent amount and call count are the sums of its executed ALLOWs (a
+//! child's ALLOW counts for each of its `mandate.ancestors` too), and
 //! every used nonce was consumed by one. An execution, spend or nonce
 //! without its receipt means receipts were deleted (the last ones, with
 //! the head moved back, or all of them and the head). Revocations and the
@@ -246,9 +247,21 @@ fn cross_check(records: &[ReceiptRecord], accounts: &Accounts, problems: &mut Ve
         };
         match str_at(b, &["mandate", "id"]) {
             Some(m) => {
-                let e = ledger.budgets.entry(m.to_string()).or_default();
-                e.0 += i128::from(amount);
-                e.1 = e.1.saturating_add(1);
+                // a child mandate spends from each ancestor's budget too
+                let ancestors = b
+                    .get("mandate")
+                    .and_then(|m| m.get("ancestors"))
+                    .and_then(Value::as_array);
+                let links = ancestors
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .chain(std::iter::once(m));
+                for id in links {
+                    let e = ledger.budgets.entry(id.to_string()).or_default();
+                    e.0 += i128::from(amount);
+                    e.1 = e.1.saturating_add(1);
+                }
             }
             None => problems.push(unaccounted("an executed ALLOW without `mandate.id`")),
         }

@@ -357,6 +357,7 @@ fn foreign(spec: MandateSpec) -> M {
         issued_at: now() - 10,
         expires_at: now() + 1000,
         sources: Default::default(),
+        parent: None,
     };
     let tok = intentplane::gateway::MandateToken::sign(m, &rogue).unwrap();
     M {

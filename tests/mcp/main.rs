@@ -11,6 +11,7 @@ mod common;
 mod commits;
 mod config;
 mod downstream;
+mod intent;
 mod proxy;
 mod servers;
 mod session;

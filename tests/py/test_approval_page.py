@@ -444,3 +444,75 @@ def test_screenshot_of_a_pending_operation(browser, server, world, tmp_path):
     out = Path(os.environ.get("IPC_SCREENSHOT", tmp_path / "page.png"))
     page.screenshot(path=str(out), full_page=True)
     assert out.stat().st_size > 0
+
+
+ATTACKER = "DE89370400440532013000"
+
+
+def test_the_page_encodes_nested_jcs_as_the_rust_side_does(browser, server):
+    """A child mandate is nested: objects, arrays, integers, booleans, null
+    (the Rust side signs `to_jcs`, which sorts every object's keys)."""
+    page = open_page(browser, server)
+    obj = {"z": [1, {"b": True, "a": None}], "a": {"y": "\u00e9", "x": -3}, "m": []}
+    want = '{"a":{"x":-3,"y":"\u00e9"},"m":[],"z":[1,{"a":null,"b":true}]}'
+    assert page.evaluate("o => window.ipcApproval.jcs(o)", obj) == want
+
+
+def test_a_child_mandate_is_confirmed_and_signed_in_the_browser(browser, server, world):
+    """Issue 25, item 3: the agent host proposes a child of Emma's mandate;
+    she reads it on the page (the IBAN grouped, her registry's name, the
+    outsider marked), signs it in her browser, and it decides; a second one
+    she declines."""
+    # the parent names the outsider (an administrator's ceiling): a child
+    # may name it, and the page marks it as in none of Emma's registries
+    parent = mandate(world, "emma", payee=ATTACKER)
+    req = {"claims": {"payee": [LANDLORD, ATTACKER]}, "scopes": ["payments.write"],
+           "budget": "1500.00", "calls": 2}
+    status_, r = server.call("POST", "/v1/mandates", {"parent": parent, "request": req})
+    assert status_ == 200, r
+    child = r["mandate"]
+    # one that widens (a budget above the parent's) is refused, never held
+    wide = dict(req, budget="200000.00")
+    status_, e = server.call("POST", "/v1/mandates", {"parent": parent, "request": wide})
+    assert (status_, e["code"]) == (422, "ipc::mandate::widens"), e
+
+    page = open_page(browser, server)
+    sign_in(page, world, "emma")
+    box = page.locator(f'article[data-mandate="{child}"]')
+    box.wait_for()
+    summary = box.locator(".summary").text_content()
+    assert "DE44 5001 0517 5407 3249 31 (Hausverwaltung Weber (landlord))" in summary, summary
+    assert "up to 1,500.00 EUR" in summary, summary
+    items = box.locator('tr[data-claim="payee"] .item')
+    assert items.count() == 2
+    assert items.nth(0).locator(".new").count() == 0
+    assert items.nth(1).locator(".new").text_content() == "NOT IN ANY REGISTRY OF YOURS"
+    assert items.nth(1).locator(".line").text_content() == "DE89 3704 0044 0532 0130 00"
+    # noah does not see it
+    other = open_page(browser, server)
+    sign_in(other, world, "noah")
+    other.wait_for_selector("#empty", state="visible")
+    assert other.locator("article.mandate").count() == 0
+
+    box.locator("button.confirm").click()
+    message(page, "Issued mandate " + child)
+    status_, got = server.call("GET", f"/v1/mandates?id={child}")
+    assert got["status"] == "issued", got
+    token = got["token"]
+    assert token["key_id"] != parent["key_id"], "signed with Emma's key, not the issuer's"
+    d = server.decide(transfer(LANDLORD, "100.00"), token)
+    assert d["decision"] == "ALLOW", d
+    d = server.decide(transfer("FR7630006000011234567890189", "10.00"), token)
+    assert d["decision"] == "DENY", d
+
+    # a second proposal, declined on the page
+    status_, r = server.call("POST", "/v1/mandates", {"parent": parent, "request": req})
+    assert status_ == 200, r
+    page.click("#refresh")
+    second = page.locator(f'article[data-mandate="{r["mandate"]}"]')
+    second.locator("button.decline").click()
+    message(page, "Declined mandate " + r["mandate"])
+    from playwright.sync_api import expect
+
+    expect(page.locator("article.mandate")).to_have_count(0)
+    assert page.evaluate("() => window.__csp") == []

@@ -7,5 +7,6 @@
 #[allow(dead_code, unused_imports)]
 mod common;
 
+mod mandates;
 mod pg_serve;
 mod serve;

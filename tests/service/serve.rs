@@ -714,7 +714,7 @@ fn approvals_are_listed_and_submitted_by_hash() {
 /// Signs `who` in on the approval page's API with `key`: the challenge,
 /// the signed login (origin `origin`), and the session token, or the
 /// refusal's status.
-fn sign_in(
+pub(crate) fn sign_in(
     s: &Server,
     who: &str,
     key: &intentplane::keys::SecretKey,
@@ -741,7 +741,7 @@ fn sign_in(
 }
 
 /// A request on the page's API with an approver session (no bearer token).
-fn as_approver(s: &Server, session: &str, method: &str, path: &str, body: &str) -> Resp {
+pub(crate) fn as_approver(s: &Server, session: &str, method: &str, path: &str, body: &str) -> Resp {
     let auth = format!("Approver {session}");
     request(s, method, path, body, &[("Authorization", Some(&auth))])
 }

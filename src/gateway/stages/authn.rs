@@ -3,10 +3,8 @@
 //! and revocation.
 
 use super::{Run, StageResult};
-use crate::canonical::to_jcs;
 use crate::gateway::{Deny, MandateToken, Stage};
 use serde_json::Value;
-use std::sync::Arc;
 
 /// Tolerated clock skew for a token issued "in the future", in seconds.
 const SKEW: i64 = 300;
@@ -44,10 +42,10 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let cached = r.gw.verified.lock().ok().and_then(|m| {
         m.get(cache_key)
             .filter(|(tok, _)| same_json(tok, raw))
-            .map(|(_, m)| m.clone())
+            .map(|(_, v)| v.clone())
     });
-    let mandate = match cached {
-        Some(m) => m,
+    let verified = match cached {
+        Some(v) => v,
         None => {
             let token: MandateToken = serde_json::from_value(raw.clone()).map_err(|e| {
                 deny(format!(
@@ -55,50 +53,35 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
                     e.to_string().to_lowercase()
                 ))
             })?;
-            let Some(key) = r.gw.world.mandate_keys.get(&token.key_id) else {
-                return Err(
-                    deny(format!("mandate signed by unknown key `{}`", token.key_id)).into(),
-                );
-            };
-            let msg = to_jcs(&token.mandate).map_err(|e| deny(e.to_string()))?;
-            key.verify(msg.as_bytes(), &token.signature)
-                .map_err(|_| deny("invalid mandate signature".into()))?;
-            let mut mandate = token.mandate;
-            let Some(pack) =
-                r.gw.actions
-                    .values()
-                    .find(|a| a.pack.name == mandate.pack)
-                    .map(|a| &a.pack)
-            else {
-                return Err(deny(format!(
-                    "mandate for pack `{}`, which this gateway's bundle does not hold",
-                    crate::base::json::echo(&mandate.pack)
-                ))
-                .into());
-            };
-            mandate
-                .canonicalize_claims(pack)
-                .map_err(|e| deny(format!("invalid mandate: {e}")))?;
-            if !mandate.sources.is_empty() {
-                let actions: Vec<&crate::ir::Action> =
-                    r.gw.actions
-                        .values()
-                        .filter(|a| a.pack.name == mandate.pack)
-                        .map(|a| &a.table.action)
-                        .collect();
-                crate::gateway::narrowing::check(&mandate.sources, &mandate.pack, &actions)
-                    .map_err(|e| deny(format!("invalid mandate narrowing: {e}")))?;
-            }
-            let mandate = Arc::new(mandate);
+            let v = r.gw.verify_token(&token).map_err(deny)?;
             if let Ok(mut m) = r.gw.verified.lock() {
                 if m.len() > 10_000 {
                     m.clear();
                 }
-                m.insert(cache_key.to_string(), (raw.clone(), mandate.clone()));
+                m.insert(cache_key.to_string(), (raw.clone(), v.clone()));
             }
-            mandate
+            v
         }
     };
+    // every ancestor: expired or revoked, it takes its children with it
+    for a in verified.ancestors.iter() {
+        if r.now >= a.expires_at {
+            return Err(deny(format!(
+                "the parent mandate `{}` has expired",
+                crate::base::json::echo(&a.id)
+            ))
+            .into());
+        }
+        if r.tx.revoked(&a.id)? {
+            return Err(deny(format!(
+                "the parent mandate `{}` has been revoked, and with it this child",
+                crate::base::json::echo(&a.id)
+            ))
+            .into());
+        }
+    }
+    r.ancestors = verified.ancestors.clone();
+    let mandate = verified.mandate;
     if r.now >= mandate.expires_at {
         return Err(deny(format!("mandate `{}` has expired", mandate.id))
             .hint(Some("ask the user to renew the mandate".into()))

@@ -1,5 +1,6 @@
 //! Stage 5, budget: the cumulative amount and number of executed calls per
-//! mandate. Checked here and enforced again when the spend is written, in
+//! mandate, and for a child mandate per ancestor too (each execution spends
+//! from every link of the chain). Checked here and enforced again when the spend is written, in
 //! the same transaction.
 
 use super::{Run, StageResult};
@@ -10,30 +11,47 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let Some(m) = &r.mandate else {
         return Err(Deny::new(Stage::Budget, "no mandate").into());
     };
-    let spent = r.tx.spent(&m.id)?;
-    if spent.calls >= m.budget.calls {
-        return Err(Deny::new(
-            Stage::Budget,
-            format!("the mandate's {} calls are used up", m.budget.calls),
-        )
-        .hint(Some("the user can issue a new mandate".into()))
-        .into());
-    }
+    let m = m.clone();
+    let ancestors = r.ancestors.clone();
     let amount = amount_of(r)?;
-    if amount > 0 && spent.amount.saturating_add(amount) > m.budget.amount {
-        return Err(Deny::new(
-            Stage::Budget,
+    // the mandate's own budget, and every ancestor's: children together
+    // never spend more than their parent
+    for (i, link) in std::iter::once(m.as_ref())
+        .chain(ancestors.iter().rev())
+        .enumerate()
+    {
+        let whose = if i == 0 {
+            "the mandate's".to_string()
+        } else {
             format!(
-                "over the mandate's budget: {} already spent of {}, this needs {}",
-                Money::from_minor(spent.amount).grouped(),
-                Money::from_minor(m.budget.amount).grouped(),
-                Money::from_minor(amount).grouped()
-            ),
-        )
-        .hint(Some(
-            "no approval raises a budget: the user can issue a new mandate".into(),
-        ))
-        .into());
+                "the parent mandate `{}`'s",
+                crate::base::json::echo(&link.id)
+            )
+        };
+        let spent = r.tx.spent(&link.id)?;
+        if spent.calls >= link.budget.calls {
+            return Err(Deny::new(
+                Stage::Budget,
+                format!("{whose} {} calls are used up", link.budget.calls),
+            )
+            .hint(Some("the user can issue a new mandate".into()))
+            .into());
+        }
+        if amount > 0 && spent.amount.saturating_add(amount) > link.budget.amount {
+            return Err(Deny::new(
+                Stage::Budget,
+                format!(
+                    "over {whose} budget: {} already spent of {}, this needs {}",
+                    Money::from_minor(spent.amount).grouped(),
+                    Money::from_minor(link.budget.amount).grouped(),
+                    Money::from_minor(amount).grouped()
+                ),
+            )
+            .hint(Some(
+                "no approval raises a budget: the user can issue a new mandate".into(),
+            ))
+            .into());
+        }
     }
     Ok(())
 }

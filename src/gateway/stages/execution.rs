@@ -91,13 +91,17 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     for n in &r.nonces {
         r.tx.use_nonce(n)?;
     }
-    let spent = r.tx.spend(&m.id, amount)?;
-    // the budget stage checked before; this is the same transaction, so the
-    // check holds — but never let a mistake there spend past the cap
-    if spent.amount > m.budget.amount || spent.calls > m.budget.calls {
-        return Err(super::Stop::Store(crate::store::StoreError::Aborted(
-            "budget invariant violated".into(),
-        )));
+    // the mandate and every ancestor: a child spends from its parent's budget
+    let ancestors = r.ancestors.clone();
+    for link in std::iter::once(m.as_ref()).chain(ancestors.iter()) {
+        let spent = r.tx.spend(&link.id, amount)?;
+        // the budget stage checked before; this is the same transaction, so
+        // the check holds — but never let a mistake there spend past the cap
+        if spent.amount > link.budget.amount || spent.calls > link.budget.calls {
+            return Err(super::Stop::Store(crate::store::StoreError::Aborted(
+                "budget invariant violated".into(),
+            )));
+        }
     }
     r.tx.record_execution(&op, &result)?;
     r.spent = Some(amount);

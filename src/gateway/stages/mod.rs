@@ -42,6 +42,9 @@ pub(crate) struct Run<'a> {
     /// another owner).
     pub tenants: &'a crate::gateway::Tenants,
     pub mandate: Option<Arc<Mandate>>,
+    /// The mandate's ancestors, root first (a child mandate's chain;
+    /// empty for a root), verified by authn.
+    pub ancestors: Arc<[Mandate]>,
     pub action: Option<&'a ActionRt>,
     pub args: BTreeMap<String, Arg>,
     pub resolved: Map<String, Value>,
@@ -103,6 +106,7 @@ pub(crate) fn run(
         input,
         tenants,
         mandate: None,
+        ancestors: Arc::from(Vec::new()),
         action: None,
         args: BTreeMap::new(),
         resolved: Map::new(),

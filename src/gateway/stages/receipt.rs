@@ -31,7 +31,7 @@ pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreEr
         r.gw,
         r.tx,
         r.now,
-        r.mandate.as_deref(),
+        r.mandate.as_deref().map(|m| (m, &r.ancestors[..])),
         r.input,
         d,
         consumed.as_ref(),
@@ -55,7 +55,7 @@ fn write(
     gw: &Gateway,
     tx: &mut dyn Tx,
     now: i64,
-    mandate: Option<&Mandate>,
+    mandate: Option<(&Mandate, &[Mandate])>,
     input: &Input,
     d: &Decision,
     consumed: Option<&Consumed<'_>>,
@@ -305,7 +305,15 @@ pub fn body(
     d: &Decision,
     consumed: Option<&Consumed<'_>>,
 ) -> Result<Jcs, CanonicalError> {
-    body_with(now, bundle, mandate, proposal, None, d, consumed)
+    body_with(
+        now,
+        bundle,
+        mandate.map(|m| (m, &[][..])),
+        proposal,
+        None,
+        d,
+        consumed,
+    )
 }
 
 /// [`body`], with the length and salted hash of a proposal the receipt
@@ -313,7 +321,7 @@ pub fn body(
 fn body_with(
     now: i64,
     bundle: &str,
-    mandate: Option<&Mandate>,
+    mandate: Option<(&Mandate, &[Mandate])>,
     proposal: &Value,
     withheld: Option<&Withheld>,
     d: &Decision,
@@ -332,8 +340,13 @@ fn body_with(
     w.str("decision", outcome_name(d))
         .opt_uint("level", d.level.map(u64::from))?;
     match mandate {
-        Some(m) => {
+        Some((m, ancestors)) => {
             let mut mw = ObjectWriter::new();
+            // a child's chain, root first: every link's budget it spent from
+            if !ancestors.is_empty() {
+                let ids: Vec<String> = ancestors.iter().map(|a| a.id.clone()).collect();
+                mw.strs("ancestors", &ids);
+            }
             mw.str("id", &m.id).str("owner", &m.owner);
             // a narrowed mandate's allowed sources, so that the receipt
             // alone says which sources could vouch for each value
@@ -488,6 +501,7 @@ mod tests {
             issued_at: 0,
             expires_at: 1,
             sources: Default::default(),
+            parent: None,
         };
         let proposal = json!({"action": "payment.transfer", "args": {"z": 1, "a": [null, 2.5]}});
         for (o, s) in [

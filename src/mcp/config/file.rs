@@ -72,6 +72,9 @@ pub(super) struct SessionFile {
     /// How long a step-up the user declined through the client stands, in
     /// seconds (default 600); then the same operation may be asked again.
     pub decline_for: Option<S<i64>>,
+    /// Offer the agent `intentplane_request_mandate`: the user's request
+    /// becomes a child mandate of this session's, confirmed by the user.
+    pub mandate_requests: Option<S<bool>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -860,6 +860,7 @@ impl Loader {
         let session_span = s.span();
         let mut mandates: Vec<(String, Value)> = vec![];
         let user: String;
+        let mut issuer_key: Option<SecretKey> = None;
         if let Some(t) = &sf.token {
             if sf.user.is_some()
                 || sf.issuer_key.is_some()
@@ -1101,6 +1102,7 @@ impl Loader {
             // the proxy issued the mandates: its issuer verifies them
             let public = key.public();
             world.mandate_keys.insert(public.id(), public);
+            issuer_key = Some(key);
         }
         let user_key = match &sf.user_key {
             Some(k) => {
@@ -1158,6 +1160,18 @@ impl Loader {
             Some(d) => *d.get_ref(),
             None => super::DEFAULT_DECLINE_FOR,
         };
+        let mandate_requests = match &sf.mandate_requests {
+            Some(r) if *r.get_ref() && issuer_key.is_none() => {
+                self.err(ConfigError::Session {
+                    message: "`mandate_requests` needs a session the proxy issues: a `token` session has no key to sign a child mandate".into(),
+                    span: sp(r.span()),
+                    help: Some("issue the session from `[session]` (`user`, `scopes`, `issuer_key`, ...) instead of `token`".into()),
+                });
+                return None;
+            }
+            Some(r) => *r.get_ref(),
+            None => false,
+        };
         let token = mandates
             .first()
             .map(|(_, t)| t.clone())
@@ -1170,6 +1184,8 @@ impl Loader {
             approvals_dir,
             issued: sf.token.is_none(),
             decline_for,
+            issuer_key,
+            mandate_requests,
         })
     }
 

@@ -160,6 +160,13 @@ pub struct SessionConfig {
     /// Seconds a step-up the user declined through the client stands: the
     /// same operation is a DENY until then, and may be asked again after.
     pub decline_for: i64,
+    /// The key the session's mandates were issued with (`issuer_key`),
+    /// which signs the child mandates the user grants through
+    /// `intentplane_request_mandate`. `None` for a `token` session.
+    pub issuer_key: Option<crate::keys::SecretKey>,
+    /// `[session] mandate_requests = true`: the agent is offered
+    /// `intentplane_request_mandate` (see `crate::mcp::intent`).
+    pub mandate_requests: bool,
 }
 
 /// [`SessionConfig::decline_for`] when `[session]` does not set it.

@@ -21,7 +21,7 @@ use rmcp::model::{
     ProtocolVersion, RequestStateCodec, SealOptions,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::time::Duration;
 
 /// How long a sealed request state stays valid.
@@ -45,33 +45,150 @@ impl Sealer {
         })
     }
 
-    fn context(op: &str, user: &str) -> Vec<u8> {
-        format!("intentplane-step-up\n{user}\n{op}").into_bytes()
+    fn context(purpose: &str, user: &str) -> Vec<u8> {
+        format!("{purpose}\n{user}").into_bytes()
     }
 
     /// The state for a confirmation of `op` by `user`.
     pub fn seal(&self, op: &str, user: &str) -> Result<String, String> {
-        let ad = Self::context(op, user);
-        self.codec
-            .seal_json_with(
-                &serde_json::json!({"operation_hash": op}),
-                &SealOptions::new().associated_data(&ad).ttl(STATE_TTL),
-            )
-            .map_err(|e| e.to_string())
+        self.seal_for(STEP_UP, op, user, &Map::new())
     }
 
     /// Whether `state` is one this process sealed for `op` and `user`, and
     /// has not expired.
     pub fn open(&self, state: &str, op: &str, user: &str) -> Result<(), String> {
-        let ad = Self::context(op, user);
-        let v: Value = self
+        self.open_for(STEP_UP, state, op, user).map(|_| ())
+    }
+
+    /// The state of a question asked for `purpose` about `binding` (the
+    /// hash of what the user is asked) of `user`, carrying `extra` (what
+    /// the second round needs to show the same again, e.g. an id drawn in
+    /// the first).
+    pub fn seal_for(
+        &self,
+        purpose: &str,
+        binding: &str,
+        user: &str,
+        extra: &Map<String, Value>,
+    ) -> Result<String, String> {
+        let mut payload = extra.clone();
+        payload.insert("binding".into(), Value::String(binding.into()));
+        self.codec
+            .seal_json_with(
+                &Value::Object(payload),
+                &SealOptions::new()
+                    .associated_data(&Self::context(purpose, user))
+                    .ttl(STATE_TTL),
+            )
+            .map_err(|e| e.to_string())
+    }
+
+    /// What `state` carries, if this process sealed it for `purpose` and
+    /// `user` and it has not expired (whatever it is bound to).
+    pub fn payload(
+        &self,
+        purpose: &str,
+        state: &str,
+        user: &str,
+    ) -> Result<Map<String, Value>, String> {
+        match self
             .codec
-            .open_json_with(state, &ad)
-            .map_err(|e| e.to_string().to_lowercase())?;
-        if v.get("operation_hash").and_then(Value::as_str) != Some(op) {
+            .open_json_with(state, &Self::context(purpose, user))
+            .map_err(|e: rmcp::model::RequestStateError| e.to_string().to_lowercase())?
+        {
+            Value::Object(m) => Ok(m),
+            _ => Err("the state holds no object".into()),
+        }
+    }
+
+    /// [`Sealer::payload`], for `binding` only.
+    pub fn open_for(
+        &self,
+        purpose: &str,
+        state: &str,
+        binding: &str,
+        user: &str,
+    ) -> Result<Map<String, Value>, String> {
+        let p = self.payload(purpose, state, user)?;
+        if p.get("binding").and_then(Value::as_str) != Some(binding) {
             return Err("the state is for another operation".into());
         }
-        Ok(())
+        Ok(p)
+    }
+}
+
+/// The purpose a step-up's state is sealed for.
+const STEP_UP: &str = "intentplane-step-up";
+
+/// What the client answered a form, or what to give it now.
+pub enum Form {
+    Answered(ElicitResult),
+    /// A refusal, or the 2026-07-28 input request.
+    Respond(Box<CallToolResponse>),
+}
+
+/// Asks the user `p` in the era the client speaks; `purpose` and
+/// `binding` (what is asked, hashed) bind the 2026-07-28 state, and
+/// `refuse` words what the agent reads when the question cannot be asked
+/// or answered.
+#[allow(clippy::too_many_arguments)]
+pub async fn ask_form(
+    sealer: &Sealer,
+    purpose: &str,
+    binding: &str,
+    user: &str,
+    extra: &Map<String, Value>,
+    p: ElicitRequestParams,
+    request: &CallToolRequestParams,
+    ctx: &RequestContext<RoleServer>,
+    refuse: &(dyn Fn(&str) -> CallToolResponse + Sync),
+) -> Form {
+    let respond = |why: &str| Form::Respond(Box::new(refuse(why)));
+    let new_era = ctx
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+    let can_elicit = ctx
+        .client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some());
+    if new_era {
+        if let Some(state) = &request.request_state {
+            if let Err(e) = sealer.open_for(purpose, state, binding, user) {
+                return respond(&format!(
+                    "the request state was refused ({e}); call the tool again without it to be asked anew"
+                ));
+            }
+            let answer = request
+                .input_responses
+                .as_ref()
+                .and_then(|r| r.get(CONFIRM))
+                .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+            return match answer {
+                Some(r) => Form::Answered(r),
+                None => respond("the answer to the confirmation is missing"),
+            };
+        }
+        if !can_elicit {
+            return respond(cannot_elicit());
+        }
+        let state = match sealer.seal_for(purpose, binding, user, extra) {
+            Ok(s) => s,
+            Err(e) => return respond(&format!("cannot seal the request state: {e}")),
+        };
+        let mut requests = InputRequests::new();
+        requests.insert(
+            CONFIRM.into(),
+            InputRequest::Elicitation(ElicitRequest::new(p)),
+        );
+        return Form::Respond(Box::new(CallToolResponse::InputRequired(
+            InputRequiredResult::new(Some(requests), Some(state)),
+        )));
+    }
+    if !can_elicit {
+        return respond(cannot_elicit());
+    }
+    match ctx.peer.create_elicitation(p).await {
+        Ok(r) => Form::Answered(r),
+        Err(e) => respond(&format!("the confirmation failed: {e}")),
     }
 }
 
@@ -140,12 +257,6 @@ pub async fn ask(
     let Some(op) = d.operation_hash.as_deref() else {
         return respond(d, "no operation to confirm");
     };
-    let new_era = ctx
-        .protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-    let can_elicit = ctx
-        .client_capabilities()
-        .is_some_and(|c| c.elicitation.is_some());
     // built (and checked: what is shown hashes to `op`) on every call, so
     // in the 2026-07-28 era an answer is accepted only if the operation
     // still shows what it was asked with
@@ -153,48 +264,23 @@ pub async fn ask(
         Ok(p) => p,
         Err(e) => return respond(d, &format!("cannot build the confirmation: {e}")),
     };
-    if new_era {
-        if let Some(state) = &request.request_state {
-            if let Err(e) = sealer.open(state, op, &session.user) {
-                return respond(
-                    d,
-                    &format!(
-                        "the request state was refused ({e}); call the tool again without it to be asked anew"
-                    ),
-                );
-            }
-            let answer = request
-                .input_responses
-                .as_ref()
-                .and_then(|r| r.get(CONFIRM))
-                .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
-            return match answer {
-                Some(r) => on_result(d, &r),
-                None => respond(d, "the answer to the confirmation is missing"),
-            };
-        }
-        if !can_elicit {
-            return respond(d, cannot_elicit());
-        }
-        let state = match sealer.seal(op, &session.user) {
-            Ok(s) => s,
-            Err(e) => return respond(d, &format!("cannot seal the request state: {e}")),
-        };
-        let mut requests = InputRequests::new();
-        requests.insert(
-            CONFIRM.into(),
-            InputRequest::Elicitation(ElicitRequest::new(p)),
-        );
-        return Answer::Respond(Box::new(CallToolResponse::InputRequired(
-            InputRequiredResult::new(Some(requests), Some(state)),
-        )));
-    }
-    if !can_elicit {
-        return respond(d, cannot_elicit());
-    }
-    match ctx.peer.create_elicitation(p).await {
-        Ok(r) => on_result(d, &r),
-        Err(e) => respond(d, &format!("the confirmation failed: {e}")),
+    let refuse = |why: &str| CallToolResponse::from(super::refusal_with(d, why));
+    let none = Map::new();
+    match ask_form(
+        sealer,
+        STEP_UP,
+        op,
+        &session.user,
+        &none,
+        p,
+        request,
+        ctx,
+        &refuse,
+    )
+    .await
+    {
+        Form::Answered(r) => on_result(d, &r),
+        Form::Respond(r) => Answer::Respond(r),
     }
 }
 

@@ -15,21 +15,22 @@
 
   const $ = (id) => document.getElementById(id);
 
-  // JCS (RFC 8785) of a flat object of strings and safe integers: keys
-  // sorted by UTF-16 code units (JS's default sort), each value as
-  // JSON.stringify writes it (which is JCS's string and integer form).
-  function jcs(obj) {
-    const parts = Object.keys(obj).sort().map((k) => {
-      const v = obj[k];
-      if (typeof v === "number" && !Number.isSafeInteger(v)) {
-        throw new Error("only safe integers can be signed");
-      }
-      if (typeof v !== "string" && typeof v !== "number") {
-        throw new Error("only strings and integers can be signed");
-      }
-      return JSON.stringify(k) + ":" + JSON.stringify(v);
-    });
-    return "{" + parts.join(",") + "}";
+  // JCS (RFC 8785) of what the page signs: objects (keys sorted by UTF-16
+  // code units, JS's default sort), arrays, strings, safe integers,
+  // booleans and null, each as JSON.stringify writes it (which is JCS's
+  // form for these). A flat approval signs exactly as before.
+  function jcs(v) {
+    if (v === null || typeof v === "boolean" || typeof v === "string") return JSON.stringify(v);
+    if (typeof v === "number") {
+      if (!Number.isSafeInteger(v)) throw new Error("only safe integers can be signed");
+      return JSON.stringify(v);
+    }
+    if (Array.isArray(v)) return "[" + v.map(jcs).join(",") + "]";
+    if (typeof v === "object") {
+      const parts = Object.keys(v).sort().map((k) => JSON.stringify(k) + ":" + jcs(v[k]));
+      return "{" + parts.join(",") + "}";
+    }
+    throw new Error("only strings, integers, booleans, lists and objects can be signed");
   }
 
   const b64 = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes)));
@@ -189,6 +190,84 @@
     return box;
   }
 
+  // A child mandate waiting for this user: what it allows in plain words,
+  // each claim value with what the registry calls it and, marked, one no
+  // registry of hers holds; she signs the mandate itself (its JCS).
+  function mandateCard(m) {
+    const s = m.shown;
+    const box = el("article", null, "mandate");
+    box.dataset.mandate = m.mandate.id;
+    box.appendChild(el("h3", "Mandate " + (s.mandate || m.mandate.id) + " for " + (s.user || m.mandate.user)));
+    if (s.refusal) {
+      box.appendChild(el("p", s.refusal, "refusal"));
+      return box;
+    }
+    box.appendChild(el("p", s.summary, "summary"));
+    const t = el("table");
+    for (const c of s.claims) {
+      const tr = el("tr");
+      tr.dataset.claim = c.name;
+      tr.appendChild(el("th", c.name, "param"));
+      const td = el("td", null, "value-cell");
+      if (c.items.length === 0) td.appendChild(el("div", "(none)", "none"));
+      c.items.forEach((lines, i) => {
+        const item = el("div", null, "item");
+        for (const line of lines) item.appendChild(el("div", line, "line"));
+        if (c.names[i]) item.appendChild(el("div", c.names[i], "registry-name"));
+        if (c.in_registry[i] === false) item.appendChild(el("div", "NOT IN ANY REGISTRY OF YOURS", "new"));
+        td.appendChild(item);
+      });
+      tr.appendChild(td);
+      t.appendChild(tr);
+    }
+    box.appendChild(t);
+    const dl = el("dl");
+    const row = (k, v, cls) => {
+      dl.appendChild(el("dt", k));
+      dl.appendChild(el("dd", v, cls));
+    };
+    row("Scopes", s.scopes.join(", "), "scopes");
+    row("Budget", s.budget + " in at most " + s.calls + " calls", "budget");
+    row("Expires", s.expires, "expires");
+    row("Narrows", s.parent, "parent");
+    for (const w of s.widens) row("Widens", w, "refusal");
+    box.appendChild(dl);
+    const yes = el("button", "Confirm and sign", "confirm");
+    yes.type = "button";
+    yes.disabled = s.widens.length > 0;
+    yes.addEventListener("click", () => decideMandate("confirm", m));
+    const no = el("button", "Decline", "decline");
+    no.type = "button";
+    no.addEventListener("click", () => decideMandate("decline", m));
+    box.appendChild(yes);
+    box.appendChild(no);
+    return box;
+  }
+
+  async function decideMandate(kind, m) {
+    try {
+      const body = kind === "confirm"
+        ? { id: m.mandate.id, signature: await sign(m.mandate) }
+        : { id: m.mandate.id };
+      const r = await call("POST", "/v1/approver/mandates/" + kind, body);
+      if (r.status === 200) {
+        say((kind === "confirm" ? "Issued mandate " : "Declined mandate ") + m.mandate.id + " (receipt " + r.data.receipt.seq + ")");
+      } else {
+        say("Refused: " + ((r.data && r.data.error) || r.status), true);
+      }
+    } catch (e) {
+      say(String(e.message || e), true);
+    }
+    await refresh();
+  }
+
+  async function refreshMandates() {
+    const r = await call("GET", "/v1/approver/mandates");
+    if (r.status !== 200) return;
+    $("mandate-list").replaceChildren(...r.data.mandates.map((m) => mandateCard(m)));
+    $("mandates").hidden = r.data.mandates.length === 0;
+  }
+
   let serverNow = 0;
 
   async function refresh() {
@@ -201,6 +280,7 @@
     const list = $("list");
     list.replaceChildren(...r.data.operations.map((op) => card(op)));
     $("empty").hidden = r.data.operations.length > 0;
+    await refreshMandates();
   }
 
   // The signed approval or decline of `op`, as the server verifies it.
@@ -255,6 +335,8 @@
     session = null;
     approver = null;
     $("list").replaceChildren();
+    $("mandate-list").replaceChildren();
+    $("mandates").hidden = true;
     $("signin").hidden = false;
     $("who").hidden = true;
     $("operations").hidden = true;
@@ -274,6 +356,7 @@
     signed,
     sign,
     refresh,
+    refreshMandates,
     post: (path, body) => call("POST", path, body),
     approver: () => approver,
   };

@@ -72,6 +72,7 @@ fn a_missing_budget_value_is_a_deny() {
                     tenants: &crate::gateway::Tenants::All,
                     dispatch: None,
                     mandate: None,
+                    ancestors: std::sync::Arc::from(Vec::new()),
                     action: Some(action),
                     args: Default::default(),
                     resolved: resolved.as_object().unwrap().clone(),

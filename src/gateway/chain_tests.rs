@@ -1,0 +1,321 @@
+use super::*;
+use crate::gateway::Outcome;
+use crate::gateway::testkit::{
+    ATTACKER_IBAN, LANDLORD, MandateSpec, TestWorld, assert_deny, decide, now, transfer,
+};
+use serde_json::json;
+
+fn token(v: &Value) -> MandateToken {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+fn rent(budget: i64) -> ChildRequest {
+    ChildRequest {
+        claims: vec![("payee".into(), json!("DE44 5001 0517 5407 3249 31"))],
+        scopes: vec!["payments.write".into()],
+        budget: Some(budget),
+        calls: Some(2),
+        expires_at: Some(now() + 600),
+        ..Default::default()
+    }
+}
+
+/// A child for the landlord (a beneficiary of Emma's) is issued, signed
+/// by Emma's own key, and a transfer under it is allowed; a payee
+/// outside it is denied though the parent's registry would allow it.
+#[test]
+fn a_child_issued_by_the_user_narrows_and_decides() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let parent = token(&tw.emma());
+    let child = gw
+        .issue_child(&parent, &rent(150_000), tw.key("emma"))
+        .unwrap();
+    assert_eq!(child.ancestors.len(), 1);
+    assert_eq!(child.mandate.parent.as_ref().unwrap().id, parent.mandate.id);
+    let c = serde_json::to_value(&child).unwrap();
+    let d = decide(
+        &gw,
+        transfer("DE44 5001 0517 5407 3249 31", json!("100.00")),
+        &c,
+    );
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    // the gym is Emma's beneficiary too, but not in the child
+    let d = decide(
+        &gw,
+        transfer("FR76 3000 6000 0112 3456 7890 189", json!("10.00")),
+        &c,
+    );
+    assert_eq!(d.decision, Outcome::Deny, "{d:#?}");
+    // a scope the child left out
+    let d = decide(
+        &gw,
+        json!({"action": "user.update_info", "args": {"city": "Paris"}}),
+        &c,
+    );
+    assert_deny(&d, "delegation", "does not grant the scope");
+    // the spend counted against the parent too
+    let spent = gw
+        .store()
+        .transaction(&mut |tx| Ok(json!(tx.spent(&parent.mandate.id)?.amount)))
+        .unwrap();
+    assert_eq!(spent, json!(10_000));
+}
+
+/// Each way of widening is refused at issue, named.
+#[test]
+fn a_widening_child_is_refused_naming_what_widens() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let parent = token(&tw.emma());
+    let cases: Vec<(ChildRequest, &str)> = vec![
+        (
+            ChildRequest {
+                claims: vec![("payee".into(), json!(ATTACKER_IBAN))],
+                ..rent(100)
+            },
+            "claim `payee`",
+        ),
+        (
+            ChildRequest {
+                scopes: vec!["payments.write".into(), "admin".into()],
+                ..rent(100)
+            },
+            "scope `admin`",
+        ),
+        (rent(200_001), "budget 2,000.01"),
+        (
+            ChildRequest {
+                calls: Some(11),
+                ..rent(100)
+            },
+            "11 calls",
+        ),
+        (
+            ChildRequest {
+                expires_at: Some(now() + 7200),
+                ..rent(100)
+            },
+            "expiry",
+        ),
+        (
+            ChildRequest {
+                claims: vec![("account".into(), json!("noah-checking"))],
+                ..rent(100)
+            },
+            "claim `account`",
+        ),
+    ];
+    for (req, needle) in cases {
+        let e = gw.issue_child(&parent, &req, tw.key("emma")).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            matches!(e, ChildError::Widens { .. }) && text.contains(needle),
+            "{needle}: {text}"
+        );
+        assert_eq!(
+            miette::Diagnostic::code(&e).unwrap().to_string(),
+            "ipc::mandate::widens"
+        );
+    }
+}
+
+/// A forged child (signed by the issuer, so its signature verifies) that
+/// widens is a DENY at delegation, with a receipt.
+#[test]
+fn a_forged_widening_child_is_denied_with_a_receipt() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let parent = token(&tw.emma());
+    let d = gw
+        .draft_child(
+            &parent,
+            &ChildRequest {
+                claims: vec![("payee".into(), json!(ATTACKER_IBAN))],
+                budget: Some(900_000),
+                ..rent(100)
+            },
+        )
+        .unwrap();
+    assert_eq!(d.widens.len(), 2, "{:?}", d.widens);
+    assert!(
+        d.shown.text().contains("IN NO REGISTRY OF YOURS"),
+        "{}",
+        d.shown.text()
+    );
+    let mut forged = MandateToken::sign(d.mandate.clone(), &tw.issuer).unwrap();
+    forged.ancestors = parent.lineage();
+    let v = serde_json::to_value(&forged).unwrap();
+    let out = decide(&gw, transfer(ATTACKER_IBAN, json!("10.00")), &v);
+    assert_deny(&out, "delegation", "widens its parent");
+    assert!(out.receipt.is_some());
+}
+
+/// Only an issuer key or the parent's user's key signs a child: another
+/// approver's key (even one that approves for the owner), a user key for a
+/// root, a child whose parent link is not the carried token: DENY at authn.
+#[test]
+fn only_the_issuer_or_the_parents_user_signs_a_child() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let parent = token(&tw.emma());
+    let d = gw.propose_child(&parent, &rent(100)).unwrap();
+    let msg = d.signing_text().unwrap();
+    for who in ["noah", "cfo"] {
+        let k = tw.key(who);
+        let e = gw
+            .seal_child(
+                &parent,
+                d.mandate.clone(),
+                &k.public().id(),
+                &k.sign(msg.as_bytes()),
+            )
+            .unwrap_err();
+        assert!(matches!(e, ChildError::Signer { .. }), "{who}: {e}");
+    }
+    // emma's key for a root mandate
+    let mut root = parent.clone();
+    root.signature = tw
+        .key("emma")
+        .sign(to_jcs(&root.mandate).unwrap().as_bytes());
+    root.key_id = tw.key("emma").public().id();
+    let out = decide(
+        &gw,
+        transfer(LANDLORD, json!("1.00")),
+        &serde_json::to_value(&root).unwrap(),
+    );
+    assert_deny(&out, "authn", "unknown key");
+    // a child naming a parent other than the token it carries
+    let other = token(&tw.emma());
+    let mut child = gw.issue_child(&parent, &rent(100), tw.key("emma")).unwrap();
+    child.ancestors = other.lineage();
+    let out = decide(
+        &gw,
+        transfer(LANDLORD, json!("1.00")),
+        &serde_json::to_value(&child).unwrap(),
+    );
+    assert_deny(&out, "authn", "not the token it carries");
+    // a child without its parent's token (signed by the issuer: a user's
+    // key signs no mandate without a parent to be the user of)
+    let mut child = gw.issue_child(&parent, &rent(100), &tw.issuer).unwrap();
+    child.ancestors.clear();
+    let out = decide(
+        &gw,
+        transfer(LANDLORD, json!("1.00")),
+        &serde_json::to_value(&child).unwrap(),
+    );
+    assert_deny(&out, "authn", "whose token it does not carry");
+}
+
+/// A revoked parent revokes its children, at decision and at issue.
+#[test]
+fn a_revoked_parent_revokes_its_children() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let parent = token(&tw.emma());
+    let child = gw.issue_child(&parent, &rent(100_000), &tw.issuer).unwrap();
+    let grandchild = gw
+        .issue_child(&child, &rent(50_000), tw.key("emma"))
+        .unwrap();
+    assert_eq!(grandchild.ancestors.len(), 2);
+    let v = serde_json::to_value(&grandchild).unwrap();
+    let d = decide(&gw, transfer(LANDLORD, json!("5.00")), &v);
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    let id = parent.mandate.id.clone();
+    gw.store()
+        .transaction(&mut |tx| {
+            tx.revoke(&id)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    let d = decide(&gw, transfer(LANDLORD, json!("5.00")), &v);
+    assert_deny(&d, "authn", "has been revoked");
+    let e = gw
+        .issue_child(&child, &rent(100), tw.key("emma"))
+        .unwrap_err();
+    assert!(matches!(e, ChildError::Parent { .. }), "{e}");
+}
+
+/// Two children together never spend more than their parent: the second
+/// is refused at the budget stage once the parent's budget is used.
+#[test]
+fn children_together_never_exceed_the_parent() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let parent = token(&tw.mandate(MandateSpec {
+        budget: 15_000,
+        ..MandateSpec::bank("emma")
+    }));
+    let a =
+        serde_json::to_value(gw.issue_child(&parent, &rent(10_000), &tw.issuer).unwrap()).unwrap();
+    let b =
+        serde_json::to_value(gw.issue_child(&parent, &rent(10_000), &tw.issuer).unwrap()).unwrap();
+    let d = decide(&gw, transfer(LANDLORD, json!("90.00")), &a);
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    let d = decide(&gw, transfer(LANDLORD, json!("90.00")), &b);
+    assert_deny(&d, "budget", "the parent mandate");
+    // the store's budgets agree with the receipts (each ancestor counted)
+    let snap = gw.store().snapshot().unwrap();
+    crate::store::verify_store(&snap, None).unwrap();
+}
+
+/// Recorded with a receipt; listed; a second record of the same id refused.
+#[test]
+fn an_issued_child_is_recorded_with_a_receipt() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let parent = token(&tw.emma());
+    let child = gw.issue_child(&parent, &rent(100), tw.key("emma")).unwrap();
+    let r = gw.record_child(&child, "cli").unwrap();
+    let recs = gw.store().receipts().unwrap();
+    let last = recs.iter().find(|x| x.seq == r.seq).unwrap();
+    assert_eq!(last.body["kind"], "mandate");
+    assert_eq!(
+        last.body["mandate"]["ancestors"],
+        json!([parent.mandate.id])
+    );
+    let all = gw
+        .store()
+        .transaction(&mut |tx| Ok(serde_json::to_value(recorded(tx)?).unwrap()));
+    assert_eq!(
+        all.unwrap()[0]["token"]["mandate"]["id"],
+        json!(child.mandate.id)
+    );
+    assert!(gw.record_child(&child, "cli").is_err());
+    crate::store::verify_store(&gw.store().snapshot().unwrap(), None).unwrap();
+}
+
+/// What the confirmer reads: the IBAN grouped, the registry's name, the
+/// budget with its currency, and an old token signs as before.
+#[test]
+fn a_child_is_shown_in_plain_words() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let parent = token(&tw.emma());
+    let d = gw.propose_child(&parent, &rent(150_000)).unwrap();
+    assert!(
+        d.shown
+            .summary
+            .contains("payee DE44 5001 0517 5407 3249 31 (Hausverwaltung Weber (landlord))"),
+        "{}",
+        d.shown.summary
+    );
+    assert!(
+        d.shown.summary.contains("up to 1,500.00 EUR"),
+        "{}",
+        d.shown.summary
+    );
+    assert!(
+        d.shown.text().contains("from your registry"),
+        "{}",
+        d.shown.text()
+    );
+    // no `parent` nor `ancestors` in a root's signed text or token
+    let text = to_jcs(&parent.mandate).unwrap();
+    assert!(!text.contains("parent"));
+    assert!(
+        !serde_json::to_string(&parent)
+            .unwrap()
+            .contains("ancestors")
+    );
+}

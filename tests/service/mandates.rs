@@ -1,0 +1,242 @@
+//! Child mandates over HTTP and on the command line (issue 25, item 3):
+//! `POST /v1/mandates` holds a child of a parent until its user confirms
+//! it; the approval page's routes list it for her alone, take her
+//! signature of its JCS and issue it with a receipt; `GET /v1/mandates`
+//! hands the token over; decisions under it narrow; `ipc mandates
+//! list|show|revoke` read and revoke it in the same store.
+#![cfg(feature = "http")]
+
+use super::serve::{as_approver, sign_in};
+use crate::common;
+use common::cli::ipc;
+use common::http::*;
+use common::*;
+use serde_json::{Value, json};
+
+const GYM: &str = "FR76 3000 6000 0112 3456 7890 189";
+
+fn rent_request() -> Value {
+    json!({"claims": {"payee": ["DE44 5001 0517 5407 3249 31"]},
+           "scopes": ["payments.write"], "budget": "1500.00", "calls": 2})
+}
+
+#[test]
+fn a_child_is_proposed_confirmed_in_the_browser_issued_and_revoked() {
+    let w = TestWorld::new();
+    let db = path_str(&w.dir.path().join("mandates.db"));
+    let parent = w.emma();
+    let s = launch(
+        &w,
+        &parent,
+        "127.0.0.1:0",
+        &db,
+        TOKEN,
+        &[],
+        std::process::Stdio::inherit(),
+    );
+    let propose = |req: &Value| {
+        request(
+            &s,
+            "POST",
+            "/v1/mandates",
+            &json!({"parent": parent, "request": req}).to_string(),
+            &[],
+        )
+    };
+    // a child that widens is refused, naming what widens; nothing is held
+    let mut bad = rent_request();
+    bad["claims"]["payee"] = json!(["DE44 5001 0517 5407 3249 31", ATTACKER_IBAN]);
+    bad["budget"] = json!("2500.00");
+    let r = propose(&bad);
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["code"], "ipc::mandate::widens");
+    let kinds: Vec<&str> = r.body["widens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["budget", "claim"], "{}", r.body);
+    // the landlord's rent: held for emma, shown in plain words
+    let r = propose(&rent_request());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "pending");
+    assert_eq!(r.body["confirm_by"], "emma");
+    let id = r.body["mandate"].as_str().unwrap().to_string();
+    let summary = r.body["shown"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("DE44 5001 0517 5407 3249 31 (Hausverwaltung Weber (landlord))")
+            && summary.contains("up to 1,500.00 EUR"),
+        "{summary}"
+    );
+    let r = get(&s, &format!("/v1/mandates?id={id}"));
+    assert_eq!(r.body["status"], "pending", "{}", r.body);
+    assert!(r.body.get("token").is_none());
+
+    // noah sees none of it and cannot confirm it
+    let noah = sign_in(&s, "noah", w.key("noah"), "http://localhost").unwrap();
+    let r = as_approver(&s, &noah, "GET", "/v1/approver/mandates", "");
+    assert_eq!(r.body["mandates"], json!([]), "{}", r.body);
+    let emma = sign_in(&s, "emma", w.key("emma"), "http://localhost").unwrap();
+    let r = as_approver(&s, &emma, "GET", "/v1/approver/mandates", "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let held = r.body["mandates"][0]["mandate"].clone();
+    assert_eq!(held["id"], json!(id));
+    let msg = intentplane::canonical::to_jcs(&held).unwrap();
+    let by_noah = json!({"id": id, "signature": w.key("noah").sign(msg.as_bytes())});
+    let r = as_approver(
+        &s,
+        &noah,
+        "POST",
+        "/v1/approver/mandates/confirm",
+        &by_noah.to_string(),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    // emma's session with noah's signature: not her key
+    let r = as_approver(
+        &s,
+        &emma,
+        "POST",
+        "/v1/approver/mandates/confirm",
+        &by_noah.to_string(),
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(r.body["code"], "ipc::mandate::signer");
+    // her own signature issues it
+    let mine = json!({"id": id, "signature": w.key("emma").sign(msg.as_bytes())});
+    let r = as_approver(
+        &s,
+        &emma,
+        "POST",
+        "/v1/approver/mandates/confirm",
+        &mine.to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = get(&s, &format!("/v1/mandates?id={id}"));
+    assert_eq!(r.body["status"], "issued", "{}", r.body);
+    let token = r.body["token"].clone();
+    assert_eq!(
+        token["ancestors"][0]["mandate"]["id"],
+        parent["mandate"]["id"]
+    );
+
+    // decided under it: the landlord, not the gym (also emma's beneficiary)
+    let under = |p: Value| post(&s, &json!({"proposal": p, "mandate": token})).body;
+    let d = under(transfer(LANDLORD, json!("100.00")));
+    assert_eq!(d["decision"], "ALLOW", "{d}");
+    let d = under(transfer(GYM, json!("10.00")));
+    assert_eq!(d["decision"], "DENY", "{d}");
+    let kinds: Vec<(Value, Value)> = get(&s, "/v1/receipts?last=50")
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["body"]["kind"] == "mandate")
+        .map(|r| {
+            (
+                r["body"]["change"].clone(),
+                r["body"]["mandate"]["id"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [(json!("proposed"), json!(id)), (json!("issued"), json!(id))]
+    );
+
+    // the command line reads the same store, and revokes
+    let (b, wp) = (path_str(&w.bundle_path), path_str(&w.world_path));
+    let args = [
+        "--bundle", &b, "--world", &wp, "--store", &db, "--format", "json",
+    ];
+    let out = ipc(&[&["mandates", "list"][..], &args[..]].concat(), "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["mandates"][0]["status"], "issued", "{listed}");
+    let out = ipc(&[&["mandates", "show", &id][..], &args[..]].concat(), "");
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        shown["text"]
+            .as_str()
+            .unwrap()
+            .contains("from your registry"),
+        "{shown}"
+    );
+    let out = ipc(&[&["mandates", "revoke", &id][..], &args[..]].concat(), "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = under(transfer(LANDLORD, json!("1.00")));
+    assert_eq!(
+        (d["decision"].clone(), d["stage"].clone()),
+        (json!("DENY"), json!("authn")),
+        "{d}"
+    );
+    let out = ipc(&["receipts", "verify", &db], "");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The administrator's child on the command line: checked against its
+/// parent (one that widens is `ipc::mandate::widens`, nothing recorded),
+/// signed with the issuer's key, recorded with a receipt.
+#[test]
+fn ipc_mandates_issue_refuses_a_widening_child_and_records_a_narrow_one() {
+    let w = TestWorld::new();
+    let db = path_str(&w.dir.path().join("cli.db"));
+    let parent = write_mandate(&w, &w.emma());
+    let (b, wp, p) = (
+        path_str(&w.bundle_path),
+        path_str(&w.world_path),
+        path_str(&parent),
+    );
+    let key = path_str(&w.dir.path().join("issuer.key"));
+    let base = [
+        "mandates", "issue", "--bundle", &b, "--world", &wp, "--store", &db, "--parent", &p,
+        "--key", &key, "--format", "json",
+    ];
+    let out = ipc(
+        &[
+            &base[..],
+            &["--claim", &format!("payee={ATTACKER_IBAN}")][..],
+        ]
+        .concat(),
+        "",
+    );
+    assert!(!out.status.success());
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["error"]["code"], "ipc::mandate::widens", "{e}");
+    let out = ipc(
+        &[
+            &base[..],
+            &["--claim", &format!("payee={LANDLORD}"), "--budget", "50.00"][..],
+        ]
+        .concat(),
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(issued["token"]["mandate"]["budget"]["amount"], 5000);
+    let out = ipc(
+        &[
+            "mandates", "list", "--bundle", &b, "--world", &wp, "--store", &db, "--format", "json",
+        ],
+        "",
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["mandates"].as_array().unwrap().len(), 1, "{listed}");
+}
