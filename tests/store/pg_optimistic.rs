@@ -335,7 +335,11 @@ fn wrong_guesses_are_decided_again_before_the_lock_and_holds_counted() {
     let third = gw.decide_batch(&[pay("6.00")]).unwrap();
     assert_eq!(third[0].decision, Outcome::Deny, "{:#?}", third[0]);
     assert!(
-        third[0].reason.clone().unwrap_or_default().contains("revoked"),
+        third[0]
+            .reason
+            .clone()
+            .unwrap_or_default()
+            .contains("revoked"),
         "{:#?}",
         third[0]
     );
@@ -343,7 +347,11 @@ fn wrong_guesses_are_decided_again_before_the_lock_and_holds_counted() {
     let snap = store.snapshot().unwrap();
     assert_eq!(snap.accounts.executions.len(), 3);
     assert_eq!(
-        snap.accounts.budgets.values().map(|s| s.amount).sum::<i64>(),
+        snap.accounts
+            .budgets
+            .values()
+            .map(|s| s.amount)
+            .sum::<i64>(),
         1_200
     );
     let all: Vec<&Decision> = first.iter().chain(&second).chain(&third).collect();
