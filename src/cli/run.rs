@@ -25,6 +25,12 @@ pub struct RunArgs {
     /// Lines decided per transaction.
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
+    /// At the end, print on stderr one JSON line with what the store
+    /// measured: how long its transactions held the chain's head lock
+    /// (PostgreSQL: it bounds what one database decides per second) and
+    /// how its decisions committed (`scripts/bench-pg`).
+    #[arg(long)]
+    pub store_stats: bool,
     /// Proposals, one JSON per line (`-` or nothing: standard input).
     pub input: Option<PathBuf>,
 }
@@ -80,7 +86,26 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> u8 {
     if flush(&gw, &mut batch, out).is_err() {
         return 1;
     }
+    if args.store_stats {
+        eprintln!("{}", store_stats(gw.store().as_ref()));
+    }
     0
+}
+
+/// `--store-stats`: the store's head lock holds and optimistic counts
+/// (`null` where the store has none).
+fn store_stats(store: &dyn crate::store::Store) -> serde_json::Value {
+    let hold = store.head_lock_hold().map(|h| {
+        serde_json::json!({
+            "transactions": h.transactions,
+            "held_seconds": h.total.as_secs_f64(),
+            "max_seconds": h.max.as_secs_f64(),
+        })
+    });
+    let optimistic = store
+        .optimistic_counts()
+        .map(|(decided, rerun)| serde_json::json!({ "decided": decided, "rerun": rerun }));
+    serde_json::json!({ "store_stats": { "head_lock": hold, "optimistic": optimistic } })
 }
 
 /// Decides a batch in one transaction and prints its decisions in order.

@@ -397,7 +397,10 @@ async fn metrics(State(st): State<Shared>) -> Response {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4"),
         )],
-        st.metrics.render(st.gw.store().optimistic_counts()),
+        st.metrics.render(
+            st.gw.store().optimistic_counts(),
+            st.gw.store().head_lock_hold(),
+        ),
     )
         .into_response()
 }

@@ -67,8 +67,13 @@ impl Metrics {
     }
 
     /// The text format (version 0.0.4); `optimistic`: the store's
-    /// [`Store::optimistic_counts`](crate::store::Store::optimistic_counts).
-    pub(crate) fn render(&self, optimistic: Option<(u64, u64)>) -> String {
+    /// [`Store::optimistic_counts`](crate::store::Store::optimistic_counts);
+    /// `hold`: its [`Store::head_lock_hold`](crate::store::Store::head_lock_hold).
+    pub(crate) fn render(
+        &self,
+        optimistic: Option<(u64, u64)>,
+        hold: Option<crate::store::HeadLockHold>,
+    ) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -112,6 +117,15 @@ impl Metrics {
             let _ = writeln!(
                 s,
                 "# HELP ipc_store_transactions_total Store transactions of decisions, by how they committed: as decided before the store's lock, or decided again under it because a value they read had changed.\n# TYPE ipc_store_transactions_total counter\nipc_store_transactions_total{{path=\"decided\"}} {decided}\nipc_store_transactions_total{{path=\"rerun\"}} {rerun}"
+            );
+        }
+        if let Some(h) = hold {
+            let _ = writeln!(
+                s,
+                "# HELP ipc_store_head_lock_seconds_total How long this instance's store transactions held the receipt chain's head lock (every writer of the database takes turns on it).\n# TYPE ipc_store_head_lock_seconds_total counter\nipc_store_head_lock_seconds_total {}\n# HELP ipc_store_head_lock_holds_total Store transactions that held the head lock.\n# TYPE ipc_store_head_lock_holds_total counter\nipc_store_head_lock_holds_total {}\n# HELP ipc_store_head_lock_max_seconds The longest hold of the head lock so far.\n# TYPE ipc_store_head_lock_max_seconds gauge\nipc_store_head_lock_max_seconds {}",
+                h.total.as_secs_f64(),
+                h.transactions,
+                h.max.as_secs_f64()
             );
         }
         let _ = writeln!(

@@ -187,10 +187,31 @@ pub trait Store: Send + Sync {
         None
     }
 
+    /// For a store whose writers take turns on a lock over the network
+    /// (PostgreSQL's chain head): how long its transactions held it, so
+    /// far. `None` for the others.
+    fn head_lock_hold(&self) -> Option<HeadLockHold> {
+        None
+    }
+
     /// Whether [`Tx::registry_rows`] can read registry tables (PostgreSQL).
     fn registry_tables(&self) -> bool {
         false
     }
+}
+
+/// How long a store's transactions held the chain's head lock
+/// ([`Store::head_lock_hold`]): one database decides at most (decisions
+/// per transaction) / (`total` / `transactions`) per second, whatever the
+/// number of instances.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeadLockHold {
+    /// Transactions that took the lock (committed or rolled back).
+    pub transactions: u64,
+    /// Their holds, summed.
+    pub total: std::time::Duration,
+    /// The longest one.
+    pub max: std::time::Duration,
 }
 
 /// A receipt's link as the body that appended it saw it, and as it was

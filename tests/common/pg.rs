@@ -126,3 +126,47 @@ pub fn bindir() -> Option<std::path::PathBuf> {
     let dir = String::from_utf8(out.stdout).ok()?;
     (out.status.success() && !dir.trim().is_empty()).then(|| dir.trim().into())
 }
+
+/// A database of its own on the test server (a shard of its own:
+/// `tests/gateway/chain_shards.rs`); dropped with the value.
+pub struct Database {
+    /// The store URL: the server's, with this database.
+    pub url: String,
+    pub name: String,
+    server: String,
+}
+
+/// A fresh, empty database, or `None` (skipped) without a server.
+pub fn fresh_database() -> Option<Database> {
+    let server = server()?;
+    let name = format!(
+        "ipc_d{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    );
+    admin(&server)
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    // the server's URL with this database's name in place of its own
+    let (base, query) = match server.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (server.as_str(), String::new()),
+    };
+    let prefix = base.rsplit_once('/').map(|(p, _)| p).unwrap_or(base);
+    Some(Database {
+        url: format!("{prefix}/{name}{query}"),
+        name,
+        server,
+    })
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Ok(mut c) = try_admin(&self.server) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}

@@ -9,6 +9,7 @@
 #[allow(dead_code, unused_imports)]
 mod common;
 
+mod chain_shards;
 mod chains;
 mod concurrency;
 mod fail_closed;

@@ -192,16 +192,25 @@ fn four_instances_on_postgres_spend_one_budget_exactly() {
     for s in &servers {
         let text = get(s, "/metrics").body;
         let text = text.as_str().unwrap();
-        for path in ["decided", "rerun"] {
-            let line = format!("ipc_store_transactions_total{{path=\"{path}\"}} ");
-            let n: u64 = text
-                .lines()
-                .find_map(|l| l.strip_prefix(line.as_str()))
+        let metric = |line: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(line))
                 .unwrap_or_else(|| panic!("no `{line}` in {text}"))
                 .parse()
-                .unwrap();
-            transactions += n;
+                .unwrap()
+        };
+        let mut own = 0;
+        for path in ["decided", "rerun"] {
+            let line = format!("ipc_store_transactions_total{{path=\"{path}\"}} ");
+            own += metric(&line) as u64;
         }
+        transactions += own;
+        // every decision's transaction held the head lock, for some time
+        let holds = metric("ipc_store_head_lock_holds_total ") as u64;
+        assert!(holds >= own, "{holds} holds, {own} transactions: {text}");
+        let held = metric("ipc_store_head_lock_seconds_total ");
+        assert!(own == 0 || held > 0.0, "{text}");
+        assert!(metric("ipc_store_head_lock_max_seconds ") <= held, "{text}");
     }
     assert!((1..=40).contains(&transactions), "{transactions}");
 }

@@ -587,6 +587,7 @@ fn metrics_count_decisions() {
     assert!(text.contains("ipc_store_errors_total 0"), "{text}");
     // SQLite decides under its lock: no optimistic counts
     assert!(!text.contains("ipc_store_transactions_total"), "{text}");
+    assert!(!text.contains("ipc_store_head_lock"), "{text}");
     assert!(
         text.contains("ipc_http_refused_total{reason=\"origin\"} 1"),
         "{text}"

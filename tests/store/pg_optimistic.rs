@@ -299,3 +299,65 @@ fn instances_deciding_batches_on_one_budget_never_exceed_it() {
     });
     assert_eq!(decided + rerun, (TOTAL / 4) as u64);
 }
+
+/// Issue #26: phase 1 guesses that an operation was never executed and a
+/// mandate never revoked, and checks its guesses in one statement before
+/// the lock. Where they are wrong (the same transfer again: a replay; a
+/// mandate revoked before the batch), the batch is decided again before
+/// the lock with what the store holds, never committed on a guess: the
+/// replay is answered from the store, the revoked mandate denied, and
+/// neither is run again under the lock. Every transaction's hold of the
+/// head lock is counted (`Store::head_lock_hold`).
+#[test]
+fn wrong_guesses_are_decided_again_before_the_lock_and_holds_counted() {
+    let w = TestWorld::new();
+    let Some(pg) = pg::fresh() else { return };
+    let store = Arc::new(PgStore::open(&pg.url).unwrap());
+    let gw = w.gateway_with(store.clone());
+    let m = bank(&w, 200_000);
+    let pay = |cents: &str| input(transfer(LANDLORD, json!(cents)), &m, vec![]);
+    let first = gw.decide_batch(&[pay("3.00"), pay("4.00")]).unwrap();
+    assert!(first.iter().all(|d| d.decision == Outcome::Allow));
+    // a replay of 3.00 beside a new 5.00, in one batch
+    let second = gw.decide_batch(&[pay("3.00"), pay("5.00")]).unwrap();
+    assert_eq!(second[0].decision, Outcome::Allow, "{:#?}", second[0]);
+    assert!(second[0].replayed, "{:#?}", second[0]);
+    assert_eq!(second[1].decision, Outcome::Allow, "{:#?}", second[1]);
+    assert!(!second[1].replayed);
+    // the mandate revoked: the guess "not revoked" is wrong
+    let id = m["mandate"]["id"].as_str().unwrap().to_string();
+    store
+        .transaction(&mut |tx| {
+            tx.revoke(&id)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    let third = gw.decide_batch(&[pay("6.00")]).unwrap();
+    assert_eq!(third[0].decision, Outcome::Deny, "{:#?}", third[0]);
+    assert!(
+        third[0]
+            .reason
+            .clone()
+            .unwrap_or_default()
+            .contains("revoked"),
+        "{:#?}",
+        third[0]
+    );
+    assert_eq!(store.optimistic_counts(), Some((3, 0)));
+    let snap = store.snapshot().unwrap();
+    assert_eq!(snap.accounts.executions.len(), 3);
+    assert_eq!(
+        snap.accounts
+            .budgets
+            .values()
+            .map(|s| s.amount)
+            .sum::<i64>(),
+        1_200
+    );
+    let all: Vec<&Decision> = first.iter().chain(&second).chain(&third).collect();
+    assert_eq!(verify_store(&snap, None), Ok(all.len()));
+    // three decisions' transactions and the revocation's held the lock
+    let hold = store.head_lock_hold().unwrap();
+    assert_eq!(hold.transactions, 4, "{hold:?}");
+    assert!(hold.max > std::time::Duration::ZERO && hold.max <= hold.total);
+}

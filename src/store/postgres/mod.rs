@@ -62,8 +62,8 @@ mod tls;
 pub use names::{is_url, quote_table};
 
 use super::{
-    Accounts, ChainLink, ReceiptRange, ReceiptRecord, RegistryRow, Relink, Snapshot, Spent, Store,
-    StoreError, StoredReceipt, Tx, TxFn,
+    Accounts, ChainLink, HeadLockHold, ReceiptRange, ReceiptRecord, RegistryRow, Relink, Snapshot,
+    Spent, Store, StoreError, StoredReceipt, Tx, TxFn,
 };
 use crate::canonical::Jcs;
 use postgres::error::SqlState;
@@ -73,7 +73,7 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The application marker in `ipc_meta`.
 pub const APPLICATION: &str = "intentplane";
@@ -277,9 +277,41 @@ struct Conn {
     stmts: HashMap<&'static str, Statement>,
     /// Registry table reads, by their SQL.
     table_stmts: HashMap<String, Statement>,
+    /// When the open transaction was granted the head lock.
+    locked_at: Option<Instant>,
+    /// How long this store's transactions held the head lock.
+    holds: Arc<Holds>,
+}
+
+/// How long the head lock was held, over the store's transactions: from
+/// the moment `LOCK TABLE ipc_head` returned to the moment `COMMIT` (or
+/// `ROLLBACK`) returned, so the commit's WAL flush included (the server
+/// releases the lock after it) and one round trip more than the server
+/// holds it.
+#[derive(Debug, Default)]
+struct Holds {
+    transactions: AtomicU64,
+    total_ns: AtomicU64,
+    max_ns: AtomicU64,
 }
 
 impl Conn {
+    /// The open transaction was granted the head lock now.
+    fn locked(&mut self) {
+        self.locked_at = Some(Instant::now());
+    }
+
+    /// The open transaction ended (committed or rolled back): its hold of
+    /// the head lock, if it took it, is counted.
+    fn released(&mut self) {
+        if let Some(at) = self.locked_at.take() {
+            let ns = u64::try_from(at.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.holds.transactions.fetch_add(1, Ordering::Relaxed);
+            self.holds.total_ns.fetch_add(ns, Ordering::Relaxed);
+            self.holds.max_ns.fetch_max(ns, Ordering::Relaxed);
+        }
+    }
+
     fn stmt(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
         if let Some(s) = self.stmts.get(sql) {
             return Ok(s.clone());
@@ -304,6 +336,9 @@ pub struct PgStore {
     /// again under it (`postgres/optimistic.rs`).
     decided: AtomicU64,
     rerun: AtomicU64,
+    /// The guesses of optimistic transactions (`postgres/optimistic.rs`).
+    guesses: Mutex<optimistic::Guesses>,
+    holds: Arc<Holds>,
     /// Runs between the two phases of an optimistic transaction (tests).
     between: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
@@ -406,6 +441,8 @@ impl PgStore {
             conn: Mutex::new(None),
             decided: AtomicU64::new(0),
             rerun: AtomicU64::new(0),
+            guesses: Mutex::new(optimistic::Guesses::default()),
+            holds: Arc::new(Holds::default()),
             between: Mutex::new(None),
         };
         let mut guard = store.lock();
@@ -471,6 +508,8 @@ impl PgStore {
                 client,
                 stmts: HashMap::new(),
                 table_stmts: HashMap::new(),
+                locked_at: None,
+                holds: self.holds.clone(),
             });
         }
         guard
@@ -517,7 +556,11 @@ impl PgStore {
                 Err(failure) => {
                     // whatever state the session is in, end the transaction
                     let broken = match guard.as_mut() {
-                        Some(c) => c.client.batch_execute("ROLLBACK").is_err(),
+                        Some(c) => {
+                            let broken = c.client.batch_execute("ROLLBACK").is_err();
+                            c.released();
+                            broken
+                        }
                         None => true,
                     };
                     if broken {
@@ -582,6 +625,7 @@ fn attempt_once(
     savepoints: bool,
 ) -> Result<Vec<Result<Value, StoreError>>, Failure> {
     begin(conn, BEGIN_LOCKED)?;
+    conn.locked();
     let mut head = Head::default();
     let results = run_bodies(conn, &mut head, bodies, savepoints)?;
     commit(conn, &head)?;
@@ -638,7 +682,9 @@ fn run_bodies(
 /// Writes the head (when the transaction moved it) and commits.
 fn commit(conn: &mut Conn, head: &Head) -> Result<(), Failure> {
     write_head(conn, head).map_err(fail)?;
-    conn.client.batch_execute("COMMIT").map_err(|e| {
+    let done = conn.client.batch_execute("COMMIT");
+    conn.released();
+    done.map_err(|e| {
         if retryable(&e) {
             Failure::Retry(pg_text(&e))
         } else {
@@ -777,8 +823,9 @@ impl Store for PgStore {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let mut guesses = self.guesses.lock().unwrap_or_else(|e| e.into_inner());
         let (value, relinks, path) =
-            self.attempts(|conn| optimistic::attempt(conn, f, between.as_deref()))?;
+            self.attempts(|conn| optimistic::attempt(conn, f, between.as_deref(), &mut guesses))?;
         match path {
             optimistic::Path::Decided => self.decided.fetch_add(1, Ordering::Relaxed),
             optimistic::Path::Rerun => self.rerun.fetch_add(1, Ordering::Relaxed),
@@ -884,6 +931,15 @@ impl Store for PgStore {
             self.decided.load(Ordering::Relaxed),
             self.rerun.load(Ordering::Relaxed),
         ))
+    }
+
+    fn head_lock_hold(&self) -> Option<HeadLockHold> {
+        let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
+        Some(HeadLockHold {
+            transactions: self.holds.transactions.load(Ordering::Relaxed),
+            total: ns(&self.holds.total_ns),
+            max: ns(&self.holds.max_ns),
+        })
     }
 
     fn snapshot(&self) -> Result<Snapshot, StoreError> {

@@ -10,16 +10,28 @@
 //! kept as read; every write is kept in memory, and later reads of the
 //! body see it (as in any [`Tx`]); receipts are chained from a provisional
 //! head. Nothing is written, so processes do this part side by side.
+//! Budgets and registry rows are read when the body asks (one statement
+//! per mandate or registry read); a nonce, an executed operation, a
+//! revocation or a system-of-record entry is *guessed* (absent, unless
+//! this connection found it present before), and after the body all its
+//! guesses are checked in the same snapshot in one statement
+//! ([`current`]). Where a guess was wrong (a replayed operation, a
+//! revoked mandate), the body runs again with the values found, so what
+//! phase 1 hands on has read the snapshot's values only; after
+//! [`GUESS_RUNS`] runs it reads key by key. A batch of 256 decisions
+//! costs a few statements instead of a few per decision.
 //!
 //! **Phase 2, under the lock.** The writer's transaction of every store
 //! transaction (`BEGIN ISOLATION LEVEL REPEATABLE READ; LOCK TABLE
 //! ipc_head IN EXCLUSIVE MODE`, its snapshot taken after the lock) reads
-//! again every key phase 1 read, a few statements for the lot (`= ANY`).
-//! If each still holds what phase 1 read, the body run now would read the
-//! same values and so decide the same (a body acts only through its `Tx`,
-//! and its clock is fixed before the transaction): its writes are applied
-//! as they are, one statement per table, the receipts linked after the
-//! head read under the lock, and the transaction commits. If any value
+//! again every key phase 1 read and the head marker, in one statement
+//! (`= ANY`, [`current`]). If each still holds what phase 1 read, the
+//! body run now would read the same values and so decide the same (a
+//! body acts only through its `Tx`, and its clock is fixed before the
+//! transaction): its writes are applied as they are, in one statement
+//! for every table ([`APPLY_SQL`]), the receipts linked after the head
+//! read under the lock, and the transaction commits: three round trips
+//! while the lock is held (check, write, `COMMIT`). If any value
 //! changed (another instance spent the same budget, paid the same invoice,
 //! used the same approval), or phase 1 met any error, the body is run
 //! again inside this same locked transaction, exactly as
@@ -33,9 +45,9 @@
 //! to report.
 
 use super::{
-    BEGIN_LOCKED, Conn, EXECUTED_SQL, Failure, HEAD_SQL, Head, NONCE_SQL, REVOKED_SQL,
-    RegistryFailure, RegistryRead, SPENT_SQL, STATE_SQL, backend, begin, col, commit, fail,
-    head_of, retryable, run_bodies, spent_of, to_i64, to_json_text,
+    BEGIN_LOCKED, Conn, EXECUTED_SQL, Failure, Head, NONCE_SQL, REVOKED_SQL, RegistryFailure,
+    RegistryRead, SPENT_SQL, STATE_SQL, backend, begin, col, commit, fail, retryable, run_bodies,
+    spent_of, to_i64, to_json_text,
 };
 use crate::canonical::Jcs;
 use crate::store::{ChainLink, RegistryRow, Relink, Spent, StoreError, Tx, TxFn};
@@ -52,9 +64,11 @@ pub(super) enum Path {
 }
 
 /// What phase 1 read from the tables: the value each key held in its
-/// snapshot (an absent row as `None` / `false` / zero).
+/// snapshot (an absent row as `None` / `false` / zero). The same shape
+/// holds the values phase 1 guessed, and those it learnt by checking its
+/// guesses ([`Guesses`]).
 #[derive(Default)]
-struct Reads {
+pub(super) struct Reads {
     spent: HashMap<String, Spent>,
     nonces: HashMap<String, bool>,
     executions: HashMap<String, Option<String>>,
@@ -79,12 +93,108 @@ struct OptimisticTx<'c> {
     conn: &'c mut Conn,
     reads: Reads,
     writes: Writes,
+    /// Where a read of a nonce, an executed operation, a revocation or a
+    /// system-of-record entry comes from: a guess, checked in bulk after
+    /// the body (one statement per table), or a statement of its own.
+    source: Source<'c>,
+    /// The values this run took from a guess, as guessed.
+    guessed: Reads,
     /// A statement failed: the body's result is not used, the locked
     /// path decides (and meets the failure itself).
     failed: bool,
 }
 
+/// Where phase 1 reads the keys it may guess.
+enum Source<'a> {
+    /// A guess: the value this attempt checked in an earlier run
+    /// (`known`), else the value this connection last found in the store
+    /// (`recent`: a salt, a revoked mandate, a replayed operation), else
+    /// absent, which the common case is (a nonce or an operation never
+    /// seen, a mandate not revoked).
+    Guess { known: &'a Reads, recent: &'a Reads },
+    /// One statement per key (the last run of phase 1).
+    Direct { known: &'a Reads },
+}
+
+impl Source<'_> {
+    fn known(&self) -> &Reads {
+        match self {
+            Source::Guess { known, .. } | Source::Direct { known } => known,
+        }
+    }
+}
+
+/// The guesses of one transaction's phase 1 that turned out right, and
+/// the values the store held where they did not.
+#[derive(Default)]
+pub(super) struct Guesses {
+    /// Values found (present) in the store by earlier checks of this
+    /// connection, at most [`RECENT_MAX`] of them: later guesses take
+    /// them rather than "absent".
+    pub(super) recent: Reads,
+}
+
+/// The most values [`Guesses::recent`] keeps (then it starts again).
+const RECENT_MAX: usize = 4096;
+
+/// How many runs of phase 1 guess (then one reads key by key).
+const GUESS_RUNS: usize = 2;
+
+/// A key phase 1 may guess, and the tables it lives in.
+trait Guessable {
+    type Key: std::hash::Hash + Eq + Clone;
+    type Value: Clone + PartialEq + Default;
+    fn map(reads: &Reads) -> &HashMap<Self::Key, Self::Value>;
+    fn map_mut(reads: &mut Reads) -> &mut HashMap<Self::Key, Self::Value>;
+}
+
+macro_rules! guessable {
+    ($name:ident, $field:ident, $key:ty, $value:ty) => {
+        struct $name;
+        impl Guessable for $name {
+            type Key = $key;
+            type Value = $value;
+            fn map(reads: &Reads) -> &HashMap<$key, $value> {
+                &reads.$field
+            }
+            fn map_mut(reads: &mut Reads) -> &mut HashMap<$key, $value> {
+                &mut reads.$field
+            }
+        }
+    };
+}
+guessable!(NonceKey, nonces, String, bool);
+guessable!(ExecutionKey, executions, String, Option<String>);
+guessable!(RevokedKey, revoked, String, bool);
+guessable!(StateKey, state, (String, String), Option<String>);
+
 impl OptimisticTx<'_> {
+    /// The value of a guessable key: as this run read it before, else as
+    /// known or guessed (recorded as guessed), else read by `direct`.
+    fn lookup<G: Guessable>(
+        &mut self,
+        key: &G::Key,
+        direct: impl FnOnce(&mut Self) -> Result<G::Value, StoreError>,
+    ) -> Result<G::Value, StoreError> {
+        if let Some(v) = G::map(&self.reads).get(key) {
+            return Ok(v.clone());
+        }
+        let v = match &self.source {
+            _ if G::map(self.source.known()).contains_key(key) => G::map(self.source.known())
+                .get(key)
+                .cloned()
+                .unwrap_or_default(),
+            Source::Guess { recent, .. } => {
+                let v = G::map(recent).get(key).cloned().unwrap_or_default();
+                G::map_mut(&mut self.guessed).insert(key.clone(), v.clone());
+                v
+            }
+            Source::Direct { .. } => direct(self)?,
+        };
+        G::map_mut(&mut self.reads).insert(key.clone(), v.clone());
+        Ok(v)
+    }
+
     fn row(
         &mut self,
         sql: &'static str,
@@ -115,12 +225,9 @@ impl OptimisticTx<'_> {
         if let Some(t) = self.writes.executions.get(op_hash) {
             return Ok(Some(t.clone()));
         }
-        if let Some(t) = self.reads.executions.get(op_hash) {
-            return Ok(t.clone());
-        }
-        let t = self.text(EXECUTED_SQL, &[&op_hash])?;
-        self.reads.executions.insert(op_hash.to_string(), t.clone());
-        Ok(t)
+        self.lookup::<ExecutionKey>(&op_hash.to_string(), |tx| {
+            tx.text(EXECUTED_SQL, &[&op_hash])
+        })
     }
 }
 
@@ -161,12 +268,9 @@ impl Tx for OptimisticTx<'_> {
         if self.writes.nonces.contains(nonce) {
             return Ok(true);
         }
-        if let Some(u) = self.reads.nonces.get(nonce) {
-            return Ok(*u);
-        }
-        let used = self.row(NONCE_SQL, &[&nonce])?.is_some();
-        self.reads.nonces.insert(nonce.to_string(), used);
-        Ok(used)
+        self.lookup::<NonceKey>(&nonce.to_string(), |tx| {
+            Ok(tx.row(NONCE_SQL, &[&nonce])?.is_some())
+        })
     }
 
     fn use_nonce(&mut self, nonce: &str) -> Result<(), StoreError> {
@@ -201,12 +305,9 @@ impl Tx for OptimisticTx<'_> {
         if self.writes.revoked.contains(token_id) {
             return Ok(true);
         }
-        if let Some(r) = self.reads.revoked.get(token_id) {
-            return Ok(*r);
-        }
-        let revoked = self.row(REVOKED_SQL, &[&token_id])?.is_some();
-        self.reads.revoked.insert(token_id.to_string(), revoked);
-        Ok(revoked)
+        self.lookup::<RevokedKey>(&token_id.to_string(), |tx| {
+            Ok(tx.row(REVOKED_SQL, &[&token_id])?.is_some())
+        })
     }
 
     fn revoke(&mut self, token_id: &str) -> Result<(), StoreError> {
@@ -218,14 +319,7 @@ impl Tx for OptimisticTx<'_> {
         let k = (ns.to_string(), key.to_string());
         let text = match self.writes.state.get(&k) {
             Some(t) => Some(t.clone()),
-            None => match self.reads.state.get(&k) {
-                Some(t) => t.clone(),
-                None => {
-                    let t = self.text(STATE_SQL, &[&ns, &key])?;
-                    self.reads.state.insert(k, t.clone());
-                    t
-                }
-            },
+            None => self.lookup::<StateKey>(&k, |tx| tx.text(STATE_SQL, &[&ns, &key]))?,
         };
         text.map(|t| parse(&t))
             .transpose()
@@ -289,32 +383,22 @@ pub(super) fn attempt(
     conn: &mut Conn,
     f: &mut TxFn<'_>,
     between: Option<&(dyn Fn() + Send + Sync)>,
+    guesses: &mut Guesses,
 ) -> Result<(Value, Vec<Relink>, Path), Failure> {
     begin(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-    let mut tx = OptimisticTx {
-        conn: &mut *conn,
-        reads: Reads::default(),
-        writes: Writes::default(),
-        failed: false,
-    };
-    let result = f(&mut tx);
-    let OptimisticTx {
-        reads,
-        writes,
-        failed,
-        ..
-    } = tx;
+    let (result, reads, writes, failed) = phase_one(conn, f, guesses);
     if let Some(hook) = between {
         hook();
     }
     // phase 1 wrote nothing: a session lost here is reconnected and the
     // whole attempt run again
     begin(conn, &format!("COMMIT; {BEGIN_LOCKED}"))?;
+    conn.locked();
     if let Ok(value) = result
         && !failed
-        && unchanged(conn, &reads)?
+        && let Some(now) = unchanged(conn, &reads)?
     {
-        let relinks = apply(conn, writes)?;
+        let relinks = apply(conn, writes, now.head())?;
         return Ok((value, relinks, Path::Decided));
     }
     // the locked path, in this transaction: its links are final
@@ -327,83 +411,280 @@ pub(super) fn attempt(
     Ok((value, Vec::new(), Path::Rerun))
 }
 
-/// Whether every key phase 1 read holds the same value now (under the
-/// lock): one statement per table read from. A row that cannot be read
-/// counts as changed: the body run again under the lock meets it.
-fn unchanged(conn: &mut Conn, reads: &Reads) -> Result<bool, Failure> {
-    let text = |r: Option<&postgres::Row>| r.and_then(|r| col::<String>(r, 0).ok());
-    let now = by_key(
-        conn,
-        "SELECT amount, calls, mandate_id FROM ipc_budgets WHERE mandate_id = ANY($1)",
-        reads.spent.keys(),
-    )?;
-    if reads
-        .spent
-        .iter()
-        .any(|(k, s)| spent_of(now.get(k)).ok() != Some(*s))
-    {
-        return Ok(false);
+/// Phase 1 in the open read-only transaction: the body run with guesses
+/// for the keys it may guess, the guesses then checked in this snapshot,
+/// one statement per table for the lot; where one was wrong, the body run
+/// again with what the check found (and, after [`GUESS_RUNS`] runs, with
+/// a statement per key). Returns the body's result, what it read (every
+/// value as this snapshot holds it) and wrote, and whether a statement
+/// failed.
+fn phase_one(
+    conn: &mut Conn,
+    f: &mut TxFn<'_>,
+    guesses: &mut Guesses,
+) -> (Result<Value, StoreError>, Reads, Writes, bool) {
+    let mut known = Reads::default();
+    let mut run = 0;
+    loop {
+        run += 1;
+        let source = if run <= GUESS_RUNS {
+            Source::Guess {
+                known: &known,
+                recent: &guesses.recent,
+            }
+        } else {
+            Source::Direct { known: &known }
+        };
+        let mut tx = OptimisticTx {
+            conn: &mut *conn,
+            reads: Reads::default(),
+            writes: Writes::default(),
+            source,
+            guessed: Reads::default(),
+            failed: false,
+        };
+        let result = f(&mut tx);
+        let OptimisticTx {
+            reads,
+            writes,
+            guessed,
+            failed,
+            ..
+        } = tx;
+        if failed || guessed.is_empty() {
+            return (result, reads, writes, failed);
+        }
+        let Ok(Current { values: now, .. }) = current(conn, &guessed) else {
+            return (result, reads, writes, true);
+        };
+        let right = agrees(&guessed, &now);
+        guesses.learn(&now);
+        known.extend(now);
+        if right {
+            return (result, reads, writes, false);
+        }
     }
-    let now = by_key(
-        conn,
-        "SELECT nonce FROM ipc_nonces WHERE nonce = ANY($1)",
-        reads.nonces.keys(),
-    )?;
-    if reads.nonces.iter().any(|(k, u)| now.contains_key(k) != *u) {
-        return Ok(false);
+}
+
+impl Reads {
+    fn is_empty(&self) -> bool {
+        self.spent.is_empty()
+            && self.nonces.is_empty()
+            && self.executions.is_empty()
+            && self.revoked.is_empty()
+            && self.state.is_empty()
+            && self.registry.is_empty()
     }
-    let now = by_key(
-        conn,
-        "SELECT result, op_hash FROM ipc_executions WHERE op_hash = ANY($1)",
-        reads.executions.keys(),
-    )?;
-    if reads.executions.iter().any(|(k, t)| text(now.get(k)) != *t) {
-        return Ok(false);
+
+    fn len(&self) -> usize {
+        self.spent.len()
+            + self.nonces.len()
+            + self.executions.len()
+            + self.revoked.len()
+            + self.state.len()
+            + self.registry.len()
     }
-    let now = by_key(
-        conn,
-        "SELECT token_id FROM ipc_revocations WHERE token_id = ANY($1)",
-        reads.revoked.keys(),
-    )?;
-    if reads.revoked.iter().any(|(k, r)| now.contains_key(k) != *r) {
-        return Ok(false);
+
+    fn extend(&mut self, other: Reads) {
+        self.spent.extend(other.spent);
+        self.nonces.extend(other.nonces);
+        self.executions.extend(other.executions);
+        self.revoked.extend(other.revoked);
+        self.state.extend(other.state);
+        self.registry.extend(other.registry);
     }
-    if !reads.state.is_empty() {
-        let (ns, keys): (Vec<&str>, Vec<&str>) = reads
-            .state
-            .keys()
-            .map(|(n, k)| (n.as_str(), k.as_str()))
-            .unzip();
-        let rows = typed_query(
-            conn,
-            "SELECT s.json, s.ns, s.key FROM ipc_state s
-             JOIN unnest($1::text[], $2::text[]) AS k(ns, key) ON s.ns = k.ns AND s.key = k.key",
-            &[&ns, &keys],
-        )?;
-        let mut now = HashMap::new();
-        for r in &rows {
-            if let (Ok(n), Ok(k)) = (col::<String>(r, 1), col::<String>(r, 2)) {
-                now.insert((n, k), r);
+}
+
+impl Guesses {
+    /// Keeps the values `now` found present (a later guess takes them),
+    /// forgets those it found absent.
+    fn learn(&mut self, now: &Reads) {
+        fn keep<K: std::hash::Hash + Eq + Clone, V: Clone + PartialEq + Default>(
+            recent: &mut HashMap<K, V>,
+            now: &HashMap<K, V>,
+        ) {
+            for (k, v) in now {
+                if *v == V::default() {
+                    recent.remove(k);
+                } else {
+                    recent.insert(k.clone(), v.clone());
+                }
             }
         }
-        if reads
-            .state
-            .iter()
-            .any(|(k, t)| text(now.get(k).copied()) != *t)
-        {
-            return Ok(false);
+        if self.recent.len() + now.len() > RECENT_MAX {
+            self.recent = Reads::default();
         }
+        keep(&mut self.recent.nonces, &now.nonces);
+        keep(&mut self.recent.executions, &now.executions);
+        keep(&mut self.recent.revoked, &now.revoked);
+        keep(&mut self.recent.state, &now.state);
+    }
+}
+
+/// Whether `now` holds, for every key of `seen`, the value `seen` holds
+/// (a key missing from `now`, a row that could not be read, disagrees).
+fn agrees(seen: &Reads, now: &Reads) -> bool {
+    fn same<K: std::hash::Hash + Eq, V: PartialEq>(a: &HashMap<K, V>, b: &HashMap<K, V>) -> bool {
+        a.iter().all(|(k, v)| b.get(k) == Some(v))
+    }
+    same(&seen.spent, &now.spent)
+        && same(&seen.nonces, &now.nonces)
+        && same(&seen.executions, &now.executions)
+        && same(&seen.revoked, &now.revoked)
+        && same(&seen.state, &now.state)
+}
+
+/// Whether every key phase 1 read holds the same value now (under the
+/// lock): one statement for the tables ([`current`], the head marker
+/// with them), one per registry read. A row that cannot be read counts
+/// as changed: the body run again under the lock meets it. Returns what
+/// was read when nothing changed.
+fn unchanged(conn: &mut Conn, reads: &Reads) -> Result<Option<Current>, Failure> {
+    let now = current(conn, reads)?;
+    if !agrees(reads, &now.values) {
+        return Ok(None);
     }
     for (read, seen) in &reads.registry {
         match read.run(conn) {
             Ok(rows) if rows == *seen => {}
-            Ok(_) => return Ok(false),
+            Ok(_) => return Ok(None),
             Err(RegistryFailure::Pg(e)) if retryable(&e) => return Err(fail(e)),
             // the body run again under the lock meets the error itself
-            Err(_) => return Ok(false),
+            Err(_) => return Ok(None),
         }
     }
-    Ok(true)
+    Ok(Some(now))
+}
+
+/// Every key of a [`Reads`] (its registry reads aside) as it stands in
+/// the open transaction's snapshot, and the chain's head marker: one
+/// statement, a row per key found (its kind, its key, its value, all as
+/// text), the head's row last.
+const CURRENT_SQL: &str = "
+    SELECT 'b', mandate_id::text, NULL::text, amount::text, calls::text
+      FROM ipc_budgets WHERE mandate_id = ANY($1)
+    UNION ALL SELECT 'n', nonce::text, NULL, NULL, NULL FROM ipc_nonces WHERE nonce = ANY($2)
+    UNION ALL SELECT 'e', op_hash::text, NULL, result::text, NULL
+      FROM ipc_executions WHERE op_hash = ANY($3)
+    UNION ALL SELECT 'r', token_id::text, NULL, NULL, NULL
+      FROM ipc_revocations WHERE token_id = ANY($4)
+    UNION ALL SELECT 's', s.ns::text, s.key::text, s.json::text, NULL FROM ipc_state s
+      JOIN unnest($5::text[], $6::text[]) AS k(ns, key) ON s.ns = k.ns AND s.key = k.key
+    UNION ALL SELECT 'h', NULL, NULL, seq::text, hash::text FROM ipc_head WHERE id = 1";
+
+/// What [`current`] found: the keys' values, and the head marker's row
+/// (`seq`, `hash` as text) if there is one.
+struct Current {
+    values: Reads,
+    head: Option<(Option<String>, Option<String>)>,
+}
+
+impl Current {
+    /// The head marker, as [`head_of`] reads it: a row that is not a
+    /// marker (a tampered table) is an error.
+    fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
+        let Some((seq, hash)) = &self.head else {
+            return Ok(None);
+        };
+        let seq = seq.as_deref().unwrap_or("");
+        match (seq.parse::<u64>(), hash) {
+            (Ok(n), Some(h)) => Ok(Some((n, h.clone()))),
+            _ => Err(StoreError::Backend(format!("head marker has seq `{seq}`"))),
+        }
+    }
+}
+
+/// The value every key of `keys` (its registry reads aside) holds in the
+/// open transaction's snapshot, and the head marker, in one statement
+/// ([`CURRENT_SQL`]). A key whose row cannot be read is left out.
+fn current(conn: &mut Conn, keys: &Reads) -> Result<Current, Failure> {
+    fn list<'k>(keys: impl Iterator<Item = &'k String>) -> Vec<&'k str> {
+        keys.map(String::as_str).collect()
+    }
+    let (ns, names): (Vec<&str>, Vec<&str>) = keys
+        .state
+        .keys()
+        .map(|(n, k)| (n.as_str(), k.as_str()))
+        .unzip();
+    let rows = typed_query(
+        conn,
+        CURRENT_SQL,
+        &[
+            &list(keys.spent.keys()),
+            &list(keys.nonces.keys()),
+            &list(keys.executions.keys()),
+            &list(keys.revoked.keys()),
+            &ns,
+            &names,
+        ],
+    )?;
+    // every key asked for, absent as its default; a row found but not
+    // readable leaves its key out (it agrees with nothing)
+    let mut now = Reads::default();
+    for k in keys.spent.keys() {
+        now.spent.insert(k.clone(), Spent::default());
+    }
+    for k in keys.nonces.keys() {
+        now.nonces.insert(k.clone(), false);
+    }
+    for k in keys.executions.keys() {
+        now.executions.insert(k.clone(), None);
+    }
+    for k in keys.revoked.keys() {
+        now.revoked.insert(k.clone(), false);
+    }
+    for k in keys.state.keys() {
+        now.state.insert(k.clone(), None);
+    }
+    let mut head = None;
+    for r in &rows {
+        let t = |i: usize| col::<Option<String>>(r, i).ok().flatten();
+        let (Some(kind), Some(key)) = (t(0), t(1)) else {
+            if t(0).as_deref() == Some("h") {
+                head = Some((t(3), t(4)));
+            }
+            continue;
+        };
+        match kind.as_str() {
+            "b" => {
+                let amount = t(3).and_then(|a| a.parse::<i64>().ok());
+                let calls = t(4).and_then(|c| c.parse::<i64>().ok());
+                match (amount, calls) {
+                    (Some(amount), Some(calls)) => {
+                        let calls = u64::try_from(calls).unwrap_or(0);
+                        now.spent.insert(key, Spent { amount, calls });
+                    }
+                    _ => {
+                        now.spent.remove(&key);
+                    }
+                }
+            }
+            "n" => {
+                now.nonces.insert(key, true);
+            }
+            "e" => match t(3) {
+                Some(result) => {
+                    now.executions.insert(key, Some(result));
+                }
+                None => {
+                    now.executions.remove(&key);
+                }
+            },
+            "r" => {
+                now.revoked.insert(key, true);
+            }
+            "s" => {
+                if let Some(name) = t(2) {
+                    match t(3) {
+                        Some(json) => now.state.insert((key, name), Some(json)),
+                        None => now.state.remove(&(key, name)),
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(Current { values: now, head })
 }
 
 /// Runs `sql` with `text[]` parameters as an unnamed statement, planned
@@ -423,113 +704,74 @@ fn typed_query(
     conn.client.query_typed(sql, &typed).map_err(fail)
 }
 
-/// The rows `sql` (`… WHERE key = ANY($1)`, the key in the last column)
-/// holds now for `keys`, by key; no statement for no key.
-fn by_key<'k>(
-    conn: &mut Conn,
-    sql: &str,
-    keys: impl Iterator<Item = &'k String>,
-) -> Result<HashMap<String, postgres::Row>, Failure> {
-    let keys: Vec<&str> = keys.map(String::as_str).collect();
-    if keys.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let rows = typed_query(conn, sql, &[&keys])?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|r| {
-            let key = col::<String>(&r, r.len().checked_sub(1)?).ok()?;
-            Some((key, r))
-        })
-        .collect())
-}
+/// Every write of phase 1 in one statement: an `INSERT` from arrays
+/// (`unnest`) per table, in data-modifying `WITH` clauses (no table is
+/// written twice, so none sees another's rows), the head marker moved
+/// last when `$17` (receipts were appended). Empty arrays insert nothing.
+const APPLY_SQL: &str = "
+    WITH budgets AS (
+        INSERT INTO ipc_budgets (mandate_id, amount, calls)
+        SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
+        ON CONFLICT (mandate_id) DO UPDATE SET amount = EXCLUDED.amount, calls = EXCLUDED.calls),
+    nonces AS (
+        INSERT INTO ipc_nonces (nonce) SELECT * FROM unnest($4::text[])),
+    executions AS (
+        INSERT INTO ipc_executions (op_hash, result)
+        SELECT * FROM unnest($5::text[], $6::text[])),
+    revocations AS (
+        INSERT INTO ipc_revocations (token_id) SELECT * FROM unnest($7::text[])
+        ON CONFLICT DO NOTHING),
+    state AS (
+        INSERT INTO ipc_state (ns, key, json)
+        SELECT * FROM unnest($8::text[], $9::text[], $10::text[])
+        ON CONFLICT (ns, key) DO UPDATE SET json = EXCLUDED.json),
+    receipts AS (
+        INSERT INTO ipc_receipts (seq, prev_hash, hash, body)
+        SELECT * FROM unnest($11::bigint[], $12::text[], $13::text[], $14::text[]))
+    INSERT INTO ipc_head (id, seq, hash) SELECT 1, $15::bigint, $16::text WHERE $17::boolean
+    ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash";
 
-/// Applies phase 1's writes, one statement per table, and links its
-/// receipts after the head read under the lock; then commits.
-fn apply(conn: &mut Conn, writes: Writes) -> Result<Vec<Relink>, Failure> {
-    fn exec(
-        conn: &mut Conn,
-        sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<(), Failure> {
-        let st = conn.stmt(sql).map_err(fail)?;
-        conn.client.execute(&st, params).map_err(fail)?;
-        Ok(())
-    }
+/// Applies phase 1's writes in one statement ([`APPLY_SQL`]), its
+/// receipts linked after `head` (read under the lock); then commits.
+fn apply(
+    conn: &mut Conn,
+    writes: Writes,
+    head: Result<Option<(u64, String)>, StoreError>,
+) -> Result<Vec<Relink>, Failure> {
     let int = |n: u64| to_i64(n).map_err(Failure::Fail);
-    if !writes.spent.is_empty() {
-        let ids: Vec<&str> = writes.spent.keys().map(String::as_str).collect();
-        let amounts: Vec<i64> = writes.spent.values().map(|s| s.amount).collect();
-        let calls: Vec<i64> = writes
-            .spent
-            .values()
-            .map(|s| int(s.calls))
-            .collect::<Result<_, _>>()?;
-        exec(
-            conn,
-            "INSERT INTO ipc_budgets (mandate_id, amount, calls)
-             SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
-             ON CONFLICT (mandate_id) DO UPDATE SET amount = EXCLUDED.amount, calls = EXCLUDED.calls",
-            &[&ids, &amounts, &calls],
-        )?;
+    let ids: Vec<&str> = writes.spent.keys().map(String::as_str).collect();
+    let amounts: Vec<i64> = writes.spent.values().map(|s| s.amount).collect();
+    let calls: Vec<i64> = writes
+        .spent
+        .values()
+        .map(|s| int(s.calls))
+        .collect::<Result<_, _>>()?;
+    let nonces: Vec<&str> = writes.nonces.iter().map(String::as_str).collect();
+    let (ops, results): (Vec<&str>, Vec<&str>) = writes
+        .executions
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .unzip();
+    let revoked: Vec<&str> = writes.revoked.iter().map(String::as_str).collect();
+    let mut ns = Vec::with_capacity(writes.state.len());
+    let mut keys = Vec::with_capacity(writes.state.len());
+    let mut json = Vec::with_capacity(writes.state.len());
+    for ((n, k), v) in &writes.state {
+        ns.push(n.as_str());
+        keys.push(k.as_str());
+        json.push(v.as_str());
     }
-    if !writes.nonces.is_empty() {
-        let keys: Vec<&str> = writes.nonces.iter().map(String::as_str).collect();
-        exec(
-            conn,
-            "INSERT INTO ipc_nonces (nonce) SELECT * FROM unnest($1::text[])",
-            &[&keys],
-        )?;
-    }
-    if !writes.executions.is_empty() {
-        let (ops, results): (Vec<&str>, Vec<&str>) = writes
-            .executions
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .unzip();
-        exec(
-            conn,
-            "INSERT INTO ipc_executions (op_hash, result)
-             SELECT * FROM unnest($1::text[], $2::text[])",
-            &[&ops, &results],
-        )?;
-    }
-    if !writes.revoked.is_empty() {
-        let keys: Vec<&str> = writes.revoked.iter().map(String::as_str).collect();
-        exec(
-            conn,
-            "INSERT INTO ipc_revocations (token_id) SELECT * FROM unnest($1::text[])
-             ON CONFLICT DO NOTHING",
-            &[&keys],
-        )?;
-    }
-    if !writes.state.is_empty() {
-        let mut ns = Vec::with_capacity(writes.state.len());
-        let mut keys = Vec::with_capacity(writes.state.len());
-        let mut json = Vec::with_capacity(writes.state.len());
-        for ((n, k), v) in &writes.state {
-            ns.push(n.as_str());
-            keys.push(k.as_str());
-            json.push(v.as_str());
-        }
-        exec(
-            conn,
-            "INSERT INTO ipc_state (ns, key, json)
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
-             ON CONFLICT (ns, key) DO UPDATE SET json = EXCLUDED.json",
-            &[&ns, &keys, &json],
-        )?;
-    }
-    let mut head = Head::default();
-    let mut relinks = Vec::with_capacity(writes.receipts.len());
-    if !writes.receipts.is_empty() {
-        let st = conn.stmt(HEAD_SQL).map_err(fail)?;
-        let row = conn.client.query_opt(&st, &[]).map_err(fail)?;
-        let mut prev = head_of(row).map_err(Failure::Fail)?;
-        let mut seqs = Vec::with_capacity(writes.receipts.len());
-        let mut prevs = Vec::with_capacity(writes.receipts.len());
-        let mut hashes = Vec::with_capacity(writes.receipts.len());
-        let mut bodies = Vec::with_capacity(writes.receipts.len());
+    let n = writes.receipts.len();
+    let mut relinks = Vec::with_capacity(n);
+    let (mut seqs, mut prevs, mut hashes, mut bodies) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let mut prev = None;
+    if n > 0 {
+        prev = head.map_err(Failure::Fail)?;
         for (body, seen) in &writes.receipts {
             let link = ChainLink::next(prev.as_ref().map(|(s, h)| (*s, h.as_str())), body);
             seqs.push(int(link.seq)?);
@@ -544,15 +786,23 @@ fn apply(conn: &mut Conn, writes: Writes) -> Result<Vec<Relink>, Failure> {
                 });
             }
         }
-        exec(
-            conn,
-            "INSERT INTO ipc_receipts (seq, prev_hash, hash, body)
-             SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])",
-            &[&seqs, &prevs, &hashes, &bodies],
-        )?;
-        head.known = Some(prev);
-        head.dirty = true;
     }
-    commit(conn, &head)?;
+    let (head_seq, head_hash) = match &prev {
+        Some((seq, hash)) => (int(*seq)?, hash.as_str()),
+        None => (0, ""),
+    };
+    let moved = prev.is_some();
+    let st = conn.stmt(APPLY_SQL).map_err(fail)?;
+    conn.client
+        .execute(
+            &st,
+            &[
+                &ids, &amounts, &calls, &nonces, &ops, &results, &revoked, &ns, &keys, &json,
+                &seqs, &prevs, &hashes, &bodies, &head_seq, &head_hash, &moved,
+            ],
+        )
+        .map_err(fail)?;
+    // the head marker moved in the statement above
+    commit(conn, &Head::default())?;
     Ok(relinks)
 }
