@@ -15,7 +15,7 @@ pub mod gateway;
 mod receipts;
 mod registry;
 mod run;
-mod serve;
+pub mod serve;
 pub(crate) mod token;
 // scenarios
 mod mutate;

@@ -5,6 +5,7 @@
 pub use intentplane::gateway::testkit::*;
 pub mod chain;
 pub mod cli;
+pub mod counting;
 pub mod http;
 pub mod pg;
 pub mod tools;

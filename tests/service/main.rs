@@ -9,3 +9,4 @@ mod common;
 
 mod pg_serve;
 mod serve;
+mod stdio_groups;
