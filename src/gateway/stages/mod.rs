@@ -41,7 +41,7 @@ pub(crate) struct Run<'a> {
     pub tenants: &'a crate::gateway::Tenants,
     pub mandate: Option<Arc<Mandate>>,
     pub action: Option<&'a ActionRt>,
-    pub args: BTreeMap<String, Arg>,
+    pub args: BTreeMap<&'a str, Arg>,
     pub resolved: Map<String, Value>,
     /// The values of `secret` parameters, for the executor only; `resolved`
     /// holds their commitments.

@@ -39,7 +39,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     }
     // the agent's own values, moved (the arguments are not read again)
     for p in decl.params.iter().filter(|p| !p.critical) {
-        let value = match r.args.remove(&p.name) {
+        let value = match r.args.remove(p.name.as_str()) {
             Some(Arg::Val(v)) => v,
             Some(Arg::List(items)) => Value::Array(
                 items
@@ -88,7 +88,7 @@ fn keys_of(p: &Param) -> Vec<&str> {
 }
 
 fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
-    let arg = match r.args.remove(&p.name) {
+    let arg = match r.args.remove(p.name.as_str()) {
         Some(a) => a,
         // an optional parameter left out has no value to vouch for
         None if p.optional => return Ok(()),
