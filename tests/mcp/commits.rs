@@ -5,10 +5,10 @@
 //! written in the background. The store is counted: every transaction the
 //! proxy opens after its start.
 
+use crate::common::counting::Counting;
 use intentplane::gateway::testkit::{LANDLORD, MandateSpec, TestWorld};
 use intentplane::mcp::proxy::Proxy;
 use intentplane::mcp::testkit;
-use crate::common::counting::Counting;
 use intentplane::store::Store;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};

@@ -50,13 +50,21 @@ fn each_answer_has_its_receipt(answers: &[Value], store: &dyn Store) {
     verify_chain(&recs, store.head().unwrap()).unwrap();
     for (i, d) in answers.iter().enumerate() {
         assert_eq!(d["decision"], "ALLOW", "line {i}: {d}");
-        assert_eq!(d["resolved"]["amount"], cents(i), "answer {i} of another line");
+        assert_eq!(
+            d["resolved"]["amount"],
+            cents(i),
+            "answer {i} of another line"
+        );
         let seq = d["receipt"]["seq"].as_u64().unwrap();
         let rec = recs
             .iter()
             .find(|r| r.seq == seq)
             .unwrap_or_else(|| panic!("answer {i}: receipt #{seq} is not in the store"));
-        assert_eq!(Value::from(rec.hash.clone()), d["receipt"]["hash"], "line {i}");
+        assert_eq!(
+            Value::from(rec.hash.clone()),
+            d["receipt"]["hash"],
+            "line {i}"
+        );
         assert_eq!(rec.body["resolved"]["amount"], cents(i), "line {i}");
     }
 }
