@@ -17,7 +17,7 @@ mod mandates;
 mod receipts;
 mod registry;
 mod run;
-mod serve;
+pub mod serve;
 pub(crate) mod token;
 // scenarios
 mod mutate;

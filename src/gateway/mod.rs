@@ -575,6 +575,21 @@ impl Gateway {
         self.decide_falling_back(inputs, None)
     }
 
+    /// [`Self::decide_batch`], each decision pushed onto `out` once it is
+    /// durable. On an `Err`, `out` holds the decisions committed before the
+    /// failure (those of the first inputs, in order: a store error on the
+    /// batch's transaction has each input decided again alone), and the
+    /// inputs after them were not decided: nothing of them committed.
+    /// `ipc serve --stdio` answers the first and decides the others again.
+    pub fn decide_batch_into(
+        &self,
+        inputs: &[Input],
+        out: &mut Vec<Decision>,
+    ) -> Result<(), GatewayError> {
+        let all: Vec<(&Input, &Tenants)> = inputs.iter().map(|i| (i, &Tenants::All)).collect();
+        self.decide_falling_back_into(&all, None, out)
+    }
+
     /// [`Self::decide_with`], and on a store error each input again alone
     /// (see [`Self::decide_batch`]).
     fn decide_falling_back(
@@ -582,17 +597,34 @@ impl Gateway {
         inputs: &[(&Input, &Tenants)],
         dispatch: Option<Dispatch<'_>>,
     ) -> Result<Vec<Decision>, GatewayError> {
+        let mut out = Vec::with_capacity(inputs.len());
+        self.decide_falling_back_into(inputs, dispatch, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::decide_falling_back`], the decisions pushed onto `out` as
+    /// they commit (see [`Self::decide_batch_into`]).
+    fn decide_falling_back_into(
+        &self,
+        inputs: &[(&Input, &Tenants)],
+        dispatch: Option<Dispatch<'_>>,
+        out: &mut Vec<Decision>,
+    ) -> Result<(), GatewayError> {
         // a store that cannot be reached (`Open`: the database down, its
         // session lost) decides nothing: the caller is told so and retries;
         // any other store error is this batch's, decided input by input
         let first = match self.decide_with(inputs, dispatch) {
+            Ok(mut d) => {
+                out.append(&mut d);
+                return Ok(());
+            }
             Err(GatewayError::Store(e)) if !matches!(e, StoreError::Open { .. }) => e,
-            other => return other,
+            Err(e) => return Err(e),
         };
         if let [(input, _)] = inputs {
-            return Ok(vec![self.deny_store_failure(input, &first)?]);
+            out.push(self.deny_store_failure(input, &first)?);
+            return Ok(());
         }
-        let mut out = Vec::with_capacity(inputs.len());
         for one in inputs {
             match self.decide_with(std::slice::from_ref(one), dispatch) {
                 Ok(mut d) => out.append(&mut d),
@@ -602,7 +634,7 @@ impl Gateway {
                 Err(e) => return Err(e),
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The DENY of an input whose decision the store refused (its

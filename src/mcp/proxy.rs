@@ -416,7 +416,10 @@ pub fn run(setup: Setup, fresh: bool) -> Result<ExitCode, miette::Report> {
         if let Some(line) = session::describe(proxy.session_start()) {
             eprintln!("intentplane: {line}");
         }
-        proxy.serve_on(rmcp::transport::stdio()).await?;
+        // a client starts the proxy on pipes: they are read and written on
+        // the IO reactor, not through a blocking thread per message
+        // (`stdio()`), two thread hand-offs less on every call's path
+        proxy.serve_on(rmcp::transport::stdio_pipes()).await?;
         Ok(ExitCode::SUCCESS)
     })
 }

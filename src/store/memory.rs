@@ -37,7 +37,8 @@ struct State {
     nonces: HashSet<String>,
     executions: HashMap<String, Value>,
     revocations: HashSet<String>,
-    state: HashMap<(String, String), Value>,
+    /// Namespace to key to value (looked up without building a key).
+    state: HashMap<String, HashMap<String, Value>>,
     receipts: Vec<Stored>,
     head: Option<(u64, String)>,
 }
@@ -67,7 +68,7 @@ struct Overlay<'a> {
     nonces: HashSet<String>,
     executions: HashMap<String, Value>,
     revocations: HashSet<String>,
-    state: HashMap<(String, String), Value>,
+    state: HashMap<String, HashMap<String, Value>>,
     receipts: Vec<Stored>,
 }
 
@@ -108,7 +109,7 @@ struct Writes {
     nonces: HashSet<String>,
     executions: HashMap<String, Value>,
     revocations: HashSet<String>,
-    state: HashMap<(String, String), Value>,
+    state: HashMap<String, HashMap<String, Value>>,
     receipts: Vec<Stored>,
 }
 
@@ -118,12 +119,23 @@ impl Writes {
         s.nonces.extend(self.nonces);
         s.executions.extend(self.executions);
         s.revocations.extend(self.revocations);
-        s.state.extend(self.state);
+        for (ns, kv) in self.state {
+            s.state.entry(ns).or_default().extend(kv);
+        }
         if let Some(last) = self.receipts.last() {
             s.head = Some((last.link.seq, last.link.hash.clone()));
         }
         s.receipts.extend(self.receipts);
     }
+}
+
+/// The value under `ns` and `key`, looked up without building a key.
+fn nested_get<'m>(
+    m: &'m HashMap<String, HashMap<String, Value>>,
+    ns: &str,
+    key: &str,
+) -> Option<&'m Value> {
+    m.get(ns)?.get(key)
 }
 
 impl Tx for Overlay<'_> {
@@ -190,17 +202,16 @@ impl Tx for Overlay<'_> {
     }
 
     fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError> {
-        let k = (ns.to_string(), key.to_string());
-        Ok(self
-            .state
-            .get(&k)
-            .or_else(|| self.base.state.get(&k))
+        Ok(nested_get(&self.state, ns, key)
+            .or_else(|| nested_get(&self.base.state, ns, key))
             .cloned())
     }
 
     fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError> {
         self.state
-            .insert((ns.to_string(), key.to_string()), value.clone());
+            .entry(ns.to_string())
+            .or_default()
+            .insert(key.to_string(), value.clone());
         Ok(())
     }
 

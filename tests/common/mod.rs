@@ -5,6 +5,7 @@
 pub use intentplane::gateway::testkit::*;
 pub mod chain;
 pub mod cli;
+pub mod counting;
 pub mod http;
 #[cfg(feature = "postgres")]
 pub mod pg;

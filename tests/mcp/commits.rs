@@ -7,54 +7,21 @@
 // needs a part of the default features: the test is off without it
 #![cfg(all(feature = "mcp", feature = "demo"))]
 
+use crate::common::counting::Counting;
 use intentplane::gateway::testkit::{LANDLORD, MandateSpec, TestWorld};
 use intentplane::mcp::proxy::Proxy;
 use intentplane::mcp::testkit;
-use intentplane::store::sqlite::SqliteStore;
-use intentplane::store::{ReceiptRange, ReceiptRecord, Relink, Snapshot, Store, StoreError, TxFn};
+use intentplane::store::Store;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const IPC: &str = env!("CARGO_BIN_EXE_ipc");
-
-/// A store that counts the transactions (each one durable commit).
-struct Counting {
-    inner: SqliteStore,
-    commits: AtomicUsize,
-}
-
-impl Store for Counting {
-    fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
-        self.commits.fetch_add(1, Ordering::SeqCst);
-        self.inner.transaction(f)
-    }
-    fn transactions(&self, fs: &mut [&mut TxFn<'_>]) -> Vec<Result<Value, StoreError>> {
-        self.commits.fetch_add(1, Ordering::SeqCst);
-        self.inner.transactions(fs)
-    }
-    fn transaction_linked(&self, f: &mut TxFn<'_>) -> Result<(Value, Vec<Relink>), StoreError> {
-        self.commits.fetch_add(1, Ordering::SeqCst);
-        self.inner.transaction_linked(f)
-    }
-    fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
-        self.inner.receipts()
-    }
-    fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
-        self.inner.receipts_range(range)
-    }
-    fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
-        self.inner.head()
-    }
-    fn snapshot(&self) -> Result<Snapshot, StoreError> {
-        self.inner.snapshot()
-    }
-}
 
 struct Harness {
     _tw: TestWorld,
@@ -66,10 +33,7 @@ struct Harness {
 async fn harness() -> Harness {
     let tw = TestWorld::new();
     let state = tw.dir.path().join("demo-state.json");
-    let store = Arc::new(Counting {
-        inner: SqliteStore::open(tw.dir.path().join("store.db")).unwrap(),
-        commits: AtomicUsize::new(0),
-    });
+    let store = Arc::new(Counting::open(&tw.dir.path().join("store.db")));
     let server = testkit::demo_server(Path::new(IPC), &state, &[], tw.dir.path());
     let setup = testkit::setup(
         &tw,

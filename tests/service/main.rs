@@ -10,3 +10,4 @@ mod common;
 mod mandates;
 mod pg_serve;
 mod serve;
+mod stdio_groups;

@@ -1,9 +1,12 @@
 //! `ipc serve`: the gateway as a long-lived process. `--stdio`: one JSON
-//! line in, one decision line out (for harnesses). `--listen ADDR`: HTTP
+//! line in, one decision line out (for harnesses; the lines in flight
+//! decided in groups, see [`stdio`]). `--listen ADDR`: HTTP
 //! JSON for many callers at once, served by the library's [`crate::serve`]
 //! (routes, checks, sockets); this module reads the flags.
 
-use super::gateway::{GatewayArgs, Line, malformed, next_line, parse_line};
+pub mod stdio;
+
+use super::gateway::GatewayArgs;
 #[cfg(feature = "http")]
 use crate::serve::ListenAddr;
 use crate::serve::{HttpConfig, ServeError};
@@ -140,7 +143,8 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
         return 1;
     };
     let Some(config) = config else {
-        return stdio(&gw, mandate.as_ref(), out);
+        let input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
+        return stdio::serve_lines(&gw, mandate.as_ref(), input, out);
     };
     #[cfg(feature = "http")]
     match crate::serve::serve(gw, mandate, config, out) {
@@ -155,49 +159,4 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
         let _ = (gw, mandate, config);
         super::feature_off("ipc serve --listen", "http")
     }
-}
-
-/// One line in, its decision out, each committed on its own. A store that
-/// cannot record a decision (not even its DENY, see
-/// [`crate::gateway::Gateway::decide_batch`]) does not end the loop: that
-/// line is answered with a DENY that has no receipt, the error goes to
-/// stderr, the next line is read, and the exit code is 1.
-fn stdio(
-    gw: &crate::gateway::Gateway,
-    mandate: Option<&serde_json::Value>,
-    out: &mut dyn Write,
-) -> u8 {
-    let mut stdin = std::io::stdin().lock();
-    let mut failed = false;
-    loop {
-        let input = match next_line(&mut stdin) {
-            Ok(None) => break,
-            Ok(Some(Line::Text(l))) => parse_line(&l, mandate),
-            Ok(Some(Line::Bad(reason))) => malformed(reason, mandate),
-            Err(e) => {
-                eprintln!(
-                    "error: cannot read the input: {}",
-                    e.to_string().to_lowercase()
-                );
-                return 1;
-            }
-        };
-        let d = match gw.decide(&input) {
-            Ok(d) => d,
-            Err(e) => {
-                eprint!("{}", super::bundle::render_error(&e, false));
-                failed = true;
-                crate::gateway::Decision::unrecorded(
-                    "the store failed: this line was not decided and nothing of it was committed",
-                )
-            }
-        };
-        if serde_json::to_writer(&mut *out, &d).is_err()
-            || out.write_all(b"\n").is_err()
-            || out.flush().is_err()
-        {
-            return 1;
-        }
-    }
-    u8::from(failed)
 }

@@ -70,7 +70,6 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         return Err(deny("no action".into()).into());
     };
     let roles = four_eyes_roles(a, &r.policies);
-    let user_key = r.gw.world.approvers.get(&m.user).map(|u| u.key.id());
     let mut user_ok = false;
     let mut other: Option<String> = None;
     // an expired approval counts for nothing and never stands in the way of
@@ -131,6 +130,8 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         } else if r.level >= 2 {
             // a second pair of eyes: another person of this tenant (below
             // four eyes, anyone else's approval counts for nothing)
+            // the user's key id, computed only here (a hash of the key)
+            let user_key = r.gw.world.approvers.get(&m.user).map(|u| u.key.id());
             if user_key.as_deref() == Some(approver.key.id().as_str()) {
                 return Err(deny(format!(
                     "the approval by `{}` is signed with the user's own key",

@@ -79,7 +79,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             Some(v) => parse_arg(p, v, &r.gw.regexes).map_err(|e| deny(refusal(p, e)))?,
         };
         validate(p, &arg, &r.gw.regexes).map_err(|e| deny(refusal(p, e)))?;
-        r.args.insert(p.name.clone(), arg);
+        r.args.insert(p.name.as_str(), arg);
     }
     Ok(())
 }

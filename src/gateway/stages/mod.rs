@@ -46,7 +46,7 @@ pub(crate) struct Run<'a> {
     /// empty for a root), verified by authn.
     pub ancestors: Arc<[Mandate]>,
     pub action: Option<&'a ActionRt>,
-    pub args: BTreeMap<String, Arg>,
+    pub args: BTreeMap<&'a str, Arg>,
     pub resolved: Map<String, Value>,
     /// The values of `secret` parameters, for the executor only; `resolved`
     /// holds their commitments.

@@ -39,7 +39,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     }
     // the agent's own values, moved (the arguments are not read again)
     for p in decl.params.iter().filter(|p| !p.vouched()) {
-        let Some(value) = r.args.remove(&p.name).and_then(plain) else {
+        let Some(value) = r.args.remove(p.name.as_str()).and_then(plain) else {
             continue;
         };
         // a secret reaches the executor only: everything else sees its
@@ -96,7 +96,7 @@ fn keys_of(p: &Param) -> Vec<&str> {
 }
 
 fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
-    let arg = match r.args.remove(&p.name) {
+    let arg = match r.args.remove(p.name.as_str()) {
         Some(a) => a,
         // an optional parameter left out has no value to vouch for
         None if p.optional => return Ok(()),
