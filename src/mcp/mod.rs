@@ -7,7 +7,8 @@
 //! onto an action's parameters and back. [`proxy`] is the rmcp shell: the
 //! upstream server on stdio, the downstream clients, elicitation.
 //! [`session`] keeps the session's mandates in the store, so that a restart
-//! continues the same session.
+//! continues the same session. [`transport`] is Streamable HTTP, both
+//! ways: a downstream given by `url`, and `ipc mcp --listen`.
 
 pub mod config;
 /// The MCP demo's client and server (`ipc demo mcp`), by their old names.
@@ -15,6 +16,7 @@ pub mod config;
 pub use crate::demo::{mcp_client as demo_client, mcp_server as demo_server};
 pub mod proxy;
 pub mod session;
+pub mod transport;
 /// The proxy's test setup (tests and benchmarks only, like
 /// `gateway::testkit`).
 #[cfg(any(test, feature = "testkit"))]

@@ -12,5 +12,6 @@ mod commits;
 mod config;
 mod downstream;
 mod proxy;
+mod remote;
 mod servers;
 mod session;
