@@ -75,7 +75,7 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
                     crate::mcp::config::declared::check(&c.sites, &c.tools, &offered).items,
                 ),
                 Err(e) => {
-                    let _ = writeln!(out, "error: {e}");
+                    let _ = write!(out, "{}", super::bundle::render_error(&e, false));
                     return 1;
                 }
             }
@@ -146,7 +146,7 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
             }
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprint!("{}", super::bundle::render_error(&*e, false));
             1
         }
     }

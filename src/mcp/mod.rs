@@ -16,9 +16,9 @@ pub mod config;
 pub use crate::demo::{mcp_client as demo_client, mcp_server as demo_server};
 pub mod proxy;
 pub mod session;
-pub mod transport;
 /// The proxy's test setup (tests and benchmarks only, like
 /// `gateway::testkit`).
 #[cfg(any(test, feature = "testkit"))]
 #[allow(clippy::unwrap_used, clippy::expect_used)] // test code: a broken fixture panics
 pub mod testkit;
+pub mod transport;

@@ -44,8 +44,9 @@ async fn http_demo(state: &Path) -> (String, Arc<AtomicUsize>) {
     );
     let reached = Arc::new(AtomicUsize::new(0));
     let counter = reached.clone();
-    let app = axum::Router::new().route_service("/mcp", svc).layer(
-        axum::middleware::from_fn(
+    let app = axum::Router::new()
+        .route_service("/mcp", svc)
+        .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 let counter = counter.clone();
                 async move {
@@ -64,8 +65,7 @@ async fn http_demo(state: &Path) -> (String, Arc<AtomicUsize>) {
                     next.run(req).await
                 }
             },
-        ),
-    );
+        ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -132,9 +132,13 @@ async fn a_guarded_call_reaches_an_http_downstream_with_the_trusted_values() {
     tokio::spawn(proxy.clone().serve_on(a));
     let client = ().serve(b).await.unwrap();
     let call = |tool: &str, args: Value| {
-        CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().cloned().unwrap())
+        CallToolRequestParams::new(tool.to_string())
+            .with_arguments(args.as_object().cloned().unwrap())
     };
-    let read = client.call_tool(call("read_inbox", json!({}))).await.unwrap();
+    let read = client
+        .call_tool(call("read_inbox", json!({})))
+        .await
+        .unwrap();
     assert_ne!(read.is_error, Some(true));
     let denied = client
         .call_tool(call(
@@ -155,7 +159,10 @@ async fn a_guarded_call_reaches_an_http_downstream_with_the_trusted_values() {
     let sent = executed(&s.state, "send_money");
     assert_eq!(sent.len(), 1, "the DENY sent nothing");
     assert_eq!(
-        sent[0]["args"]["recipient"].as_str().unwrap().replace(' ', ""),
+        sent[0]["args"]["recipient"]
+            .as_str()
+            .unwrap()
+            .replace(' ', ""),
         "DE44500105175407324931"
     );
     assert_eq!(sent[0]["args"]["amount"], json!(50.5));
@@ -166,7 +173,7 @@ async fn a_guarded_call_reaches_an_http_downstream_with_the_trusted_values() {
         .receipts()
         .unwrap()
         .iter()
-        .map(|r| r["kind"].clone())
+        .map(|r| r.body["kind"].clone())
         .collect();
     assert!(kinds.contains(&json!("passthrough")), "{kinds:?}");
     assert!(kinds.contains(&json!("outcome")), "{kinds:?}");
@@ -208,12 +215,14 @@ async fn the_declarations_of_an_http_downstream_are_read() {
     let s = world();
     let (url, _) = http_demo(&s.state).await;
     let servers = vec![remote(&url, Some(TOKEN))];
-    let declared = tokio::task::spawn_blocking(move || {
-        intentplane::mcp::proxy::declarations(&servers)
-    })
-    .await
-    .unwrap()
-    .expect("read");
+    let declared =
+        tokio::task::spawn_blocking(move || intentplane::mcp::proxy::declarations(&servers))
+            .await
+            .unwrap()
+            .expect("read");
     let names: Vec<&str> = declared["demo"].iter().map(|t| t.name.as_str()).collect();
-    assert!(names.contains(&"send_money") && names.contains(&"read_inbox"), "{names:?}");
+    assert!(
+        names.contains(&"send_money") && names.contains(&"read_inbox"),
+        "{names:?}"
+    );
 }

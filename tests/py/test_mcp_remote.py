@@ -73,7 +73,7 @@ store = "{tmp}/intentplane.db"
 [session]
 user = "emma"
 scopes = ["payments.write"]
-budget = "2000.00"
+budget = "5000.00"
 calls = 50
 ttl = 3600
 issuer_key = "{ROOT}/examples/mcp/keys/issuer.key"
@@ -208,7 +208,7 @@ def test_an_http_downstream_with_a_bearer_token(tmp_path, remote):
          "currency": "EUR", "subject": "Rent"}
     ]
     assert {c["authorization"] for c in sent + remote.calls("read_inbox")} == {f"Bearer {TOKEN}"}
-    assert len(user.shown) == 1 and "DE44500105175407324931" in user.shown[0]
+    assert len(user.shown) == 1 and "Confirm this operation" in user.shown[0]
 
 
 def test_a_refused_token_stops_the_proxy_at_start_up(tmp_path, remote):

@@ -440,7 +440,12 @@ impl Loader {
             seen.insert(name.clone(), sf.name.span());
             let transport = match (&sf.command, &sf.url) {
                 (Some(c), None) => {
-                    if let Some(at) = sf.token_file.as_ref().or(sf.token_env.as_ref()).or(sf.ca_file.as_ref()) {
+                    if let Some(at) = sf
+                        .token_file
+                        .as_ref()
+                        .or(sf.token_env.as_ref())
+                        .or(sf.ca_file.as_ref())
+                    {
                         self.err(ConfigError::Server {
                             name,
                             message: "`token_file`, `token_env` and `ca_file` are for a `url`, not a command".into(),

@@ -33,7 +33,9 @@ pub enum RemoteError {
     #[error("cannot connect to the downstream server `{server}` at `{url}`: {reason}")]
     #[diagnostic(
         code(ipc::mcp::connect),
-        help("check that the server runs and listens at this `url` (Streamable HTTP, e.g. `https://host/mcp`)")
+        help(
+            "check that the server runs and listens at this `url` (Streamable HTTP, e.g. `https://host/mcp`)"
+        )
     )]
     Connect {
         server: String,
@@ -44,10 +46,14 @@ pub enum RemoteError {
     /// trusted authority (the webpki roots, or the config's `ca_file`
     /// alone when it is given), expired, or for another name. The proxy
     /// never connects without verifying.
-    #[error("the certificate of the downstream server `{server}` at `{url}` does not verify: {reason}")]
+    #[error(
+        "the certificate of the downstream server `{server}` at `{url}` does not verify: {reason}"
+    )]
     #[diagnostic(
         code(ipc::mcp::tls),
-        help("a server whose certificate a private authority signed: give that authority's certificate (PEM) as `ca_file` of the server; the certificate must name the URL's host")
+        help(
+            "a server whose certificate a private authority signed: give that authority's certificate (PEM) as `ca_file` of the server; the certificate must name the URL's host"
+        )
     )]
     Tls {
         server: String,
@@ -59,7 +65,9 @@ pub enum RemoteError {
     #[error("the downstream server `{server}` at `{url}` refuses the proxy: {reason}")]
     #[diagnostic(
         code(ipc::mcp::unauthorized),
-        help("give the server's bearer token as `token_file` (a file holding it) or `token_env` (a variable) of the server")
+        help(
+            "give the server's bearer token as `token_file` (a file holding it) or `token_env` (a variable) of the server"
+        )
     )]
     Unauthorized {
         server: String,
@@ -137,11 +145,20 @@ fn walk<'a>(e: &'a (dyn Error + 'static), seen: &mut Vec<&'a (dyn Error + 'stati
         return;
     }
     seen.push(e);
-    if let Some(StreamableHttpError::Client(c)) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    if let Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) =
+        e.downcast_ref::<rmcp::service::ClientInitializeError>()
+    {
+        walk(error, seen);
+    }
+    if let Some(StreamableHttpError::Client(c)) =
+        e.downcast_ref::<StreamableHttpError<reqwest::Error>>()
     {
         walk(c, seen);
     }
-    if let Some(inner) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+    if let Some(inner) = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+    {
         walk(inner, seen);
     }
     if let Some(s) = e.source() {
