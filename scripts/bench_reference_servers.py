@@ -4,23 +4,33 @@ import asyncio
 import json
 import os
 import pathlib
+import re
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 IPC = os.environ["IPC"]
 SERVERS = pathlib.Path(os.environ.get("IPC_REFERENCE_SERVERS", ROOT / "target" / "mcp-servers"))
 FS = SERVERS / "node_modules" / ".bin" / "mcp-server-filesystem"
+SUPERGATEWAY = SERVERS / "node_modules" / ".bin" / "supergateway"
 EXAMPLE = ROOT / "examples" / "mcp" / "filesystem" / "intentplane.toml"
 
 
-def config(tmp: pathlib.Path, ws: pathlib.Path) -> pathlib.Path:
+def config(tmp: pathlib.Path, ws: pathlib.Path, url: str | None = None) -> pathlib.Path:
+    """The example's config on this workspace; with `url`, its server is
+    that Streamable HTTP endpoint instead of the command."""
     text = EXAMPLE.read_text()
+    if url:
+        text = re.sub(r'command = "npx"\nargs = \[.*\]\ncwd = ".*"\nenv_pass = \[.*\]\n', f'url = "{url}"\n', text)
+        assert url in text
     text = text.replace('command = "npx"', f'command = "{FS}"')
     text = text.replace('"-y", "@modelcontextprotocol/server-filesystem@2026.8.31", ', "")
     text = text.replace("/tmp/intentplane-workspace", str(ws))
@@ -34,36 +44,33 @@ def config(tmp: pathlib.Path, ws: pathlib.Path) -> pathlib.Path:
     return p
 
 
-async def main(n: int):
-    tmp = pathlib.Path(tempfile.mkdtemp()).resolve()
-    ws = tmp / "ws"
-    ws.mkdir()
-    (ws / "read.md").write_text("x" * 1000)
-    cfg = config(tmp, ws)
-    direct = StdioServerParameters(command=str(FS), args=[str(ws)], cwd=str(ws), env=dict(os.environ))
-    proxy = StdioServerParameters(command=IPC, args=["mcp", "--config", str(cfg)], env=dict(os.environ))
-    times = {(k, w): [] for k in ("direct", "proxy") for w in ("read", "write")}
-    async with stdio_client(direct) as (r1, w1), stdio_client(proxy) as (r2, w2):
-        async with ClientSession(r1, w1) as d, ClientSession(r2, w2) as p:
-            await d.initialize()
-            await p.initialize()
-            for i in range(n + 20):
-                for kind, s in (("direct", d), ("proxy", p)):
-                    t = time.perf_counter()
-                    r = await s.call_tool("read_text_file", {"path": str(ws / "read.md")})
-                    read = time.perf_counter() - t
-                    assert not r.isError if hasattr(r, "isError") else not r.is_error
-                    # a new content each time: a new operation, decided and sent
-                    t = time.perf_counter()
-                    r = await s.call_tool("write_file", {"path": f"{ws}/w-{kind}.md", "content": f"{kind} {i}"})
-                    write = time.perf_counter() - t
-                    err = getattr(r, "isError", None) or getattr(r, "is_error", None)
-                    assert not err, r
-                    if i >= 20:  # warm-up left out
-                        times[(kind, "read")].append(read)
-                        times[(kind, "write")].append(write)
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def measure(n: int, d, p, ws: pathlib.Path, times: dict, label: str):
+    """`n` (plus 20 warm-up) reads and writes through each session, alternating."""
+    for i in range(n + 20):
+        for kind, s in (("direct", d), ("proxy", p)):
+            t = time.perf_counter()
+            r = await s.call_tool("read_text_file", {"path": str(ws / "read.md")})
+            read = time.perf_counter() - t
+            assert not (getattr(r, "isError", None) or getattr(r, "is_error", None)), r
+            # a new content each time: a new operation, decided and sent
+            t = time.perf_counter()
+            r = await s.call_tool("write_file", {"path": f"{ws}/w-{label}-{kind}.md", "content": f"{kind} {i}"})
+            write = time.perf_counter() - t
+            assert not (getattr(r, "isError", None) or getattr(r, "is_error", None)), r
+            if i >= 20:  # warm-up left out
+                times[(kind, "read")].append(read)
+                times[(kind, "write")].append(write)
+
+
+def report(n: int, times: dict, title: str):
     ms = lambda xs, q: 1000 * (statistics.median(xs) if q == 50 else sorted(xs)[int(len(xs) * 0.99) - 1])
-    print(f"{n} calls each, reference filesystem server, alternating direct / through ipc mcp")
+    print(f"{n} calls each, {title}")
     for w, label in (("read", "passthrough read (read_text_file)"), ("write", "guarded write (write_file)")):
         d, p = times[("direct", w)], times[("proxy", w)]
         print(f"{label}:")
@@ -71,4 +78,69 @@ async def main(n: int):
             print(f"  p{q}: direct {ms(d, q):.2f} ms, proxy {ms(p, q):.2f} ms, overhead {ms(p, q) - ms(d, q):.2f} ms")
 
 
-asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 500))
+def empty_times():
+    return {(k, w): [] for k in ("direct", "proxy") for w in ("read", "write")}
+
+
+async def stdio_downstream(n: int, tmp: pathlib.Path, ws: pathlib.Path):
+    cfg = config(tmp, ws)
+    direct = StdioServerParameters(command=str(FS), args=[str(ws)], cwd=str(ws), env=dict(os.environ))
+    proxy = StdioServerParameters(command=IPC, args=["mcp", "--config", str(cfg)], env=dict(os.environ))
+    times = empty_times()
+    async with stdio_client(direct) as (r1, w1), stdio_client(proxy) as (r2, w2):
+        async with ClientSession(r1, w1) as d, ClientSession(r2, w2) as p:
+            await d.initialize()
+            await p.initialize()
+            await measure(n, d, p, ws, times, "stdio")
+    report(n, times, "reference filesystem server on stdio, alternating direct / through ipc mcp")
+
+
+async def http_downstream(n: int, tmp: pathlib.Path, ws: pathlib.Path):
+    """The same server behind supergateway's Streamable HTTP (stateful):
+    the SDK's HTTP client to it directly, and `ipc mcp` (on stdio) with a
+    `url` downstream to it."""
+    port = free_port()
+    gw = subprocess.Popen(
+        [str(SUPERGATEWAY), "--stdio", f"{FS} {ws}", "--outputTransport", "streamableHttp",
+         "--stateful", "--port", str(port), "--logLevel", "none"],
+        cwd=str(ws), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        for _ in range(600):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        cfg = config(tmp, ws, url=url)
+        proxy = StdioServerParameters(command=IPC, args=["mcp", "--config", str(cfg)], env=dict(os.environ))
+        times = empty_times()
+        async with streamable_http_client(url) as (r1, w1), stdio_client(proxy) as (r2, w2):
+            async with ClientSession(r1, w1) as d, ClientSession(r2, w2) as p:
+                await d.initialize()
+                await p.initialize()
+                await measure(n, d, p, ws, times, "http")
+        report(n, times, "the same server over Streamable HTTP (supergateway), alternating direct / through ipc mcp (url downstream)")
+    finally:
+        gw.terminate()
+        gw.wait(timeout=30)
+
+
+async def main(n: int, which: str):
+    tmp = pathlib.Path(tempfile.mkdtemp()).resolve()
+    ws = tmp / "ws"
+    ws.mkdir()
+    (ws / "read.md").write_text("x" * 1000)
+    if which in ("all", "stdio"):
+        await stdio_downstream(n, tmp, ws)
+    if which in ("all", "http"):
+        if SUPERGATEWAY.exists():
+            h = tmp / "http"
+            h.mkdir()
+            await http_downstream(n, h, ws)
+        else:
+            print(f"SKIPPED: the HTTP downstream: {SUPERGATEWAY} is missing")
+
+
+asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 500, sys.argv[2] if len(sys.argv) > 2 else "all"))

@@ -1,5 +1,6 @@
-//! `ipc mcp --config F [--check] [--new-session] [--format json]`: the MCP
-//! proxy. The session recorded in the store for this config is continued
+//! `ipc mcp --config F [--check] [--new-session] [--listen ADDR]
+//! [--format json]`: the MCP proxy, on stdio or (`--listen`) over
+//! Streamable HTTP. The session recorded in the store for this config is continued
 //! (`crate::mcp::session`); `--new-session` revokes it and starts another.
 //! With
 //! `--check`, every diagnostic of the config (its own, the packs', the
@@ -35,6 +36,23 @@ pub struct McpArgs {
     /// declared content changes.
     #[arg(long, conflicts_with = "check")]
     pub new_session: bool,
+    /// Serve the proxy over Streamable HTTP at `/mcp` on this address
+    /// instead of stdio, for a shared gateway: `127.0.0.1:8788` (port 0
+    /// picks one), `8788` (loopback), `[::1]:8788`, or
+    /// `unix:/path/to.sock`. The checks of `ipc serve --listen`: a TCP
+    /// address needs `--auth-token-file`; the `Host` must be one served;
+    /// a request from a web page (`Origin`) is refused.
+    #[arg(long, value_name = "ADDR", conflicts_with = "check")]
+    pub listen: Option<String>,
+    /// With `--listen`: the bearer tokens clients must send, in the format
+    /// of `ipc serve --auth-token-file` (each token's tenants must include
+    /// the session's owner); re-read when the file changes and on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub auth_token_file: Option<PathBuf>,
+    /// With `--listen`: a `Host` the server answers to (repeatable), instead
+    /// of its own loopback names: what a reverse proxy sends.
+    #[arg(long, value_name = "HOST", requires = "listen")]
+    pub allowed_host: Vec<String>,
     /// Output format of `--check`.
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
@@ -57,7 +75,7 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
                     crate::mcp::config::declared::check(&c.sites, &c.tools, &offered).items,
                 ),
                 Err(e) => {
-                    let _ = writeln!(out, "error: {e}");
+                    let _ = write!(out, "{}", super::bundle::render_error(&e, false));
                     return 1;
                 }
             }
@@ -99,13 +117,27 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
         };
         return u8::from(written.is_err() || report.has_errors());
     }
+    // the listen flags first: a server that cannot start says so before
+    // it loads anything
+    let listen = match args.listen.as_deref().map(|a| listen_config(args, a)) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            eprint!("{}", super::bundle::render_error(&e, false));
+            return 2;
+        }
+    };
     let (report, setup) = load_with_report(&args.config);
     // diagnostics go to stderr: stdout is the MCP channel
     eprint!("{}", report.render_human(false));
     let Some(setup) = setup else {
         return 1;
     };
-    match crate::mcp::proxy::run(setup, args.new_session) {
+    let ran = match listen {
+        Some(http) => crate::mcp::transport::listen::run(setup, args.new_session, http, out),
+        None => crate::mcp::proxy::run(setup, args.new_session),
+    };
+    match ran {
         Ok(code) => {
             if code == std::process::ExitCode::SUCCESS {
                 0
@@ -114,10 +146,37 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
             }
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprint!("{}", super::bundle::render_error(&*e, false));
             1
         }
     }
+}
+
+/// `--listen` and its flags, as `ipc serve --listen` reads them (the
+/// limits at its defaults).
+#[cfg(feature = "mcp")]
+fn listen_config(
+    args: &McpArgs,
+    addr: &str,
+) -> Result<crate::serve::HttpConfig, crate::serve::ServeError> {
+    use std::time::Duration;
+    let listen = crate::serve::ListenAddr::parse(addr)?;
+    listen.require_auth(addr, args.auth_token_file.is_some())?;
+    Ok(crate::serve::HttpConfig {
+        listen,
+        token_file: args.auth_token_file.clone(),
+        allowed_hosts: args
+            .allowed_host
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+        public_metrics: false,
+        max_connections: 256,
+        max_in_flight: 128,
+        header_timeout: Duration::from_secs(5),
+        body_timeout: Duration::from_secs(10),
+        write_timeout: Duration::from_secs(10),
+    })
 }
 
 #[cfg(feature = "mcp")]

@@ -9,6 +9,8 @@
 //! [`session`] keeps the session's mandates in the store, so that a restart
 //! continues the same session. [`intent`] is the agent's request for a
 //! mandate (`intentplane_request_mandate`), confirmed by the user.
+//! [`transport`] is Streamable HTTP, both ways: a downstream given by
+//! `url`, and `ipc mcp --listen`.
 
 pub mod config;
 pub mod intent;
@@ -22,3 +24,4 @@ pub mod session;
 #[cfg(any(test, feature = "testkit"))]
 #[allow(clippy::unwrap_used, clippy::expect_used)] // test code: a broken fixture panics
 pub mod testkit;
+pub mod transport;

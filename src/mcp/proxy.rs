@@ -96,13 +96,10 @@ pub enum ProxyError {
     #[error("tool `{tool}` names no configured server `{server}`")]
     #[diagnostic(code(ipc::mcp::unknown_server))]
     UnknownServer { tool: String, server: String },
-    /// A downstream server of a transport this proxy cannot start.
-    #[error("the downstream server `{server}` uses a transport this proxy does not start")]
-    #[diagnostic(
-        code(ipc::mcp::transport),
-        help("give the server as a command (stdio)")
-    )]
-    Transport { server: String },
+    /// A remote downstream server (`url`) cannot be used.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Remote(#[from] crate::mcp::transport::RemoteError),
     #[error(transparent)]
     #[diagnostic(transparent)]
     Gateway(#[from] crate::gateway::GatewayError),
@@ -435,17 +432,17 @@ fn command_of(command: &str) -> std::path::PathBuf {
 }
 
 async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>, ProxyError> {
-    let Transport::Stdio {
-        command,
-        args,
-        env,
-        cwd,
-        clear_env,
-    } = &s.transport
-    else {
-        return Err(ProxyError::Transport {
-            server: s.name.clone(),
-        });
+    let (command, args, env, cwd, clear_env) = match &s.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+            clear_env,
+        } => (command, args, env, cwd, clear_env),
+        Transport::Http(remote) => {
+            return Ok(crate::mcp::transport::connect(&s.name, remote).await?);
+        }
     };
     let mut cmd = tokio::process::Command::new(command_of(command));
     cmd.args(args).current_dir(cwd);

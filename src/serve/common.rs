@@ -119,11 +119,16 @@ pub(super) fn shown(v: &str) -> String {
 /// A 403 for a request a web page sent (an `Origin` header or a
 /// cross-site `Sec-Fetch-Site`).
 pub(super) fn no_browser(st: &AppState, h: &HeaderMap) -> Option<Response> {
+    browser_refused(&st.metrics, h)
+}
+
+/// [`no_browser`], counted in `metrics`.
+pub(super) fn browser_refused(metrics: &Metrics, h: &HeaderMap) -> Option<Response> {
     let cross_site = h
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes() != b"none");
     if h.contains_key(header::ORIGIN) || cross_site {
-        st.metrics.refused("origin");
+        metrics.refused("origin");
         return Some(error(
             StatusCode::FORBIDDEN,
             "requests from a web page (an `Origin` or `Sec-Fetch-Site` header) are refused",
@@ -135,13 +140,23 @@ pub(super) fn no_browser(st: &AppState, h: &HeaderMap) -> Option<Response> {
 /// The caller of a bearer token, or the 401; every tenant without a
 /// token file (a Unix socket: its peer is whoever may open it).
 pub(super) fn authenticate(st: &AppState, h: &HeaderMap) -> Result<Caller, Box<Response>> {
-    let Some(tokens) = &st.tokens else {
+    authenticate_with(st.tokens.as_ref(), &st.metrics, h)
+}
+
+/// [`authenticate`] against `tokens` (`None`: no token file), counted in
+/// `metrics`.
+pub(super) fn authenticate_with(
+    tokens: Option<&TokenFile>,
+    metrics: &Metrics,
+    h: &HeaderMap,
+) -> Result<Caller, Box<Response>> {
+    let Some(tokens) = tokens else {
         return Ok(Caller(Arc::new(crate::gateway::Tenants::All)));
     };
     match bearer(h).and_then(|t| tokens.check(t)) {
         Some(t) => Ok(Caller(t)),
         None => {
-            st.metrics.refused("auth");
+            metrics.refused("auth");
             let mut r = error(
                 StatusCode::UNAUTHORIZED,
                 "a valid `Authorization: Bearer TOKEN` header is required",

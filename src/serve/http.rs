@@ -120,45 +120,64 @@ pub fn serve(
         .map_err(|e| ServeError::Runtime {
             reason: e.to_string().to_lowercase(),
         })?;
-    rt.block_on(async move {
-        let listener = Listener::bind(&config.listen).await?;
-        let hosts = match (&config.listen, &listener) {
-            (ListenAddr::Tcp(_), Listener::Tcp(l)) => {
-                let bound = l.local_addr().map_err(|e| ServeError::Bind {
-                    addr: listener.shown(),
-                    reason: e.to_string().to_lowercase(),
-                })?;
-                Some(allowed_hosts(&config.allowed_hosts, bound))
-            }
-            _ => None,
-        };
+    rt.block_on(listen_and_serve(&config, out, |hosts| {
         let app = App::new(gw, mandate, &config, hosts)?;
         let state = app.state.clone();
-        let app = app.router();
-        if state.tokens.is_some() {
-            let st = state.clone();
-            // registered now, before "listening": a SIGHUP sent the moment
-            // after is a reload, never the default action (exit)
-            use tokio::signal::unix::{SignalKind, signal};
-            let hup = signal(SignalKind::hangup());
-            tokio::spawn(async move {
-                let Ok(mut hup) = hup else {
-                    return;
-                };
-                while hup.recv().await.is_some() {
-                    if let Some(t) = &st.tokens {
-                        t.reload();
-                        eprintln!("the token file was read again (SIGHUP)");
-                    }
+        let reload = state.tokens.is_some().then(|| {
+            Box::new(move || {
+                if let Some(t) = &state.tokens {
+                    t.reload();
                 }
-            });
+            }) as Reload
+        });
+        Ok((app.router(), reload))
+    }))
+}
+
+/// Reads the token file again (on SIGHUP).
+pub(super) type Reload = Box<dyn Fn() + Send + Sync>;
+
+/// Binds `config.listen`, builds the app for the `Host` values served
+/// there (`None` on a Unix socket), reloads its token file on SIGHUP, and
+/// serves it until SIGINT or SIGTERM: `ipc serve --listen` and
+/// `ipc mcp --listen` alike.
+pub(super) async fn listen_and_serve(
+    config: &HttpConfig,
+    out: &mut dyn Write,
+    build: impl FnOnce(Option<Vec<String>>) -> Result<(Router, Option<Reload>), ServeError>,
+) -> Result<(), ServeError> {
+    let listener = Listener::bind(&config.listen).await?;
+    let hosts = match (&config.listen, &listener) {
+        (ListenAddr::Tcp(_), Listener::Tcp(l)) => {
+            let bound = l.local_addr().map_err(|e| ServeError::Bind {
+                addr: listener.shown(),
+                reason: e.to_string().to_lowercase(),
+            })?;
+            Some(allowed_hosts(&config.allowed_hosts, bound))
         }
-        let stop = shutdown();
-        let _ = writeln!(out, "listening on {}", listener.shown());
-        let _ = out.flush();
-        accept_loop(listener, app, &config, stop).await;
-        Ok(())
-    })
+        _ => None,
+    };
+    let (app, reload) = build(hosts)?;
+    if let Some(reload) = reload {
+        // registered now, before "listening": a SIGHUP sent the moment
+        // after is a reload, never the default action (exit)
+        use tokio::signal::unix::{SignalKind, signal};
+        let hup = signal(SignalKind::hangup());
+        tokio::spawn(async move {
+            let Ok(mut hup) = hup else {
+                return;
+            };
+            while hup.recv().await.is_some() {
+                reload();
+                eprintln!("the token file was read again (SIGHUP)");
+            }
+        });
+    }
+    let stop = shutdown();
+    let _ = writeln!(out, "listening on {}", listener.shown());
+    let _ = out.flush();
+    accept_loop(listener, app, config, stop).await;
+    Ok(())
 }
 
 /// SIGINT or SIGTERM. The handlers are registered when this is called,
@@ -226,15 +245,29 @@ fn compose(state: &Shared, page: super::page::Page, extra: Router<Shared>) -> Ro
 /// The `Host` check, before any router's: a request for a name this
 /// server does not serve is a 421 (DNS rebinding).
 async fn host_guard(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    if let Some(refused) = host_refused(st.hosts.as_deref(), &st.metrics, &req) {
+        return refused;
+    }
+    next.run(req).await
+}
+
+/// The 421 of [`host_guard`] for a request whose `Host` (or absolute URI's
+/// authority) is not among `hosts` (`None`: any is served), counted in
+/// `metrics`.
+pub(super) fn host_refused(
+    hosts: Option<&[String]>,
+    metrics: &super::metrics::Metrics,
+    req: &Request,
+) -> Option<Response> {
     let h = req.headers();
-    if let Some(hosts) = &st.hosts {
+    if let Some(hosts) = hosts {
         let host = h.get(header::HOST).and_then(|v| v.to_str().ok());
         let authority = req.uri().authority().map(|a| a.as_str());
         let ok = |v: &str| hosts.iter().any(|a| a.eq_ignore_ascii_case(v));
         match host {
             Some(v) if ok(v) && authority.is_none_or(ok) => {}
             other => {
-                st.metrics.refused("host");
+                metrics.refused("host");
                 let msg = match other {
                     Some(v) => format!(
                         "host `{}` is not served here (`--allowed-host` names the hosts a proxy may send)",
@@ -242,11 +275,11 @@ async fn host_guard(State(st): State<Shared>, req: Request, next: Next) -> Respo
                     ),
                     None => "a request without a readable `Host` header is refused".into(),
                 };
-                return error(StatusCode::MISDIRECTED_REQUEST, msg);
+                return Some(error(StatusCode::MISDIRECTED_REQUEST, msg));
             }
         }
     }
-    next.run(req).await
+    None
 }
 
 #[cfg(test)]

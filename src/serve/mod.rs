@@ -4,7 +4,8 @@
 //! `page.rs`: the approval page and approver sessions; `owner.rs`: an
 //! owner's signed registry changes; `common.rs`: what they share;
 //! `openapi.rs`: the API's description;
-//! `listen.rs`: sockets, the connection bound and timeouts; `auth.rs`: the
+//! `listen.rs`: sockets, the connection bound and timeouts; `gate.rs`: the
+//! same checks in front of another service, `ipc mcp --listen`; `auth.rs`: the
 //! bearer token; `metrics.rs`: the Prometheus counters). It reads the
 //! gateway and the store, never the command line or the compiler.
 
@@ -16,6 +17,8 @@ mod api;
 mod auth;
 #[cfg(feature = "http")]
 mod common;
+#[cfg(feature = "http")]
+mod gate;
 #[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "http")]
@@ -31,6 +34,8 @@ mod owner;
 #[cfg(feature = "http")]
 mod page;
 
+#[cfg(feature = "http")]
+pub use gate::{Admit, serve_gated};
 #[cfg(feature = "http")]
 pub use http::{App, routes, serve};
 
@@ -169,6 +174,25 @@ impl ListenAddr {
         s.parse::<SocketAddr>()
             .map(ListenAddr::Tcp)
             .map_err(|_| bad())
+    }
+
+    /// A TCP address (`addr` as given) is served only with a token file:
+    /// every process on the machine, and every web page its user opens,
+    /// reaches a loopback port; anyone on the network another one. A Unix
+    /// socket (mode 0600) needs none.
+    pub fn require_auth(&self, addr: &str, has_token_file: bool) -> Result<(), ServeError> {
+        match self {
+            ListenAddr::Tcp(sa) if !has_token_file => Err(if sa.ip().is_loopback() {
+                ServeError::AuthRequired {
+                    addr: addr.to_string(),
+                }
+            } else {
+                ServeError::ExposedWithoutAuth {
+                    addr: addr.to_string(),
+                }
+            }),
+            _ => Ok(()),
+        }
     }
 }
 

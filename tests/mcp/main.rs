@@ -13,5 +13,6 @@ mod config;
 mod downstream;
 mod intent;
 mod proxy;
+mod remote;
 mod servers;
 mod session;

@@ -80,19 +80,7 @@ pub struct ServeArgs {
 #[cfg(feature = "http")]
 fn http_config(args: &ServeArgs, addr: &str) -> Result<HttpConfig, ServeError> {
     let listen = ListenAddr::parse(addr)?;
-    if let ListenAddr::Tcp(sa) = &listen
-        && args.auth_token_file.is_none()
-    {
-        return Err(if sa.ip().is_loopback() {
-            ServeError::AuthRequired {
-                addr: addr.to_string(),
-            }
-        } else {
-            ServeError::ExposedWithoutAuth {
-                addr: addr.to_string(),
-            }
-        });
-    }
+    listen.require_auth(addr, args.auth_token_file.is_some())?;
     Ok(HttpConfig {
         listen,
         token_file: args.auth_token_file.clone(),

@@ -291,6 +291,50 @@ pub enum ConfigError {
         help: Option<String>,
     },
 
+    /// A remote server's `url` the proxy does not connect to: not a URL,
+    /// not `https://` (plain `http://` is only for a loopback address,
+    /// where nothing crosses a network), or with a user or password in it
+    /// (the token goes in `token_file` or `token_env`, never in the URL).
+    #[error("server `{server}`: {message}")]
+    #[diagnostic(code(ipc::mcp::server_url))]
+    ServerUrl {
+        server: String,
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A remote server's bearer token cannot be had: its `token_file` is
+    /// missing, unreadable, empty or holds what a header cannot carry, or
+    /// both `token_file` and `token_env` are given. The proxy does not
+    /// start without it (never a call without the token the config asks
+    /// for).
+    #[error("server `{server}`: {message}")]
+    #[diagnostic(code(ipc::mcp::server_token))]
+    ServerToken {
+        server: String,
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// A remote server's `ca_file` cannot be used: missing, unreadable,
+    /// without a PEM certificate, or given for a plain `http://` URL.
+    #[error("server `{server}`: {message}")]
+    #[diagnostic(code(ipc::mcp::ca_file))]
+    CaFile {
+        server: String,
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
     /// The world, the bundle or the store cannot be loaded.
     #[error("{what}: {message}")]
     #[diagnostic(code(ipc::mcp::load))]

@@ -47,7 +47,15 @@ pub(super) struct ServerFile {
     #[serde(default)]
     pub env_pass: Vec<S<String>>,
     pub cwd: Option<S<String>>,
+    /// A remote server over Streamable HTTP, instead of `command`.
     pub url: Option<S<String>>,
+    /// With `url`: a file holding the bearer token (relative to the config).
+    pub token_file: Option<S<String>>,
+    /// With `url`: the environment variable holding the bearer token.
+    pub token_env: Option<S<String>>,
+    /// With an `https://` `url`: the PEM certificate(s) of the private
+    /// authority the server's certificate is signed by.
+    pub ca_file: Option<S<String>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -440,6 +440,19 @@ impl Loader {
             seen.insert(name.clone(), sf.name.span());
             let transport = match (&sf.command, &sf.url) {
                 (Some(c), None) => {
+                    if let Some(at) = sf
+                        .token_file
+                        .as_ref()
+                        .or(sf.token_env.as_ref())
+                        .or(sf.ca_file.as_ref())
+                    {
+                        self.err(ConfigError::Server {
+                            name,
+                            message: "`token_file`, `token_env` and `ca_file` are for a `url`, not a command".into(),
+                            span: sp(at.span()),
+                        });
+                        continue;
+                    }
                     let cwd = match &sf.cwd {
                         Some(d) => match self.existing("working directory", d, None) {
                             Some(p) => p,
@@ -481,8 +494,14 @@ impl Loader {
                         });
                         continue;
                     }
-                    Transport::Http {
-                        url: u.get_ref().clone(),
+                    match super::remote::remote(&self.dir, &name, sf, u) {
+                        Ok(r) => Transport::Http(r),
+                        Err(errs) => {
+                            for e in errs {
+                                self.err(e);
+                            }
+                            continue;
+                        }
                     }
                 }
                 (c, _) => {

@@ -17,6 +17,7 @@ mod file;
 mod load;
 mod lower;
 mod mapping;
+mod remote;
 
 pub use diag::{ConfigError, ConfigReport, Diag, Reported};
 pub use load::{Checked, DEFAULT_STORE, check, load, load_with_report};
@@ -53,8 +54,46 @@ pub enum Transport {
         /// proxy's. Otherwise it inherits the proxy's environment.
         clear_env: bool,
     },
-    /// Streamable HTTP (only if rmcp makes it cheap).
-    Http { url: String },
+    /// A remote server over Streamable HTTP (`url = "https://..."`):
+    /// [`Remote`], checked when the config is loaded.
+    Http(Remote),
+}
+
+/// A downstream over Streamable HTTP, as the config gives it: checked when
+/// the config is loaded (`remote.rs`: an `https://` URL, or `http://` to
+/// a loopback address only; the token read; the authority's certificates
+/// read), connected to by `crate::mcp::transport`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remote {
+    /// The endpoint (`https://mcp.example.com/mcp`).
+    pub url: String,
+    /// Sent as `Authorization: Bearer TOKEN` on every request.
+    pub token: Option<Bearer>,
+    /// `ca_file`: the certificates (DER) of the private authority the
+    /// server's certificate must be signed by, instead of the webpki
+    /// roots. `None`: the webpki roots (Mozilla's).
+    pub ca: Option<Vec<Vec<u8>>>,
+}
+
+/// A bearer token (from `token_file` or `token_env`); never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Bearer(pub(crate) String);
+
+impl Bearer {
+    pub fn new(token: String) -> Bearer {
+        Bearer(token)
+    }
+
+    /// The token itself, for the `Authorization` header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bearer(<withheld>)")
+    }
 }
 
 /// How one argument of the action's parameters is obtained from the

@@ -1,0 +1,10 @@
+//! `ipc mcp`'s remote transports, both directions, on rmcp's Streamable
+//! HTTP: [`client`] connects to a downstream server given by `url` (a
+//! bearer token, TLS verified by rustls), [`listen`] serves the proxy
+//! itself over HTTP (`ipc mcp --listen`, behind the checks of
+//! `ipc serve --listen`, `crate::serve::serve_gated`).
+
+pub mod client;
+pub mod listen;
+
+pub use client::{RemoteError, connect};
