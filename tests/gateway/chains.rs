@@ -112,6 +112,21 @@ fn a_child() -> impl Strategy<Value = ChildCase> {
         )
 }
 
+/// `c` cut down to what `p` allows (payees, scopes, budget, calls, expiry,
+/// the account): a child that should be issued. Independent random
+/// children almost always widen somewhere, so without this the property
+/// would seldom see an issued child.
+fn within(p: &ParentCase, c: ChildCase) -> ChildCase {
+    ChildCase {
+        payees: c.payees & p.payees,
+        scopes: c.scopes & p.scopes,
+        budget: c.budget.map(|b| b.min(p.budget)),
+        calls: c.calls.map(|n| n.min(p.calls)),
+        ttl: c.ttl.map(|t| t.min(p.ttl - 60)),
+        other_account: false,
+    }
+}
+
 fn request(c: &ChildCase) -> ChildRequest {
     let mut claims: Vec<(String, Value)> = pick(&POOL, c.payees)
         .into_iter()
@@ -165,8 +180,9 @@ fn a_child_never_allows_what_its_parent_does_not() {
     let issued = std::cell::Cell::new(0u32);
     runner
         .run(
-            &(a_parent(), a_child(), a_child(), proposals),
-            |(p, c, g, props)| {
+            &(a_parent(), a_child(), any::<bool>(), a_child(), proposals),
+            |(p, c, cut, g, props)| {
+                let c = if cut { within(&p, c) } else { c };
                 let parent = parent_token(&tw, &p);
                 let child = match gw.issue_child(&parent, &request(&c), tw.key("emma")) {
                     Ok(t) => t,
@@ -212,6 +228,7 @@ fn a_child_never_allows_what_its_parent_does_not() {
         .unwrap();
     // the property is about issued children: some must have been
     assert!(issued.get() > 0, "no child was issued in {} cases", cases());
+    eprintln!("{} of {} cases issued a child", issued.get(), cases());
 }
 
 #[derive(Clone, Debug)]
