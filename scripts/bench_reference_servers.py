@@ -139,8 +139,11 @@ async def main(n: int, which: str):
             h = tmp / "http"
             h.mkdir()
             await http_downstream(n, h, ws)
+        elif which == "http":
+            # asked for by name: a missing server is a failure, not a skip
+            sys.exit(f"error: the HTTP downstream needs {SUPERGATEWAY} (scripts/reference-servers installs it)")
         else:
-            print(f"SKIPPED: the HTTP downstream: {SUPERGATEWAY} is missing")
+            print(f"SKIPPED: the HTTP downstream: {SUPERGATEWAY} is missing", file=sys.stderr)
 
 
 asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 500, sys.argv[2] if len(sys.argv) > 2 else "all"))

@@ -89,6 +89,7 @@ class Trusted:
         self.binary = binary
         self.adapter = adapter
         self.strict = False  # every mandate strict (experiments.py abuse)
+        self.children = None  # `ipc token child --stdio`, started on the first child
         self.work = WORK / adapter.name / config
         shutil.rmtree(self.work, ignore_errors=True)
         self.work.mkdir(parents=True)
@@ -161,7 +162,7 @@ class Trusted:
         confirmer sees it: each value's origin, what widens), or the child
         issued (signed by the issuer, recorded): one line to a long-lived
         `ipc token child --stdio`."""
-        if getattr(self, "children", None) is None:
+        if self.children is None:
             self.children = subprocess.Popen(
                 [self.binary, "token", "child", *self.common(), "--key", str(self.work / "issuer.key"),
                  "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
@@ -180,7 +181,7 @@ class Trusted:
         return answer["draft"] if draft else answer["token"]
 
     def close(self):
-        if getattr(self, "children", None) is not None:
+        if self.children is not None:
             self.children.stdin.close()
             self.children.wait()
             self.children.stdout.close()
@@ -321,6 +322,13 @@ def agent_request(adapter, prompt: str, read: list[str], env) -> list[tuple[str,
     return out
 
 
+def claim_values(claims: dict, names: set[str]) -> set[tuple[str, str]]:
+    """(claim, value as JSON) for every value of the claims in `names` (a
+    single claim is one value, a set claim each of its members)."""
+    return {(k, json.dumps(v)) for k, vs in claims.items() if k in names
+            for v in (vs if isinstance(vs, list) else [vs])}
+
+
 def proposed_mandate(s: Suite, config, prompt: str, inj: str | None, trusted, owner, env):
     """A proposed-mandate episode's mandate: the agent asks for a child of
     the session's mandate; the human is shown it (`ipc token child
@@ -337,13 +345,11 @@ def proposed_mandate(s: Suite, config, prompt: str, inj: str | None, trusted, ow
     draft = trusted.child(parent, asked, draft=True)
     own = set()
     mine = [kv for kv in adapter.claims(prompt, env) if kv in asked]
-    if PROPOSED[config] == "attentive" and mine == asked:
-        # nothing but the prompt's values: the draft's are the prompt's
-        own = {(k, json.dumps(v)) for k, vs in draft["mandate"]["claims"].items()
-               for v in (vs if isinstance(vs, list) else [vs]) if k in {c for c, _ in mine}}
-    elif PROPOSED[config] == "attentive":
-        own = {(k, json.dumps(v)) for k, vs in trusted.child(parent, mine, draft=True)["mandate"]["claims"].items()
-               for v in (vs if isinstance(vs, list) else [vs]) if k in {c for c, _ in mine}}
+    if PROPOSED[config] == "attentive":
+        # the prompt's values in the gateway's normal form (when the agent
+        # asked for nothing else, the draft already holds just those)
+        normal = draft if mine == asked else trusted.child(parent, mine, draft=True)
+        own = claim_values(normal["mandate"]["claims"], {c for c, _ in mine})
     ticked, shown = [], []
     for c in draft["shown"]["claims"]:
         values = draft["mandate"]["claims"].get(c["name"], [])
