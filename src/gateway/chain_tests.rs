@@ -207,27 +207,39 @@ fn only_the_issuer_or_the_parents_user_signs_a_child() {
     assert_deny(&out, "authn", "whose token it does not carry");
 }
 
+/// Emma's mandate, a child of it signed by the issuer and a grandchild
+/// signed by Emma.
+fn chain(tw: &TestWorld, gw: &Gateway) -> (MandateToken, MandateToken, MandateToken) {
+    let parent = token(&tw.emma());
+    let child = gw.issue_child(&parent, &rent(100_000), &tw.issuer).unwrap();
+    let grand = gw
+        .issue_child(&child, &rent(50_000), tw.key("emma"))
+        .unwrap();
+    (parent, child, grand)
+}
+
+/// Revokes mandate `id` in the store.
+fn revoke(gw: &Gateway, id: &str) {
+    gw.store()
+        .transaction(&mut |tx| {
+            tx.revoke(id)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+}
+
 /// A revoked parent revokes its children, at decision and at issue.
 #[test]
 fn a_revoked_parent_revokes_its_children() {
     let tw = TestWorld::new();
     let gw = tw.gateway();
-    let parent = token(&tw.emma());
-    let child = gw.issue_child(&parent, &rent(100_000), &tw.issuer).unwrap();
-    let grandchild = gw
-        .issue_child(&child, &rent(50_000), tw.key("emma"))
-        .unwrap();
+    let (parent, child, grandchild) = chain(&tw, &gw);
     assert_eq!(grandchild.ancestors.len(), 2);
     let v = serde_json::to_value(&grandchild).unwrap();
     let d = decide(&gw, transfer(LANDLORD, json!("5.00")), &v);
     assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
     let id = parent.mandate.id.clone();
-    gw.store()
-        .transaction(&mut |tx| {
-            tx.revoke(&id)?;
-            Ok(Value::Null)
-        })
-        .unwrap();
+    revoke(&gw, &id);
     let d = decide(&gw, transfer(LANDLORD, json!("5.00")), &v);
     assert_deny(&d, "authn", "has been revoked");
     let e = gw
@@ -337,11 +349,7 @@ fn forged(m: Mandate, key: &SecretKey, ancestors: Vec<MandateToken>) -> Value {
 fn a_forged_or_broken_chain_is_denied_never_allowed() {
     let tw = TestWorld::new();
     let gw = tw.gateway();
-    let parent = token(&tw.emma());
-    let child = gw.issue_child(&parent, &rent(100_000), &tw.issuer).unwrap();
-    let grand = gw
-        .issue_child(&child, &rent(50_000), tw.key("emma"))
-        .unwrap();
+    let (parent, child, grand) = chain(&tw, &gw);
     let pay = || transfer(LANDLORD, json!("5.00"));
     let genuine = serde_json::to_value(&grand).unwrap();
     assert_eq!(decide(&gw, pay(), &genuine).decision, Outcome::Allow);
@@ -432,12 +440,7 @@ fn a_forged_or_broken_chain_is_denied_never_allowed() {
     assert_deny(&d, "authn", "has expired");
     // the middle link revoked
     let id = child.mandate.id.clone();
-    gw.store()
-        .transaction(&mut |tx| {
-            tx.revoke(&id)?;
-            Ok(Value::Null)
-        })
-        .unwrap();
+    revoke(&gw, &id);
     let d = decide(&gw, pay(), &genuine);
     assert_deny(&d, "authn", "has been revoked");
 }
