@@ -9,7 +9,7 @@
 use super::Format;
 use super::approvals::failure;
 use super::gateway::GatewayArgs;
-use crate::gateway::{ChildRequest, MandateToken};
+use crate::gateway::MandateToken;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
@@ -61,18 +61,8 @@ pub struct IssueChildArgs {
     /// The signing key: the issuer's (or the parent's user's) secret key.
     #[arg(long, value_name = "KEYFILE")]
     pub key: PathBuf,
-    /// A scope the child grants (repeat); default the parent's.
-    #[arg(long = "scope")]
-    pub scopes: Vec<String>,
-    /// `NAME=VALUE`; repeat a set claim's name for each member.
-    #[arg(long = "claim", value_name = "NAME=VALUE")]
-    pub claims: Vec<String>,
-    /// Cumulative amount cap, e.g. `1500.00`; default the parent's.
-    #[arg(long)]
-    pub budget: Option<String>,
-    /// Cap on executed calls; default the parent's.
-    #[arg(long)]
-    pub calls: Option<u64>,
+    #[command(flatten)]
+    pub child: super::child::ChildFields,
     /// Validity in seconds from now; default until the parent expires.
     #[arg(long)]
     pub ttl: Option<i64>,
@@ -234,49 +224,22 @@ fn revoke(a: &IdArgs, out: &mut dyn Write) -> u8 {
 fn issue(a: &IssueChildArgs, out: &mut dyn Write) -> u8 {
     let bad = |reason: String| crate::gateway::ChildError::Request { reason };
     let Some(gw) = load(&a.gateway) else { return 1 };
-    let parent: MandateToken = match std::fs::read_to_string(&a.parent)
-        .map_err(|e| e.to_string().to_lowercase())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
+    let parent = match super::child::read_parent(&a.parent) {
         Ok(p) => p,
-        Err(e) => {
-            let e = bad(format!("parent `{}`: {e}", a.parent.display()));
-            return failure(out, a.format, &e);
-        }
+        Err(e) => return failure(out, a.format, &bad(e)),
     };
     let key = match crate::keys::load_secret(&a.key) {
         Ok(k) => k,
         Err(e) => return failure(out, a.format, &e),
     };
-    let mut claims = vec![];
-    for c in &a.claims {
-        match c.split_once('=') {
-            Some((n, v)) => claims.push((n.to_string(), Value::String(v.to_string()))),
-            None => return failure(out, a.format, &bad(format!("`{c}` is not NAME=VALUE"))),
-        }
-    }
-    let budget = match &a.budget {
-        Some(b) => match crate::base::Money::parse(b.trim()) {
-            Ok(m) => Some(m.minor()),
-            Err(e) => return failure(out, a.format, &bad(format!("--budget: {e}"))),
-        },
-        None => None,
-    };
     let now = match gw.now() {
         Ok(n) => n,
         Err(e) => return failure(out, a.format, &e),
     };
-    let req = ChildRequest {
-        claims,
-        scopes: a.scopes.clone(),
-        budget,
-        calls: a.calls,
-        expires_at: a.ttl.map(|t| now.saturating_add(t)),
-        ..Default::default()
-    };
-    let token = match gw
-        .issue_child(&parent, &req, &key)
-        .and_then(|t| gw.record_child(&t, "cli").map(|r| (t, r)))
+    let token = match a
+        .child
+        .request(a.ttl.map(|t| json!(now.saturating_add(t))))
+        .and_then(|req| super::child::issue(&gw, &parent, &req, &key))
     {
         Ok(t) => t,
         Err(e) => return failure(out, a.format, &e),

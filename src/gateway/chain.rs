@@ -378,6 +378,23 @@ fn read_beyond_sources(actions: &[&Action], c: &str) -> bool {
     })
 }
 
+/// The parameters (with their action) that claim `c` is a source of.
+pub(crate) fn vouched_by<'a>(
+    actions: &'a [&'a Action],
+    c: &'a str,
+) -> impl Iterator<Item = (&'a Action, &'a crate::ir::Param)> {
+    actions.iter().flat_map(move |a| {
+        a.params
+            .iter()
+            .filter(move |p| {
+                p.sources
+                    .iter()
+                    .any(|s| matches!(s, Source::Claim { claim } if claim == c))
+            })
+            .map(move |p| (*a, p))
+    })
+}
+
 /// The owner's registries (never a global one) that the parent lets vouch
 /// for every parameter claim `c` vouches for, per parameter: a value of
 /// the claim is within the parent when, for every such parameter, one of
@@ -394,30 +411,21 @@ pub(crate) fn registries_for<'a>(
         return None;
     }
     let mut per_param = vec![];
-    for a in actions {
-        for p in &a.params {
-            if !p
-                .sources
-                .iter()
-                .any(|s| matches!(s, Source::Claim { claim } if claim == c))
-            {
-                continue;
-            }
-            let allowed = super::narrowing::allowed(parent, &a.name, &p.name);
-            let regs: Vec<&crate::ir::Registry> = p
-                .sources
-                .iter()
-                .filter(|s| allowed.is_none_or(|l| l.contains(&s.to_string())))
-                .filter_map(|s| match s {
-                    Source::Registry { registry } => {
-                        pack.registries.iter().find(|r| &r.name == registry)
-                    }
-                    _ => None,
-                })
-                .filter(|r| !r.global)
-                .collect();
-            per_param.push(regs);
-        }
+    for (a, p) in vouched_by(actions, c) {
+        let allowed = super::narrowing::allowed(parent, &a.name, &p.name);
+        let regs: Vec<&crate::ir::Registry> = p
+            .sources
+            .iter()
+            .filter(|s| allowed.is_none_or(|l| l.contains(&s.to_string())))
+            .filter_map(|s| match s {
+                Source::Registry { registry } => {
+                    pack.registries.iter().find(|r| &r.name == registry)
+                }
+                _ => None,
+            })
+            .filter(|r| !r.global)
+            .collect();
+        per_param.push(regs);
     }
     (!per_param.is_empty()).then_some(per_param)
 }
@@ -1028,8 +1036,26 @@ impl Gateway {
                 )));
             }
             tx.state_put(PENDING_NS, &id, &stored)?;
-            index_push(tx, PENDING_NS, &id)?;
+            list_held(tx, &id, &d.mandate.owner, &d.parent.mandate.id)?;
             tx.append_receipt_jcs(&body)
+        })
+    }
+
+    /// The child `id` held for its user's confirmation, listed or not (one
+    /// past the listing's bounds stays confirmable by its id).
+    pub fn held_child(&self, id: &str) -> Result<Option<Held>, StoreError> {
+        let mut out = None;
+        self.store.transaction(&mut |tx| {
+            out = held_get(tx, id)?;
+            Ok(Value::Null)
+        })?;
+        Ok(out)
+    }
+
+    /// [`Gateway::held_child`], its absence an error.
+    fn held(&self, id: &str) -> Result<Held, ChildError> {
+        self.held_child(id)?.ok_or_else(|| ChildError::Request {
+            reason: format!("no child mandate `{}` waits for confirmation", echo(id)),
         })
     }
 
@@ -1039,11 +1065,7 @@ impl Gateway {
         self.store.transaction(&mut |tx| {
             out.clear();
             for id in index_all(tx, PENDING_NS)? {
-                if let Some(v) = tx.state_get(PENDING_NS, &id)?.filter(|v| !v.is_null()) {
-                    out.push(serde_json::from_value(v).map_err(|e| {
-                        StoreError::Backend(format!("held mandate `{}`: {e}", echo(&id)))
-                    })?);
-                }
+                out.extend(held_get(tx, &id)?);
             }
             Ok(Value::Null)
         })?;
@@ -1061,13 +1083,7 @@ impl Gateway {
         signature: &str,
         via: &str,
     ) -> Result<(MandateToken, ReceiptRef), ChildError> {
-        let held = self
-            .held_children()?
-            .into_iter()
-            .find(|h| h.mandate.id == id)
-            .ok_or_else(|| ChildError::Request {
-                reason: format!("no child mandate `{}` waits for confirmation", echo(id)),
-            })?;
+        let held = self.held(id)?;
         let token = self.seal_child(&held.parent, held.mandate, key_id, signature)?;
         let r = self.record_child(&token, via)?;
         Ok((token, r))
@@ -1076,13 +1092,7 @@ impl Gateway {
     /// Declines the held child `id` (`by`: who declined), with a receipt
     /// (`"change": "declined"`).
     pub fn decline_child(&self, id: &str, by: &str) -> Result<ReceiptRef, ChildError> {
-        let held = self
-            .held_children()?
-            .into_iter()
-            .find(|h| h.mandate.id == id)
-            .ok_or_else(|| ChildError::Request {
-                reason: format!("no child mandate `{}` waits for confirmation", echo(id)),
-            })?;
+        let held = self.held(id)?;
         let now = self.now().map_err(|e| StoreError::Aborted(e.to_string()))?;
         let unsigned = MandateToken {
             mandate: held.mandate,
@@ -1242,6 +1252,52 @@ fn index_all(tx: &mut dyn Tx, ns: &str) -> Result<Vec<String>, StoreError> {
     })
 }
 
+/// One held child, by id (an index key is none).
+fn held_get(tx: &mut dyn Tx, id: &str) -> Result<Option<Held>, StoreError> {
+    if id == INDEX {
+        return Ok(None);
+    }
+    match tx.state_get(PENDING_NS, id)?.filter(|v| !v.is_null()) {
+        Some(v) => serde_json::from_value(v)
+            .map(Some)
+            .map_err(|e| StoreError::Backend(format!("held mandate `{}`: {e}", echo(id)))),
+        None => Ok(None),
+    }
+}
+
+/// Lists the held child `id` (of `owner`, a child of `parent`), keeping
+/// each tenant's part of the listing within the bounds of the operations
+/// pending approval ([`super::pending::bound`]): past them, the oldest of
+/// the same parent leaves the listing first, then the tenant's oldest; it
+/// stays confirmable by its id. One agent's flood of proposals pushes out
+/// only its own, never another tenant's.
+fn list_held(tx: &mut dyn Tx, id: &str, owner: &str, parent: &str) -> Result<(), StoreError> {
+    let all = index_all(tx, PENDING_NS)?;
+    let mut mine = vec![];
+    for h in &all {
+        if let Some(v) = tx.state_get(PENDING_NS, h)?
+            && v.pointer("/mandate/owner").and_then(Value::as_str) == Some(owner)
+        {
+            let p = v.pointer("/parent/mandate/id").and_then(Value::as_str);
+            mine.push((h.clone(), p.unwrap_or_default().to_string()));
+        }
+    }
+    mine.push((id.to_string(), parent.to_string()));
+    let before: Vec<String> = mine.iter().map(|(h, _)| h.clone()).collect();
+    super::pending::bound(&mut mine, parent);
+    let gone: Vec<&String> = before
+        .iter()
+        .filter(|h| !mine.iter().any(|(k, _)| k == *h))
+        .collect();
+    let kept: Vec<String> = all
+        .iter()
+        .chain(std::iter::once(&id.to_string()))
+        .filter(|h| !gone.contains(h))
+        .cloned()
+        .collect();
+    tx.state_put(PENDING_NS, INDEX, &Value::from(kept))
+}
+
 fn index_push(tx: &mut dyn Tx, ns: &str, id: &str) -> Result<(), StoreError> {
     let mut all = index_all(tx, ns)?;
     all.push(id.to_string());
@@ -1266,6 +1322,9 @@ pub fn recorded(tx: &mut dyn Tx) -> Result<Vec<Issued>, StoreError> {
 
 /// One recorded child mandate.
 pub fn get(tx: &mut dyn Tx, id: &str) -> Result<Option<Issued>, StoreError> {
+    if id == INDEX {
+        return Ok(None);
+    }
     match tx.state_get(NS, id)? {
         Some(v) => serde_json::from_value(v)
             .map(Some)

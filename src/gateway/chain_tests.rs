@@ -207,27 +207,39 @@ fn only_the_issuer_or_the_parents_user_signs_a_child() {
     assert_deny(&out, "authn", "whose token it does not carry");
 }
 
+/// Emma's mandate, a child of it signed by the issuer and a grandchild
+/// signed by Emma.
+fn chain(tw: &TestWorld, gw: &Gateway) -> (MandateToken, MandateToken, MandateToken) {
+    let parent = token(&tw.emma());
+    let child = gw.issue_child(&parent, &rent(100_000), &tw.issuer).unwrap();
+    let grand = gw
+        .issue_child(&child, &rent(50_000), tw.key("emma"))
+        .unwrap();
+    (parent, child, grand)
+}
+
+/// Revokes mandate `id` in the store.
+fn revoke(gw: &Gateway, id: &str) {
+    gw.store()
+        .transaction(&mut |tx| {
+            tx.revoke(id)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+}
+
 /// A revoked parent revokes its children, at decision and at issue.
 #[test]
 fn a_revoked_parent_revokes_its_children() {
     let tw = TestWorld::new();
     let gw = tw.gateway();
-    let parent = token(&tw.emma());
-    let child = gw.issue_child(&parent, &rent(100_000), &tw.issuer).unwrap();
-    let grandchild = gw
-        .issue_child(&child, &rent(50_000), tw.key("emma"))
-        .unwrap();
+    let (parent, child, grandchild) = chain(&tw, &gw);
     assert_eq!(grandchild.ancestors.len(), 2);
     let v = serde_json::to_value(&grandchild).unwrap();
     let d = decide(&gw, transfer(LANDLORD, json!("5.00")), &v);
     assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
     let id = parent.mandate.id.clone();
-    gw.store()
-        .transaction(&mut |tx| {
-            tx.revoke(&id)?;
-            Ok(Value::Null)
-        })
-        .unwrap();
+    revoke(&gw, &id);
     let d = decide(&gw, transfer(LANDLORD, json!("5.00")), &v);
     assert_deny(&d, "authn", "has been revoked");
     let e = gw
@@ -318,4 +330,165 @@ fn a_child_is_shown_in_plain_words() {
             .unwrap()
             .contains("ancestors")
     );
+}
+
+/// `m` signed with `key`, carrying `ancestors`.
+fn forged(m: Mandate, key: &SecretKey, ancestors: Vec<MandateToken>) -> Value {
+    let mut t = MandateToken::sign(m, key).unwrap();
+    t.ancestors = ancestors;
+    serde_json::to_value(&t).unwrap()
+}
+
+/// Every forged or broken chain is a DENY, never an ALLOW: a parent link
+/// whose hash is another token's (same id, wider), ancestors reordered or
+/// duplicated, a child of another user, owner or pack, a child signed by
+/// another user's key, an expired or revoked middle link. Each is signed
+/// by a key the world knows, so only the chain checks stand between it and
+/// the transfer; the same transfer under the genuine chain is allowed.
+#[test]
+fn a_forged_or_broken_chain_is_denied_never_allowed() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let (parent, child, grand) = chain(&tw, &gw);
+    let pay = || transfer(LANDLORD, json!("5.00"));
+    let genuine = serde_json::to_value(&grand).unwrap();
+    assert_eq!(decide(&gw, pay(), &genuine).decision, Outcome::Allow);
+    let mut cases: Vec<(&str, Value, &str, String)> = vec![];
+    // the parent's id, another body: the child's hash names the genuine one
+    let mut wider = parent.mandate.clone();
+    wider.budget.amount = 9_000_000;
+    let wider = MandateToken::sign(wider, &tw.issuer).unwrap();
+    let mut t = child.clone();
+    t.ancestors = wider.lineage();
+    cases.push((
+        "hash",
+        serde_json::to_value(&t).unwrap(),
+        "authn",
+        "not the token it carries".into(),
+    ));
+    // reordered and duplicated ancestors
+    for (what, order) in [("reordered", [1, 0]), ("duplicated", [0, 0])] {
+        let mut t = grand.clone();
+        t.ancestors = order.iter().map(|&i| grand.ancestors[i].clone()).collect();
+        cases.push((
+            what,
+            serde_json::to_value(&t).unwrap(),
+            "authn",
+            String::new(),
+        ));
+    }
+    let mut t = grand.clone();
+    t.ancestors.insert(0, grand.ancestors[0].clone());
+    cases.push((
+        "root twice",
+        serde_json::to_value(&t).unwrap(),
+        "authn",
+        "names no parent".into(),
+    ));
+    // another user, owner or pack, signed by the issuer
+    for (field, value) in [("user", "noah"), ("owner", "noah"), ("pack", "ap")] {
+        let mut m = child.mandate.clone();
+        match field {
+            "user" => m.user = value.into(),
+            "owner" => m.owner = value.into(),
+            // its claims and narrowing are the bank's: refused at authn
+            _ => m.pack = value.into(),
+        }
+        let (stage, needle) = match field {
+            "pack" => ("authn", "pack `ap`".to_string()),
+            _ => (
+                "delegation",
+                format!("{field} `{value}` is not the parent's"),
+            ),
+        };
+        cases.push((
+            field,
+            forged(m, &tw.issuer, parent.lineage()),
+            stage,
+            needle,
+        ));
+    }
+    // signed by another user's key: as Emma's child, and as Noah's own
+    let mut m = child.mandate.clone();
+    m.id = "m-by-noah".into();
+    cases.push((
+        "noah's key",
+        forged(m.clone(), tw.key("noah"), parent.lineage()),
+        "authn",
+        "unknown key".into(),
+    ));
+    m.user = "noah".into();
+    cases.push((
+        "noah's key, noah's child",
+        forged(m, tw.key("noah"), parent.lineage()),
+        "authn",
+        "unknown key".into(),
+    ));
+    for (what, v, stage, needle) in &cases {
+        let d = decide(&gw, pay(), v);
+        assert_eq!(d.decision, Outcome::Deny, "{what}: {d:#?}");
+        assert_deny(&d, stage, needle);
+    }
+    // the middle link expired (the grandchild forged to outlive it)
+    let mut m = grand.mandate.clone();
+    m.expires_at = child.mandate.expires_at + 600;
+    let outliving = forged(m, &tw.issuer, child.lineage());
+    let mut w = tw.world();
+    w.clock = Some(child.mandate.expires_at + 1);
+    let later = gw.fork(w, gw.store().clone());
+    let d = decide(&later, pay(), &outliving);
+    assert_deny(&d, "authn", "has expired");
+    // the middle link revoked
+    let id = child.mandate.id.clone();
+    revoke(&gw, &id);
+    let d = decide(&gw, pay(), &genuine);
+    assert_deny(&d, "authn", "has been revoked");
+}
+
+/// One parent's flood of proposals stays within the bounds of pending
+/// approvals: the oldest of that parent leaves the listing (and stays
+/// confirmable by its id), another tenant's proposal stays listed.
+#[test]
+fn held_children_are_listed_within_the_pending_bounds() {
+    use crate::gateway::pending::MAX_PER_MANDATE;
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let noah = token(&tw.mandate(MandateSpec::bank("noah")));
+    let other = gw
+        .propose_child(
+            &noah,
+            &ChildRequest {
+                claims: vec![],
+                ..rent(100)
+            },
+        )
+        .unwrap();
+    gw.hold_child(&other, "http").unwrap();
+    let parent = token(&tw.emma());
+    let mut d = gw.propose_child(&parent, &rent(100)).unwrap();
+    let first = d.mandate.id.clone();
+    for i in 0..=MAX_PER_MANDATE {
+        d.mandate.id = if i == 0 {
+            first.clone()
+        } else {
+            format!("m-flood-{i}")
+        };
+        gw.hold_child(&d, "http").unwrap();
+    }
+    let held = gw.held_children().unwrap();
+    let of_emma = held.iter().filter(|h| h.mandate.user == "emma").count();
+    assert_eq!(of_emma, MAX_PER_MANDATE);
+    assert!(held.iter().any(|h| h.mandate.id == other.mandate.id));
+    assert!(!held.iter().any(|h| h.mandate.id == first));
+    // out of the listing, still confirmable by its id
+    let h = gw.held_child(&first).unwrap().unwrap();
+    let sig = tw.key("emma").sign(to_jcs(&h.mandate).unwrap().as_bytes());
+    let key_id = tw.key("emma").public().id();
+    gw.confirm_child(&first, &key_id, &sig, "http").unwrap();
+    // an index key is no mandate
+    assert!(gw.held_child("#index").unwrap().is_none());
+    assert!(matches!(
+        gw.revoke_child("#index", "cli"),
+        Err(ChildError::Request { .. })
+    ));
 }

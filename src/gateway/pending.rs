@@ -195,7 +195,7 @@ pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<(), StoreError> {
 
 /// Keeps one tenant's index within its bounds after `mandate` added one:
 /// that mandate's oldest leaves first, then the tenant's oldest.
-fn bound(index: &mut Vec<(String, String)>, mandate: &str) {
+pub(crate) fn bound(index: &mut Vec<(String, String)>, mandate: &str) {
     if index.iter().filter(|(_, m)| m == mandate).count() > MAX_PER_MANDATE
         && let Some(i) = index.iter().position(|(_, m)| m == mandate)
     {

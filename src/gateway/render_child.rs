@@ -101,25 +101,16 @@ pub fn show(
             .unwrap_or(Type::Text);
         // the owner's registries that vouch beside this claim
         let mut own: Vec<&crate::ir::Registry> = vec![];
-        for a in &actions {
-            for p in &a.params {
-                if !p
-                    .sources
-                    .iter()
-                    .any(|s| matches!(s, Source::Claim { claim } if claim == name))
+        for (_, p) in crate::gateway::chain::vouched_by(&actions, name) {
+            for s in &p.sources {
+                if let Source::Registry { registry } = s
+                    && let Some(r) =
+                        pack.and_then(|pk| pk.registries.iter().find(|r| &r.name == registry))
+                    && !r.global
+                    && matches!(r.shape, RegistryShape::Set { .. })
+                    && !own.iter().any(|o| o.name == r.name)
                 {
-                    continue;
-                }
-                for s in &p.sources {
-                    if let Source::Registry { registry } = s
-                        && let Some(r) =
-                            pack.and_then(|pk| pk.registries.iter().find(|r| &r.name == registry))
-                        && !r.global
-                        && matches!(r.shape, RegistryShape::Set { .. })
-                        && !own.iter().any(|o| o.name == r.name)
-                    {
-                        own.push(r);
-                    }
+                    own.push(r);
                 }
             }
         }

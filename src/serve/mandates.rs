@@ -200,13 +200,19 @@ struct DeclineChild {
     id: String,
 }
 
+/// The signed-in user and the body of her request.
+async fn signed_body<T: serde::de::DeserializeOwned>(
+    st: &Page,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(String, T), Response> {
+    let who = super::page::signed_in(st, headers).map_err(|r| *r)?;
+    Ok((who, read_json(st, body).await?))
+}
+
 /// The held child `id`, if it waits for `who`.
 fn held_for(gw: &crate::gateway::Gateway, id: &str, who: &str) -> Result<(), ChildError> {
-    let mine = gw
-        .held_children()?
-        .iter()
-        .any(|h| h.mandate.id == id && h.mandate.user == who);
-    if mine {
+    if gw.held_child(id)?.is_some_and(|h| h.mandate.user == who) {
         Ok(())
     } else {
         Err(ChildError::Request {
@@ -222,12 +228,8 @@ fn held_for(gw: &crate::gateway::Gateway, id: &str, who: &str) -> Result<(), Chi
 /// `POST /v1/approver/mandates/confirm`: the signed-in user's signature of
 /// a child waiting for her; issued and recorded with a receipt.
 pub(super) async fn confirm(State(st): State<Page>, headers: HeaderMap, body: Body) -> Response {
-    let who = match super::page::signed_in(&st, &headers) {
-        Ok(w) => w,
-        Err(r) => return *r,
-    };
-    let c: Confirm = match read_json(&st, body).await {
-        Ok(c) => c,
+    let (who, c) = match signed_body::<Confirm>(&st, &headers, body).await {
+        Ok(x) => x,
         Err(r) => return r,
     };
     off_loop(&st, move |gw| {
@@ -253,12 +255,8 @@ pub(super) async fn confirm(State(st): State<Page>, headers: HeaderMap, body: Bo
 /// `POST /v1/approver/mandates/decline`: the signed-in user declines a
 /// child waiting for her; recorded with a receipt.
 pub(super) async fn decline(State(st): State<Page>, headers: HeaderMap, body: Body) -> Response {
-    let who = match super::page::signed_in(&st, &headers) {
-        Ok(w) => w,
-        Err(r) => return *r,
-    };
-    let c: DeclineChild = match read_json(&st, body).await {
-        Ok(c) => c,
+    let (who, c) = match signed_body::<DeclineChild>(&st, &headers, body).await {
+        Ok(x) => x,
         Err(r) => return r,
     };
     off_loop(&st, move |gw| {

@@ -187,20 +187,26 @@ fn a_child_is_proposed_confirmed_in_the_browser_issued_and_revoked() {
     );
 }
 
+/// For a command line: the store `db` (in the world's directory), the
+/// bundle, the world, Emma's mandate as a parent and the issuer's key.
+fn cli_files(w: &TestWorld, db: &str) -> (String, String, String, String, String) {
+    let parent = write_mandate(w, &w.emma());
+    (
+        path_str(&w.dir.path().join(db)),
+        path_str(&w.bundle_path),
+        path_str(&w.world_path),
+        path_str(&parent),
+        path_str(&w.dir.path().join("issuer.key")),
+    )
+}
+
 /// The administrator's child on the command line: checked against its
 /// parent (one that widens is `ipc::mandate::widens`, nothing recorded),
 /// signed with the issuer's key, recorded with a receipt.
 #[test]
 fn ipc_mandates_issue_refuses_a_widening_child_and_records_a_narrow_one() {
     let w = TestWorld::new();
-    let db = path_str(&w.dir.path().join("cli.db"));
-    let parent = write_mandate(&w, &w.emma());
-    let (b, wp, p) = (
-        path_str(&w.bundle_path),
-        path_str(&w.world_path),
-        path_str(&parent),
-    );
-    let key = path_str(&w.dir.path().join("issuer.key"));
+    let (db, b, wp, p, key) = cli_files(&w, "cli.db");
     let base = [
         "mandates", "issue", "--bundle", &b, "--world", &wp, "--store", &db, "--parent", &p,
         "--key", &key, "--format", "json",
@@ -239,4 +245,73 @@ fn ipc_mandates_issue_refuses_a_widening_child_and_records_a_narrow_one() {
     );
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed["mandates"].as_array().unwrap().len(), 1, "{listed}");
+}
+
+/// `ipc token child` issues the child `ipc mandates issue` does (one
+/// implementation): a widening one refused, nothing recorded; a narrow one
+/// printed as its token and recorded; `--draft` shows what widens; the
+/// harness's `--stdio` answers one line per child, an error as a line.
+#[test]
+fn ipc_token_child_issues_as_mandates_issue_does() {
+    let w = TestWorld::new();
+    let (db, b, wp, p, key) = cli_files(&w, "child.db");
+    let gw = ["--bundle", &b, "--world", &wp, "--store", &db];
+    let child = |extra: &[&str]| {
+        ipc(
+            &[
+                &["token", "child"][..],
+                &gw[..],
+                &["--parent", &p][..],
+                extra,
+            ]
+            .concat(),
+            "",
+        )
+    };
+    let attacker = format!("payee={ATTACKER_IBAN}");
+    let out = child(&["--key", &key, "--claim", &attacker]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("widens its parent"), "{err}");
+    let out = child(&["--draft", "--format", "json", "--claim", &attacker]);
+    let draft: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(draft["widens"][0]["kind"], "claim", "{draft}");
+    let landlord = format!("payee={LANDLORD}");
+    let out = child(&["--key", &key, "--claim", &landlord, "--budget", "50.00"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(token["mandate"]["budget"]["amount"], 5000);
+    let parent_token: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let lines = format!(
+        "{}\nnot json\n",
+        json!({"parent": parent_token, "request": {"claims": {"payee": [LANDLORD]}, "calls": 1}})
+    );
+    let out = ipc(
+        &[
+            &["token", "child"][..],
+            &gw[..],
+            &["--key", &key, "--stdio"][..],
+        ]
+        .concat(),
+        &lines,
+    );
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0]["token"]["mandate"]["budget"]["calls"], 1);
+    assert!(answers[1]["error"].is_string(), "{answers:?}");
+    let out = ipc(
+        &[
+            "mandates", "list", "--bundle", &b, "--world", &wp, "--store", &db, "--format", "json",
+        ],
+        "",
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["mandates"].as_array().unwrap().len(), 2, "{listed}");
 }

@@ -244,14 +244,13 @@
     return box;
   }
 
-  async function decideMandate(kind, m) {
+  // POSTs the body `makeBody` resolves to `path`, says `done` of the
+  // receipt or the refusal, and refreshes the lists.
+  async function post(path, makeBody, done) {
     try {
-      const body = kind === "confirm"
-        ? { id: m.mandate.id, signature: await sign(m.mandate) }
-        : { id: m.mandate.id };
-      const r = await call("POST", "/v1/approver/mandates/" + kind, body);
+      const r = await call("POST", path, await makeBody());
       if (r.status === 200) {
-        say((kind === "confirm" ? "Issued mandate " : "Declined mandate ") + m.mandate.id + " (receipt " + r.data.receipt.seq + ")");
+        say(done + " (receipt " + r.data.receipt.seq + ")");
       } else {
         say("Refused: " + ((r.data && r.data.error) || r.status), true);
       }
@@ -259,6 +258,14 @@
       say(String(e.message || e), true);
     }
     await refresh();
+  }
+
+  async function decideMandate(kind, m) {
+    const body = async () => kind === "confirm"
+      ? { id: m.mandate.id, signature: await sign(m.mandate) }
+      : { id: m.mandate.id };
+    await post("/v1/approver/mandates/" + kind, body,
+      (kind === "confirm" ? "Issued mandate " : "Declined mandate ") + m.mandate.id);
   }
 
   async function refreshMandates() {
@@ -295,17 +302,8 @@
   }
 
   async function act(kind, op) {
-    try {
-      const r = await call("POST", "/v1/approver/" + kind, await signed(kind, op));
-      if (r.status === 200) {
-        say((kind === "approve" ? "Approved " : "Declined ") + op.action + " (receipt " + r.data.receipt.seq + ")");
-      } else {
-        say("Refused: " + ((r.data && r.data.error) || r.status), true);
-      }
-    } catch (e) {
-      say(String(e.message || e), true);
-    }
-    await refresh();
+    await post("/v1/approver/" + kind, () => signed(kind, op),
+      (kind === "approve" ? "Approved " : "Declined ") + op.action);
   }
 
   async function onSignIn() {
