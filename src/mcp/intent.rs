@@ -219,6 +219,24 @@ pub fn items(draft: &Draft, req: &ChildRequest) -> Vec<Item> {
     out
 }
 
+/// The claims of one value (not a set) the request names whose value the
+/// user did not tick (or could not: it widens). A child without such a
+/// claim holds the session's value of it, which the user was not shown as
+/// this request's, so the answer grants nothing; `Err` says why.
+pub fn single_unticked(draft: &Draft, req: &ChildRequest, granted: &[Item]) -> Result<(), String> {
+    let missing = req.claims.iter().map(|(k, _)| k).find(|k| {
+        !draft.mandate.claims.get(*k).is_some_and(Value::is_array)
+            && !granted.iter().any(|g| &&g.claim == k)
+    });
+    match missing {
+        None => Ok(()),
+        Some(k) => Err(format!(
+            "`{}` holds one value and it was not granted: a mandate without it would hold the session's value of it, which was not shown; grant it, or ask again without it",
+            crate::base::json::echo(k)
+        )),
+    }
+}
+
 /// A widening other than a claim value: the request cannot be issued
 /// whatever the user ticks.
 pub fn beyond_claims(draft: &Draft) -> Vec<Widening> {

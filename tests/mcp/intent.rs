@@ -4,6 +4,7 @@
 //! restart of the proxy continues it.
 #![cfg(all(feature = "mcp", feature = "demo"))]
 
+use crate::common::mcp::text;
 use intentplane::gateway::testkit::{MandateSpec, TestWorld};
 use intentplane::mcp::intent::TOOL;
 use intentplane::mcp::proxy::Proxy;
@@ -172,24 +173,8 @@ impl Session {
     }
 
     fn executed(&self) -> usize {
-        let st: Value = std::fs::read_to_string(&self.state)
-            .map(|s| serde_json::from_str(&s).unwrap())
-            .unwrap_or(json!({"calls": []}));
-        st["calls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["tool"] == "send_money")
-            .count()
+        crate::common::mcp::executed(&self.state, "send_money").len()
     }
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn send(iban: &str, amount: f64, subject: &str) -> Value {
@@ -348,5 +333,35 @@ async fn a_state_for_another_request_is_refused() {
         .unwrap();
     let t = format!("{r:?}");
     assert!(t.contains("request state was refused"), "{t}");
+    assert!(mandate_receipts(&st).is_empty());
+}
+
+/// A claim of one value the request names and the user does not tick
+/// (here: cannot, it is not the session's account) grants nothing: the
+/// child would have held the session's account, which the form never
+/// showed as this request's (it was issued so before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unticked_single_value_claim_grants_nothing() {
+    let tw = TestWorld::new();
+    let st = store(&tw);
+    let s = session(&tw, st.clone(), landlord_only, false).await;
+    let parent = s.proxy.mandate_of("send_money").unwrap();
+    let r = s
+        .call(
+            TOOL,
+            json!({"claims": {"payee": [LANDLORD], "account": "emma-savings"}}),
+        )
+        .await;
+    let shown = s.user.shown.lock().unwrap().clone();
+    assert_eq!(shown.len(), 1, "asked once");
+    assert!(shown[0].0.contains("emma-savings"), "{}", shown[0].0);
+    assert!(!shown[0].0.contains("emma-checking"), "{}", shown[0].0);
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(
+        text(&r).contains("`account` holds one value and it was not granted"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(s.proxy.mandate_of("send_money").unwrap(), parent);
     assert!(mandate_receipts(&st).is_empty());
 }
