@@ -362,10 +362,13 @@ struct Kept {
 
 /// The child mandates granted in the session `session` continues (read
 /// from the store): per pack, the last one granted whose parent is the
-/// session's mandate of that pack, unexpired at `now` and not revoked.
+/// session's mandate of that pack. One that has expired or been revoked
+/// since is continued too, as the running proxy keeps it: the pack's
+/// calls are denied under it (with receipts) until the user grants
+/// another, never decided under the session's wider mandate again because
+/// the proxy restarted.
 pub fn resume(
     store: &dyn crate::store::Store,
-    now: i64,
     config: &std::path::Path,
     session: &crate::mcp::config::SessionConfig,
 ) -> Result<std::collections::HashMap<String, Value>, crate::mcp::session::SessionError> {
@@ -386,13 +389,7 @@ pub fn resume(
             let Ok(kept) = serde_json::from_value::<Kept>(v) else {
                 continue;
             };
-            let Ok(child) = serde_json::from_value::<MandateToken>(kept.token.clone()) else {
-                continue;
-            };
-            if kept.parent == parent.mandate.id
-                && child.mandate.expires_at > now
-                && !tx.revoked(&child.mandate.id)?
-            {
+            if kept.parent == parent.mandate.id {
                 out.insert(pack.clone(), kept.token);
             }
         }

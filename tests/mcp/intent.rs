@@ -365,3 +365,36 @@ async fn an_unticked_single_value_claim_grants_nothing() {
     assert_eq!(s.proxy.mandate_of("send_money").unwrap(), parent);
     assert!(mandate_receipts(&st).is_empty());
 }
+
+/// A child revoked after it was granted stays the pack's mandate across a
+/// restart, as in the running proxy: the calls are denied under it. (A
+/// restart dropped it, and the calls were decided under the session's
+/// wider mandate again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_child_is_not_replaced_by_the_session_mandate_on_a_restart() {
+    let tw = TestWorld::new();
+    let st = store(&tw);
+    let s = session(&tw, st.clone(), landlord_only, false).await;
+    let parent = s.proxy.mandate_of("send_money").unwrap();
+    let r = s.call(TOOL, injected()).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let child = s.proxy.mandate_of("send_money").unwrap();
+    assert_ne!(child, parent);
+    let id = child["mandate"]["id"].as_str().unwrap().to_string();
+    st.transaction(&mut |tx| {
+        tx.revoke(&id)?;
+        Ok(Value::Null)
+    })
+    .unwrap();
+    let before = s.call("send_money", send(LANDLORD, 600.0, "rent")).await;
+    assert!(text(&before).contains("DENY"), "{}", text(&before));
+    assert_eq!(s.executed(), 0);
+    drop(s);
+    let again = session(&tw, st.clone(), declines, false).await;
+    assert_eq!(again.proxy.mandate_of("send_money").unwrap(), child);
+    let after = again
+        .call("send_money", send(LANDLORD, 600.0, "rent 2"))
+        .await;
+    assert!(text(&after).contains("DENY"), "{}", text(&after));
+    assert_eq!(again.executed(), 0);
+}
