@@ -286,6 +286,9 @@ mod tests {
             "http://localhost:9/mcp",
             "http://LOCALHOST/mcp",
             "http://[::1]:9/mcp",
+            // the URL parser's spelling of 127.0.0.1
+            "http://0x7f000001/mcp",
+            "http://127.1/mcp",
         ] {
             assert!(check_url(ok).is_ok(), "{ok}");
         }
@@ -297,6 +300,12 @@ mod tests {
             "http://localhost.example.com/mcp",
             "http://127.0.0.1.example.com/mcp",
             "http://[::ffff:10.0.0.1]/mcp",
+            // names a resolver may send anywhere, and a mapped address
+            // (not what `::1` is)
+            "http://127.0.0.1.nip.io/mcp",
+            "http://localhost./mcp",
+            "http://[::ffff:127.0.0.1]/mcp",
+            "http://[::]/mcp",
             "http://0.0.0.0/mcp",
             "https://user:pw@mcp.example.com/mcp",
             "https://token@mcp.example.com/mcp",
