@@ -219,6 +219,24 @@ pub fn items(draft: &Draft, req: &ChildRequest) -> Vec<Item> {
     out
 }
 
+/// The claims of one value (not a set) the request names whose value the
+/// user did not tick (or could not: it widens). A child without such a
+/// claim holds the session's value of it, which the user was not shown as
+/// this request's, so the answer grants nothing; `Err` says why.
+pub fn single_unticked(draft: &Draft, req: &ChildRequest, granted: &[Item]) -> Result<(), String> {
+    let missing = req.claims.iter().map(|(k, _)| k).find(|k| {
+        !draft.mandate.claims.get(*k).is_some_and(Value::is_array)
+            && !granted.iter().any(|g| &&g.claim == k)
+    });
+    match missing {
+        None => Ok(()),
+        Some(k) => Err(format!(
+            "`{}` holds one value and it was not granted: a mandate without it would hold the session's value of it, which was not shown; grant it, or ask again without it",
+            crate::base::json::echo(k)
+        )),
+    }
+}
+
 /// A widening other than a claim value: the request cannot be issued
 /// whatever the user ticks.
 pub fn beyond_claims(draft: &Draft) -> Vec<Widening> {
@@ -344,10 +362,13 @@ struct Kept {
 
 /// The child mandates granted in the session `session` continues (read
 /// from the store): per pack, the last one granted whose parent is the
-/// session's mandate of that pack, unexpired at `now` and not revoked.
+/// session's mandate of that pack. One that has expired or been revoked
+/// since is continued too, as the running proxy keeps it: the pack's
+/// calls are denied under it (with receipts) until the user grants
+/// another, never decided under the session's wider mandate again because
+/// the proxy restarted.
 pub fn resume(
     store: &dyn crate::store::Store,
-    now: i64,
     config: &std::path::Path,
     session: &crate::mcp::config::SessionConfig,
 ) -> Result<std::collections::HashMap<String, Value>, crate::mcp::session::SessionError> {
@@ -368,13 +389,7 @@ pub fn resume(
             let Ok(kept) = serde_json::from_value::<Kept>(v) else {
                 continue;
             };
-            let Ok(child) = serde_json::from_value::<MandateToken>(kept.token.clone()) else {
-                continue;
-            };
-            if kept.parent == parent.mandate.id
-                && child.mandate.expires_at > now
-                && !tx.revoked(&child.mandate.id)?
-            {
+            if kept.parent == parent.mandate.id {
                 out.insert(pack.clone(), kept.token);
             }
         }

@@ -543,12 +543,7 @@ impl Proxy {
                 ToolMode::Passthrough => None,
             })
             .collect();
-        let children = intent::resume(
-            setup.store.as_ref(),
-            now,
-            &setup.config_path,
-            &setup.session,
-        )?;
+        let children = intent::resume(setup.store.as_ref(), &setup.config_path, &setup.session)?;
         let request_tool = setup
             .session
             .mandate_requests

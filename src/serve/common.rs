@@ -197,36 +197,45 @@ fn is_json(h: &HeaderMap) -> bool {
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// The request body as text, read within the body deadline and the size
-/// bound; or the answer that says why not.
-pub(super) async fn read_text(st: &AppState, body: Body) -> Result<String, Response> {
-    let read = tokio::time::timeout(st.body_timeout, Limited::new(body, MAX_BODY).collect()).await;
-    let bytes = match read {
+/// The whole request body, read within `timeout` and at most `limit`
+/// bytes; or the answer that says why not (a 408 that closes the
+/// connection, a 413, a 400), counted in `metrics`.
+pub(super) async fn read_body(
+    timeout: Duration,
+    limit: usize,
+    metrics: &Metrics,
+    body: Body,
+) -> Result<axum::body::Bytes, Response> {
+    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
         Err(_) => {
-            st.metrics.refused("body_timeout");
+            metrics.refused("body_timeout");
             let mut r = error(
                 StatusCode::REQUEST_TIMEOUT,
                 "the body did not arrive in time",
             );
             r.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return Err(r);
+            Err(r)
         }
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            st.metrics.refused("body_too_large");
-            return Err(error(
+            metrics.refused("body_too_large");
+            Err(error(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                format!("body too large (at most {MAX_BODY} bytes)"),
-            ));
+                format!("body too large (at most {limit} bytes)"),
+            ))
         }
-        Ok(Err(e)) => {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                format!("cannot read the body: {}", e.to_string().to_lowercase()),
-            ));
-        }
-        Ok(Ok(c)) => c.to_bytes(),
-    };
+        Ok(Err(e)) => Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the body: {}", e.to_string().to_lowercase()),
+        )),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+    }
+}
+
+/// The request body as text, read within the body deadline and the size
+/// bound; or the answer that says why not.
+pub(super) async fn read_text(st: &AppState, body: Body) -> Result<String, Response> {
+    let bytes = read_body(st.body_timeout, MAX_BODY, &st.metrics, body).await?;
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return Err(error(StatusCode::BAD_REQUEST, "the body is not UTF-8 text"));
     };

@@ -7,6 +7,8 @@ pub mod chain;
 pub mod cli;
 pub mod counting;
 pub mod http;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod tools;

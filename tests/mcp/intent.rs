@@ -4,6 +4,7 @@
 //! restart of the proxy continues it.
 #![cfg(all(feature = "mcp", feature = "demo"))]
 
+use crate::common::mcp::text;
 use intentplane::gateway::testkit::{MandateSpec, TestWorld};
 use intentplane::mcp::intent::TOOL;
 use intentplane::mcp::proxy::Proxy;
@@ -172,24 +173,8 @@ impl Session {
     }
 
     fn executed(&self) -> usize {
-        let st: Value = std::fs::read_to_string(&self.state)
-            .map(|s| serde_json::from_str(&s).unwrap())
-            .unwrap_or(json!({"calls": []}));
-        st["calls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["tool"] == "send_money")
-            .count()
+        crate::common::mcp::executed(&self.state, "send_money").len()
     }
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn send(iban: &str, amount: f64, subject: &str) -> Value {
@@ -349,4 +334,67 @@ async fn a_state_for_another_request_is_refused() {
     let t = format!("{r:?}");
     assert!(t.contains("request state was refused"), "{t}");
     assert!(mandate_receipts(&st).is_empty());
+}
+
+/// A claim of one value the request names and the user does not tick
+/// (here: cannot, it is not the session's account) grants nothing: the
+/// child would have held the session's account, which the form never
+/// showed as this request's (it was issued so before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unticked_single_value_claim_grants_nothing() {
+    let tw = TestWorld::new();
+    let st = store(&tw);
+    let s = session(&tw, st.clone(), landlord_only, false).await;
+    let parent = s.proxy.mandate_of("send_money").unwrap();
+    let r = s
+        .call(
+            TOOL,
+            json!({"claims": {"payee": [LANDLORD], "account": "emma-savings"}}),
+        )
+        .await;
+    let shown = s.user.shown.lock().unwrap().clone();
+    assert_eq!(shown.len(), 1, "asked once");
+    assert!(shown[0].0.contains("emma-savings"), "{}", shown[0].0);
+    assert!(!shown[0].0.contains("emma-checking"), "{}", shown[0].0);
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(
+        text(&r).contains("`account` holds one value and it was not granted"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(s.proxy.mandate_of("send_money").unwrap(), parent);
+    assert!(mandate_receipts(&st).is_empty());
+}
+
+/// A child revoked after it was granted stays the pack's mandate across a
+/// restart, as in the running proxy: the calls are denied under it. (A
+/// restart dropped it, and the calls were decided under the session's
+/// wider mandate again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_child_is_not_replaced_by_the_session_mandate_on_a_restart() {
+    let tw = TestWorld::new();
+    let st = store(&tw);
+    let s = session(&tw, st.clone(), landlord_only, false).await;
+    let parent = s.proxy.mandate_of("send_money").unwrap();
+    let r = s.call(TOOL, injected()).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let child = s.proxy.mandate_of("send_money").unwrap();
+    assert_ne!(child, parent);
+    let id = child["mandate"]["id"].as_str().unwrap().to_string();
+    st.transaction(&mut |tx| {
+        tx.revoke(&id)?;
+        Ok(Value::Null)
+    })
+    .unwrap();
+    let before = s.call("send_money", send(LANDLORD, 600.0, "rent")).await;
+    assert!(text(&before).contains("DENY"), "{}", text(&before));
+    assert_eq!(s.executed(), 0);
+    drop(s);
+    let again = session(&tw, st.clone(), declines, false).await;
+    assert_eq!(again.proxy.mandate_of("send_money").unwrap(), child);
+    let after = again
+        .call("send_money", send(LANDLORD, 600.0, "rent 2"))
+        .await;
+    assert!(text(&after).contains("DENY"), "{}", text(&after));
+    assert_eq!(again.executed(), 0);
 }

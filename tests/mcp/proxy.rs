@@ -5,6 +5,7 @@
 // needs a part of the default features: the test is off without it
 #![cfg(all(feature = "mcp", feature = "demo"))]
 
+use crate::common::mcp::text;
 use intentplane::gateway::testkit::{MandateSpec, TestWorld};
 use intentplane::mcp::config::ToolConfig;
 use intentplane::mcp::proxy::Proxy;
@@ -178,15 +179,7 @@ impl Harness {
 
     /// The calls the demo server executed (or attempted) of `tool`.
     fn executed(&self, tool: &str) -> Vec<Value> {
-        let st: Value =
-            serde_json::from_str(&std::fs::read_to_string(&self.state).unwrap()).unwrap();
-        st["calls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["tool"] == tool)
-            .cloned()
-            .collect()
+        crate::common::mcp::executed(&self.state, tool)
     }
 
     /// The chain, once the outcomes the proxy answered with are written
@@ -202,14 +195,6 @@ impl Harness {
             .map(|r| r.body)
             .collect()
     }
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn is_error(r: &CallToolResult) -> bool {

@@ -7,6 +7,7 @@
 //! with TLS and `ipc mcp --listen`.
 #![cfg(all(feature = "mcp", feature = "demo"))]
 
+use crate::common::mcp::executed;
 use intentplane::gateway::testkit::{MandateSpec, TestWorld};
 use intentplane::mcp::config::{Bearer, Remote, ServerConfig, Transport};
 use intentplane::mcp::demo_server::{DemoOptions, DemoServer};
@@ -107,20 +108,6 @@ async fn start(s: &Setup, server: ServerConfig) -> Result<Proxy, ProxyError> {
         true,
     );
     Proxy::start(setup).await
-}
-
-fn executed(state: &Path, tool: &str) -> Vec<Value> {
-    let Ok(text) = std::fs::read_to_string(state) else {
-        return vec![];
-    };
-    let st: Value = serde_json::from_str(&text).unwrap();
-    st["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["tool"] == tool)
-        .cloned()
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@
 // needs a part of the default features: the test is off without it
 #![cfg(feature = "mcp")]
 
+use crate::common::mcp::text;
 use intentplane::gateway::approval::SignedApproval;
 use intentplane::store::Store;
 use intentplane::store::sqlite::SqliteStore;
@@ -193,14 +194,6 @@ fn pay(amount: f64, subject: &str) -> Map<String, Value> {
         .as_object()
         .cloned()
         .unwrap()
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn op_of(r: &CallToolResult) -> Option<String> {

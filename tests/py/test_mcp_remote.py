@@ -110,6 +110,19 @@ def authority(tmp: pathlib.Path) -> pathlib.Path:
     return t
 
 
+def calls_in(state: pathlib.Path, tool):
+    """The calls of `tool` a demo server's state file records (none before
+    its first call)."""
+    if not state.exists():
+        return []
+    return [c for c in json.loads(state.read_text())["calls"] if c["tool"] == tool]
+
+
+def stop(proc):
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
 class Remote:
     """tests/py/remote_server.py in the background: its port and what it
     received."""
@@ -127,13 +140,10 @@ class Remote:
         self.port = int(line.split()[-1])
 
     def calls(self, tool):
-        if not self.state.exists():
-            return []
-        return [c for c in json.loads(self.state.read_text())["calls"] if c["tool"] == tool]
+        return calls_in(self.state, tool)
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+        stop(self.proc)
 
 
 @pytest.fixture
@@ -316,10 +326,7 @@ class Listening:
         self.url = self.base + "/mcp"
 
     def executed(self, tool):
-        p = self.tmp / "state.json"
-        if not p.exists():
-            return []
-        return [c for c in json.loads(p.read_text())["calls"] if c["tool"] == tool]
+        return calls_in(self.tmp / "state.json", tool)
 
     def play(self, body, token="listen-token-0123456789abcdef", user=None):
         async def go():
@@ -332,8 +339,7 @@ class Listening:
         return asyncio.run(asyncio.wait_for(go(), STARTUP))
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+        stop(self.proc)
 
 
 @pytest.fixture

@@ -35,8 +35,9 @@ pub(super) fn remote(
     url: &S<String>,
 ) -> Result<Remote, Vec<ConfigError>> {
     let mut errs = vec![];
+    // `None`: not a URL the proxy connects to (said once, below)
     let https = match check_url(url.get_ref()) {
-        Ok(https) => https,
+        Ok(https) => Some(https),
         Err((message, help)) => {
             errs.push(ConfigError::ServerUrl {
                 server: name.into(),
@@ -44,7 +45,7 @@ pub(super) fn remote(
                 span: sp(url),
                 help: Some(help),
             });
-            false
+            None
         }
     };
     let token = match (&sf.token_file, &sf.token_env) {
@@ -99,20 +100,18 @@ pub(super) fn remote(
         },
         (None, None) => None,
     };
-    let ca = match &sf.ca_file {
-        None => None,
-        Some(f) if !https => {
-            if errs.is_empty() {
-                errs.push(ConfigError::CaFile {
-                    server: name.into(),
-                    message: "`ca_file` is for an `https://` URL".into(),
-                    span: sp(f),
-                    help: Some("use `https://`, or remove `ca_file`".into()),
-                });
-            }
+    let ca = match (&sf.ca_file, https) {
+        (None, _) | (Some(_), None) => None,
+        (Some(f), Some(false)) => {
+            errs.push(ConfigError::CaFile {
+                server: name.into(),
+                message: "`ca_file` is for an `https://` URL".into(),
+                span: sp(f),
+                help: Some("use `https://`, or remove `ca_file`".into()),
+            });
             None
         }
-        Some(f) => match read_certs(&dir.join(f.get_ref())) {
+        (Some(f), Some(true)) => match read_certs(&dir.join(f.get_ref())) {
             Ok(certs) => Some(certs),
             Err(message) => {
                 errs.push(ConfigError::CaFile {
@@ -206,7 +205,7 @@ fn check_url(url: &str) -> Result<bool, (String, String)> {
 }
 
 /// A loopback host: `localhost`, `127.0.0.0/8` or `[::1]`.
-pub(crate) fn is_loopback(url: &reqwest::Url) -> bool {
+fn is_loopback(url: &reqwest::Url) -> bool {
     let Some(host) = url.host_str() else {
         return false;
     };
@@ -249,6 +248,34 @@ fn read_certs(path: &Path) -> Result<Vec<Vec<u8>>, String> {
 mod tests {
     use super::check_url;
 
+    /// Every problem of a remote server is said at once: a `ca_file` on a
+    /// plain `http://` URL was left unsaid when the token had a problem
+    /// too (one more round of `ipc mcp --check` to find it).
+    #[test]
+    fn a_ca_file_on_plain_http_is_said_beside_a_token_problem() {
+        let sf: super::ServerFile = toml::from_str(
+            "name = \"bank\"\nurl = \"http://127.0.0.1:9/mcp\"\ntoken_file = \"t\"\ntoken_env = \"T\"\nca_file = \"ca.pem\"\n",
+        )
+        .unwrap();
+        let url = sf.url.clone().unwrap();
+        let errs = super::remote(std::path::Path::new("."), "bank", &sf, &url).unwrap_err();
+        let codes: Vec<String> = errs
+            .iter()
+            .map(|e| miette::Diagnostic::code(e).unwrap().to_string())
+            .collect();
+        assert_eq!(
+            codes,
+            ["ipc::mcp::server_token", "ipc::mcp::ca_file"],
+            "{errs:?}"
+        );
+        // a URL that is not one is said once, without its `ca_file`
+        let sf: super::ServerFile =
+            toml::from_str("name = \"bank\"\nurl = \"ftp://x/\"\nca_file = \"ca.pem\"\n").unwrap();
+        let url = sf.url.clone().unwrap();
+        let errs = super::remote(std::path::Path::new("."), "bank", &sf, &url).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+    }
+
     #[test]
     fn only_https_or_loopback_http() {
         for ok in [
@@ -259,6 +286,9 @@ mod tests {
             "http://localhost:9/mcp",
             "http://LOCALHOST/mcp",
             "http://[::1]:9/mcp",
+            // the URL parser's spelling of 127.0.0.1
+            "http://0x7f000001/mcp",
+            "http://127.1/mcp",
         ] {
             assert!(check_url(ok).is_ok(), "{ok}");
         }
@@ -270,6 +300,12 @@ mod tests {
             "http://localhost.example.com/mcp",
             "http://127.0.0.1.example.com/mcp",
             "http://[::ffff:10.0.0.1]/mcp",
+            // names a resolver may send anywhere, and a mapped address
+            // (not what `::1` is)
+            "http://127.0.0.1.nip.io/mcp",
+            "http://localhost./mcp",
+            "http://[::ffff:127.0.0.1]/mcp",
+            "http://[::]/mcp",
             "http://0.0.0.0/mcp",
             "https://user:pw@mcp.example.com/mcp",
             "https://token@mcp.example.com/mcp",

@@ -124,7 +124,9 @@ impl Proxy {
             Form::Respond(r) => return *r,
         };
         let granted = match answer.action {
-            ElicitationAction::Accept => match intent::granted(&items, answer.content.as_ref()) {
+            ElicitationAction::Accept => match intent::granted(&items, answer.content.as_ref())
+                .and_then(|g| intent::single_unticked(&draft, &req, &g).map(|()| g))
+            {
                 Ok(g) => Some(g),
                 Err(e) => return refuse(&format!("the answer was refused ({e})")),
             },

@@ -53,6 +53,7 @@ pub fn run(
         // the gate checks `Host` (rmcp's own check would be a second,
         // different list)
         let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+        let max_body = config.max_request_body_bytes;
         let stop = config.cancellation_token.clone();
         let p = proxy.clone();
         let service = StreamableHttpService::new(
@@ -62,7 +63,7 @@ pub fn run(
         );
         let router = axum::Router::new().route_service(PATH, service);
         let admit: crate::serve::Admit = Box::new(move |t: &Tenants| admit(&owners, t));
-        let served = crate::serve::serve_gated(&http, router, admit, out).await;
+        let served = crate::serve::serve_gated(&http, router, max_body, admit, out).await;
         stop.cancel();
         proxy.flush().await;
         served?;
