@@ -686,17 +686,16 @@ pub fn suggested_scenario(
             // a critical value must come from its trusted source: the
             // solver's arbitrary one is only kept where a rule reads it
             if p.critical && !reads(&p.name) {
-                let from: Vec<String> = p.sources.iter().map(source_name).collect();
-                args.insert(
-                    p.name.clone(),
-                    Value::from(format!("<from {}>", from.join(" | "))),
-                );
+                args.insert(p.name.clone(), from_sources(p));
                 continue;
             }
             let v = match (&p.ty, v) {
                 (crate::ir::Type::Money, Value::Number(n)) => {
                     n.as_i64().map(money_json).unwrap_or_else(|| v.clone())
                 }
+                // no rule reads a record's fields: its critical ones come
+                // from their sources, never the solver
+                _ if p.vouched() => sourced_fields(p, v),
                 _ => v.clone(),
             };
             args.insert(p.name.clone(), v);
@@ -740,6 +739,33 @@ pub fn suggested_scenario(
         needs.insert("differs_at_approval_level".into(), l.clone());
     }
     serde_json::json!({"test": test, "needs": needs})
+}
+
+/// A record's (or a list of records') value with each critical field, at
+/// any depth, as the `<from ...>` its sources must give.
+fn sourced_fields(p: &crate::ir::Param, v: &Value) -> Value {
+    match v {
+        Value::Array(items) => Value::Array(items.iter().map(|i| sourced_fields(p, i)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| {
+                    let x = match p.field(k) {
+                        Some(f) if f.critical => from_sources(f),
+                        Some(f) if f.vouched() => sourced_fields(f, x),
+                        _ => x.clone(),
+                    };
+                    (k.clone(), x)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// `<from registry.a | mandate.b>`: where a critical value must come from.
+fn from_sources(p: &crate::ir::Param) -> Value {
+    let from: Vec<String> = p.sources.iter().map(source_name).collect();
+    Value::from(format!("<from {}>", from.join(" | ")))
 }
 
 pub(crate) fn source_name(s: &crate::ir::Source) -> String {
