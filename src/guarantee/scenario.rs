@@ -377,3 +377,57 @@ pub(super) fn scenario(
         "tests": [test],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    /// A counterexample over a list of records: its critical fields are
+    /// named as what the world must give (every element's from its
+    /// sources), and the solver's record is kept as the tool sends it.
+    #[test]
+    fn a_records_critical_fields_are_what_the_world_must_give() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mutate/records");
+        let checked = crate::check::check_path(&dir);
+        let pack = checked.pack.expect("the records fixture checks");
+        let report = crate::bundle::build(&[PathBuf::from(&dir)]);
+        let bundle = report.bundle.expect("the records fixture builds");
+        let action = bundle.table.action("memory.relate").expect("memory.relate");
+        let g = ir::Guarantee {
+            reason: "no secret notes".into(),
+            level: None,
+            scope: "memory.relate".into(),
+            covers: vec![],
+            line: 1,
+        };
+        let example = Counterexample {
+            principal: String::new(),
+            action: String::new(),
+            resource: String::new(),
+            context: json!({
+                "relations": [{"from": "x", "to": "y", "relationType": "knows"}],
+                "note": "secret",
+            }),
+        };
+        let p = PackGuarantees {
+            pack: &pack,
+            file: String::new(),
+            source: String::new(),
+            dir: Some(dir),
+        };
+        let s = scenario(&p, action, &g, &example, "ALLOW");
+        let test = &s["tests"][0];
+        assert_eq!(
+            test["proposal"]["args"]["relations"],
+            json!([{"from": "x", "to": "y", "relationType": "knows"}])
+        );
+        let d = test["description"].as_str().unwrap();
+        assert!(
+            d.contains("`relations.from` must come from registry.entities")
+                && d.contains("`relations.to` must come from registry.entities"),
+            "{d}"
+        );
+        assert!(!d.contains("relationType"), "{d}");
+    }
+}

@@ -785,6 +785,38 @@ fn money_json(cents: i64) -> Value {
 mod tests {
     use super::*;
 
+    /// A survivor's scenario over a list of records: each element's
+    /// critical fields are `<from ...>` (no rule reads a field: the
+    /// solver's value is never a trusted one), the other fields as given.
+    #[test]
+    fn a_records_critical_fields_are_left_to_their_sources() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mutate/records");
+        let report = crate::bundle::build(&[dir]);
+        let bundle = report.bundle.expect("the records fixture builds");
+        let action = bundle
+            .table
+            .action("files.write_many")
+            .expect("files.write_many");
+        let example = Counterexample {
+            principal: String::new(),
+            action: String::new(),
+            resource: String::new(),
+            context: serde_json::json!({"files": [
+                {"path": "/x", "content": "c", "meta": {"owner": "a@b.c", "tag": "t"}},
+            ]}),
+        };
+        let s = suggested_scenario(action, &PolicySet::new(), "n", &example, "ALLOW");
+        assert_eq!(
+            s["test"]["proposal"]["args"]["files"],
+            serde_json::json!([{
+                "path": "<from registry.workspace>",
+                "content": "c",
+                "meta": {"owner": "<from registry.people>", "tag": "t"},
+            }])
+        );
+    }
+
     #[test]
     fn money_is_exact() {
         assert_eq!(money_json(100000), "1000.00");
