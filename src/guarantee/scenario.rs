@@ -132,6 +132,14 @@ fn as_given(ty: &Type, v: &Value) -> Value {
         (Type::List(e) | Type::Set(e), Value::Array(items)) => {
             Value::Array(items.iter().map(|x| as_given(e, x)).collect())
         }
+        (Type::Record(fs), Value::Object(o)) => Value::Object(
+            o.iter()
+                .map(|(k, x)| match fs.iter().find(|f| &f.name == k) {
+                    Some(f) => (k.clone(), as_given(&f.ty, x)),
+                    None => (k.clone(), x.clone()),
+                })
+                .collect(),
+        ),
         (Type::Enum(vs), Value::String(s)) if !vs.contains(s) => sample(ty),
         (Type::Currency, Value::String(s))
             if !(s.len() == 3 && s.chars().all(|c| c.is_ascii_uppercase())) =>
@@ -149,6 +157,28 @@ fn as_given(ty: &Type, v: &Value) -> Value {
         },
         _ => v.clone(),
     }
+}
+
+/// `` `edits.path` must come from registry.workspace `` for each critical
+/// field of a record (at any depth), under its place's name.
+fn critical_fields(place: &str, fields: &[ir::Param], notes: &mut Vec<String>) {
+    for f in fields {
+        let here = format!("{place}.{}", f.name);
+        if f.critical {
+            notes.push(must_come_from(&here, f));
+        }
+        critical_fields(&here, &f.fields, notes);
+    }
+}
+
+/// `` `PLACE` must come from registry.a | mandate.b ``.
+fn must_come_from(place: &str, p: &ir::Param) -> String {
+    let from: Vec<String> = p
+        .sources
+        .iter()
+        .map(crate::mutate::equiv::source_name)
+        .collect();
+    format!("`{place}` must come from {}", from.join(" | "))
 }
 
 /// Between 2000 and 2100: a time a scenario can be set at.
@@ -269,17 +299,13 @@ pub(super) fn scenario(
                     }
                 }
                 Some(_) => {}
-                None if !from_registry => notes.push(format!(
-                    "`{}` must come from {}",
-                    prm.name,
-                    prm.sources
-                        .iter()
-                        .map(crate::mutate::equiv::source_name)
-                        .collect::<Vec<_>>()
-                        .join(" | ")
-                )),
+                None if !from_registry => notes.push(must_come_from(&prm.name, prm)),
                 None => {}
             }
+        }
+        if !prm.critical {
+            // a record's critical fields: every element's from its sources
+            critical_fields(&prm.name, &prm.fields, &mut notes);
         }
         if prm.secret {
             continue;
@@ -350,4 +376,58 @@ pub(super) fn scenario(
         "mandates": {"guarantee": mandate},
         "tests": [test],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    /// A counterexample over a list of records: its critical fields are
+    /// named as what the world must give (every element's from its
+    /// sources), and the solver's record is kept as the tool sends it.
+    #[test]
+    fn a_records_critical_fields_are_what_the_world_must_give() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mutate/records");
+        let checked = crate::check::check_path(&dir);
+        let pack = checked.pack.expect("the records fixture checks");
+        let report = crate::bundle::build(&[PathBuf::from(&dir)]);
+        let bundle = report.bundle.expect("the records fixture builds");
+        let action = bundle.table.action("memory.relate").expect("memory.relate");
+        let g = ir::Guarantee {
+            reason: "no secret notes".into(),
+            level: None,
+            scope: "memory.relate".into(),
+            covers: vec![],
+            line: 1,
+        };
+        let example = Counterexample {
+            principal: String::new(),
+            action: String::new(),
+            resource: String::new(),
+            context: json!({
+                "relations": [{"from": "x", "to": "y", "relationType": "knows"}],
+                "note": "secret",
+            }),
+        };
+        let p = PackGuarantees {
+            pack: &pack,
+            file: String::new(),
+            source: String::new(),
+            dir: Some(dir),
+        };
+        let s = scenario(&p, action, &g, &example, "ALLOW");
+        let test = &s["tests"][0];
+        assert_eq!(
+            test["proposal"]["args"]["relations"],
+            json!([{"from": "x", "to": "y", "relationType": "knows"}])
+        );
+        let d = test["description"].as_str().unwrap();
+        assert!(
+            d.contains("`relations.from` must come from registry.entities")
+                && d.contains("`relations.to` must come from registry.entities"),
+            "{d}"
+        );
+        assert!(!d.contains("relationType"), "{d}");
+    }
 }

@@ -686,17 +686,16 @@ pub fn suggested_scenario(
             // a critical value must come from its trusted source: the
             // solver's arbitrary one is only kept where a rule reads it
             if p.critical && !reads(&p.name) {
-                let from: Vec<String> = p.sources.iter().map(source_name).collect();
-                args.insert(
-                    p.name.clone(),
-                    Value::from(format!("<from {}>", from.join(" | "))),
-                );
+                args.insert(p.name.clone(), from_sources(p));
                 continue;
             }
             let v = match (&p.ty, v) {
                 (crate::ir::Type::Money, Value::Number(n)) => {
                     n.as_i64().map(money_json).unwrap_or_else(|| v.clone())
                 }
+                // no rule reads a record's fields: its critical ones come
+                // from their sources, never the solver
+                _ if p.vouched() => sourced_fields(p, v),
                 _ => v.clone(),
             };
             args.insert(p.name.clone(), v);
@@ -742,6 +741,33 @@ pub fn suggested_scenario(
     serde_json::json!({"test": test, "needs": needs})
 }
 
+/// A record's (or a list of records') value with each critical field, at
+/// any depth, as the `<from ...>` its sources must give.
+fn sourced_fields(p: &crate::ir::Param, v: &Value) -> Value {
+    match v {
+        Value::Array(items) => Value::Array(items.iter().map(|i| sourced_fields(p, i)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| {
+                    let x = match p.field(k) {
+                        Some(f) if f.critical => from_sources(f),
+                        Some(f) if f.vouched() => sourced_fields(f, x),
+                        _ => x.clone(),
+                    };
+                    (k.clone(), x)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// `<from registry.a | mandate.b>`: where a critical value must come from.
+fn from_sources(p: &crate::ir::Param) -> Value {
+    let from: Vec<String> = p.sources.iter().map(source_name).collect();
+    Value::from(format!("<from {}>", from.join(" | ")))
+}
+
 pub(crate) fn source_name(s: &crate::ir::Source) -> String {
     match s {
         crate::ir::Source::Claim { claim } => format!("mandate.{claim}"),
@@ -758,6 +784,38 @@ fn money_json(cents: i64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A survivor's scenario over a list of records: each element's
+    /// critical fields are `<from ...>` (no rule reads a field: the
+    /// solver's value is never a trusted one), the other fields as given.
+    #[test]
+    fn a_records_critical_fields_are_left_to_their_sources() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mutate/records");
+        let report = crate::bundle::build(&[dir]);
+        let bundle = report.bundle.expect("the records fixture builds");
+        let action = bundle
+            .table
+            .action("files.write_many")
+            .expect("files.write_many");
+        let example = Counterexample {
+            principal: String::new(),
+            action: String::new(),
+            resource: String::new(),
+            context: serde_json::json!({"files": [
+                {"path": "/x", "content": "c", "meta": {"owner": "a@b.c", "tag": "t"}},
+            ]}),
+        };
+        let s = suggested_scenario(action, &PolicySet::new(), "n", &example, "ALLOW");
+        assert_eq!(
+            s["test"]["proposal"]["args"]["files"],
+            serde_json::json!([{
+                "path": "<from registry.workspace>",
+                "content": "c",
+                "meta": {"owner": "<from registry.people>", "tag": "t"},
+            }])
+        );
+    }
 
     #[test]
     fn money_is_exact() {

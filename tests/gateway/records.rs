@@ -163,3 +163,143 @@ fn relations_param(t: &mut intentplane::bundle::format::Table) -> &mut intentpla
         .find(|p| p.name == "relations")
         .unwrap()
 }
+
+/// A pack with a set of records whose field is vouched for, one whose
+/// fields are the agent's own, and a list of the same records.
+const SETS: &str = r#"pack sets version "0.1.0" "Sets of records"
+
+registry entities: set<Text>
+
+action memory.tag "Tag entities" {
+  scope    memory.write
+  executor external
+  param tags: set<{ name: Text critical from registry.entities, xs: list<Text> }> max_items 1000
+}
+
+action memory.note "Notes" {
+  scope    memory.write
+  executor external
+  param notes: set<{ xs: list<Text> }> max_items 1000
+}
+
+action memory.tag_list "Tag entities, in order" {
+  scope    memory.write
+  executor external
+  param tags: list<{ name: Text critical from registry.entities, xs: list<Text> }> max_items 1000
+}
+"#;
+
+/// Each proposal's decision on a fresh gateway of the `SETS` pack, as JSON,
+/// and how long the suite took.
+fn decide_sets(proposals: &[Value]) -> (Vec<Value>, std::time::Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pack.ipc"), SETS).unwrap();
+    std::fs::create_dir_all(dir.path().join("registries")).unwrap();
+    std::fs::write(
+        dir.path().join("registries/entities.json"),
+        r#"{"emma": [{"id": "emma", "value": "Emma"}]}"#,
+    )
+    .unwrap();
+    let bundle = build(&[dir.path().to_path_buf()])
+        .bundle
+        .expect("the sets pack builds");
+    let tests: Vec<Value> = proposals
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            json!({"name": format!("t{i}"), "mandate": "emma", "proposal": p,
+                   "expect": {"decision": "ALLOW"}})
+        })
+        .collect();
+    let suite = json!({
+        "pack": "sets",
+        "clock": "2026-11-27T18:40:00Z",
+        "mandates": {"emma": {"user": "emma", "scopes": ["memory.write"]}},
+        "tests": tests,
+    });
+    let suite = Suite::parse(
+        &suite.to_string(),
+        &dir.path().join("scenarios/sets.json"),
+        dir.path().join("registries"),
+    )
+    .expect("the suite parses");
+    let started = std::time::Instant::now();
+    let res = run_suite_with_bundle(&suite, &bundle);
+    let took = started.elapsed();
+    assert!(res.error.is_none(), "{:?}", res.error);
+    let decisions = res
+        .tests
+        .iter()
+        .map(|t| serde_json::to_value(t.decision.as_ref().expect("a decision")).unwrap())
+        .collect();
+    (decisions, took)
+}
+
+/// A set's duplicates are dropped: of the agent's own records as the
+/// agent wrote them (the same fields in the same order), of vouched ones
+/// once trusted, whatever their fields' order.
+#[test]
+fn a_set_of_records_keeps_each_element_once() {
+    let (d, _) = decide_sets(&[
+        json!({"action": "memory.tag", "args": {"tags": [
+            {"name": "Emma", "xs": ["a"]},
+            {"xs": ["a"], "name": "Emma"},
+            {"name": "Emma", "xs": ["b"]},
+        ]}}),
+        json!({"action": "memory.note", "args": {"notes": [
+            {"xs": ["a"]}, {"xs": ["b"]}, {"xs": ["a"]},
+        ]}}),
+    ]);
+    assert_eq!(d[0]["decision"], "ALLOW", "{}", d[0]);
+    assert_eq!(
+        d[0]["resolved"]["tags"],
+        json!([{"name": "Emma", "xs": ["a"]}, {"name": "Emma", "xs": ["b"]}]),
+        "{}",
+        d[0]
+    );
+    assert_eq!(d[1]["decision"], "ALLOW", "{}", d[1]);
+    assert_eq!(
+        d[1]["resolved"]["notes"],
+        json!([{"xs": ["a"]}, {"xs": ["b"]}]),
+        "{}",
+        d[1]
+    );
+}
+
+/// A set of many records that differ only at their ends is deduplicated
+/// in time linear in the proposal: comparing every pair (as a set of
+/// scalars does) took 8 times a list's time at 600 elements of 100 items.
+#[test]
+fn a_large_set_of_near_equal_records_costs_what_a_list_does() {
+    let items = |field: bool| -> Vec<Value> {
+        (0..600)
+            .map(|i| {
+                let mut xs: Vec<Value> = vec![json!("a"); 100];
+                xs.push(json!(i.to_string()));
+                if field {
+                    json!({"name": "Emma", "xs": xs})
+                } else {
+                    json!({"xs": xs})
+                }
+            })
+            .collect()
+    };
+    let one = |action: &str, param: &str, field: bool| {
+        let p = json!({"action": action, "args": {param: items(field)}});
+        let (d, took) = decide_sets(&[p]);
+        assert_eq!(d[0]["decision"], "ALLOW", "{action}: {}", d[0]["reason"]);
+        assert_eq!(d[0]["resolved"][param].as_array().map(Vec::len), Some(600));
+        took
+    };
+    let list = one("memory.tag_list", "tags", true);
+    for (action, param, field) in [
+        ("memory.tag", "tags", true),
+        ("memory.note", "notes", false),
+    ] {
+        let set = one(action, param, field);
+        assert!(
+            set < list * 4,
+            "`{action}`: the set took {set:?}, the list {list:?}"
+        );
+    }
+}

@@ -125,12 +125,21 @@ fn parse_arg(p: &Param, v: &Value, rx: &Regexes) -> Result<Arg, String> {
                 return Err(format!("more than {MAX_ITEMS} elements"));
             }
             let mut out: Vec<Arg> = vec![];
+            // a set of records is deduplicated by each element's text:
+            // comparing every pair of near-equal objects is quadratic in
+            // the size of the proposal
+            let mut seen = std::collections::HashSet::new();
             for (i, it) in items.iter().enumerate() {
                 let a = parse_value(p, el, it, rx).map_err(|e| match el.as_ref() {
                     Type::Record(_) => at(&format!("[{i}]"), e),
                     _ => e,
                 })?;
-                if matches!(p.ty, Type::List(_)) || !out.contains(&a) {
+                let fresh = match &p.ty {
+                    Type::List(_) => true,
+                    _ if el.is_record() => seen.insert(arg_key(&a)),
+                    _ => !out.contains(&a),
+                };
+                if fresh {
                     out.push(a);
                 }
             }
@@ -138,6 +147,45 @@ fn parse_arg(p: &Param, v: &Value, rx: &Regexes) -> Result<Arg, String> {
         }
         t => parse_value(p, t, v, rx),
     }
+}
+
+/// An argument as text, equal exactly when the arguments are (a record's
+/// fields in their order, as [`Arg`]'s equality has them).
+fn arg_key(a: &Arg) -> String {
+    fn write(a: &Arg, out: &mut String) {
+        match a {
+            Arg::Val(v) => out.push_str(&v.to_string()),
+            Arg::Ref(id) => {
+                out.push('#');
+                crate::canonical::write_string(id, out);
+            }
+            Arg::List(items) => {
+                out.push('[');
+                for (i, it) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(it, out);
+                }
+                out.push(']');
+            }
+            Arg::Record(fields) => {
+                out.push('{');
+                for (i, (k, v)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    crate::canonical::write_string(k, out);
+                    out.push(':');
+                    write(v, out);
+                }
+                out.push('}');
+            }
+        }
+    }
+    let mut out = String::new();
+    write(a, &mut out);
+    out
 }
 
 /// One value of the parameter's type (an element of a list of it).

@@ -60,14 +60,20 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             .iter()
             .filter(|p| p.vouched())
             .map(|p| {
-                // every origin in it (a list's, a record's fields'), once
-                let mut o: Vec<&str> = vec![];
-                if let Some(v) = r.origins.get(&p.name) {
-                    origin_strings(v, &mut o);
-                }
-                o.sort_unstable();
-                o.dedup();
-                let origin = o.join(", ");
+                let origin = match r.origins.get(&p.name) {
+                    // a single value's, as it is (the common case: no list
+                    // of the origins to build)
+                    Some(Value::String(s)) => s.clone(),
+                    // every origin in it (a list's, a record's fields'), once
+                    Some(v) => {
+                        let mut o: Vec<&str> = vec![];
+                        origin_strings(v, &mut o);
+                        o.sort_unstable();
+                        o.dedup();
+                        o.join(", ")
+                    }
+                    None => String::new(),
+                };
                 (p.name.clone(), RestrictedExpression::new_string(origin))
             })
             .collect();

@@ -84,14 +84,20 @@ fn keys_of(p: &Param) -> Vec<&str> {
             Key::Claim { .. } => {}
         }
     }
-    let mut out = vec![];
-    for f in p.walk() {
-        for s in &f.sources {
+    // over the parameter and its fields without collecting them: this
+    // runs for every critical parameter of every decision
+    fn param<'a>(p: &'a Param, out: &mut Vec<&'a str>) {
+        for s in &p.sources {
             if let Source::Lookup(l) = s {
-                walk(&l.key, &mut out);
+                walk(&l.key, out);
             }
         }
+        for f in &p.fields {
+            param(f, out);
+        }
     }
+    let mut out = vec![];
+    param(p, &mut out);
     out
 }
 
@@ -113,7 +119,7 @@ fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
             let mut vals = vec![];
             let mut origins = vec![];
             for it in &items {
-                let (v, o) = resolve_one(r, m, p, it)?;
+                let (v, o) = resolve_one(r, m, p, &p.name, it)?;
                 if !vals.contains(&v) || matches!(p.ty, crate::ir::Type::List(_)) {
                     vals.push(v);
                     origins.push(Value::String(o));
@@ -123,7 +129,7 @@ fn resolve_param(r: &mut Run<'_>, m: &Mandate, p: &Param) -> StageResult {
             r.origins.insert(p.name.clone(), Value::Array(origins));
         }
         one => {
-            let (v, o) = resolve_one(r, m, p, &one)?;
+            let (v, o) = resolve_one(r, m, p, &p.name, &one)?;
             r.resolved.insert(p.name.clone(), v);
             r.origins.insert(p.name.clone(), Value::String(o));
         }
@@ -148,9 +154,17 @@ fn resolve_fields(
         Arg::List(items) => {
             let set = matches!(p.ty, crate::ir::Type::Set(_));
             let (mut vals, mut origins) = (vec![], vec![]);
+            // the trusted elements deduplicated by their canonical text
+            // (objects equal whatever their fields' order): comparing every
+            // pair would be quadratic in the size of the proposal
+            let mut seen = std::collections::HashSet::new();
             for (i, it) in items.into_iter().enumerate() {
                 let (v, o) = resolve_fields(r, m, p, it, &format!("{label}[{i}]"))?;
-                if !set || !vals.contains(&v) {
+                let fresh = !set
+                    || seen.insert(crate::canonical::value_to_jcs(&v).map_err(|e| {
+                        Deny::new(Stage::Provenance, format!("`{label}[{i}]`: {e}"))
+                    })?);
+                if fresh {
                     vals.push(v);
                     origins.push(o);
                 }
@@ -176,20 +190,18 @@ fn resolve_fields(
                 } else if fp.critical {
                     // vouched for under its place's name (the refusal says
                     // which element), with the field's sources
-                    let mut named = fp.clone();
-                    named.name = here;
                     let (v, o) = match a {
                         Arg::List(items) => {
                             let (mut vs, mut os) = (vec![], vec![]);
                             for it in &items {
-                                let (v, o) = resolve_one(r, m, &named, it)?;
+                                let (v, o) = resolve_one(r, m, fp, &here, it)?;
                                 vs.push(v);
                                 os.push(Value::String(o));
                             }
                             (Value::Array(vs), Value::Array(os))
                         }
                         one => {
-                            let (v, o) = resolve_one(r, m, &named, &one)?;
+                            let (v, o) = resolve_one(r, m, fp, &here, &one)?;
                             (v, Value::String(o))
                         }
                     };
@@ -216,10 +228,13 @@ fn show(v: &Value) -> String {
 }
 
 /// The trusted value and its origin, or a DENY naming every source tried.
+/// `label` is the value's place: the parameter's name, or a record
+/// field's place (`edits[2].path`), which no mandate narrows.
 fn resolve_one(
     r: &mut Run<'_>,
     m: &Mandate,
     p: &Param,
+    label: &str,
     arg: &Arg,
 ) -> Result<(Value, String), Deny> {
     let norm = p.normalizer();
@@ -233,7 +248,7 @@ fn resolve_one(
     };
     let store = |e: crate::store::StoreError| Deny::new(Stage::Provenance, e.to_string());
     // the sources this mandate lets vouch for the value, in the pack's order
-    let allowed = crate::gateway::narrowing::allowed(m, &a.table.action.name, &p.name);
+    let allowed = crate::gateway::narrowing::allowed(m, &a.table.action.name, label);
     let sources: Vec<&Source> = match allowed {
         None => p.sources.iter().collect(),
         Some(keep) => p
@@ -268,7 +283,7 @@ fn resolve_one(
                         Stage::Provenance,
                         format!(
                             "`{}`: the reference `{}` names none of your records",
-                            p.name,
+                            label,
                             crate::base::json::echo(id)
                         ),
                     )
@@ -349,13 +364,13 @@ fn resolve_one(
     }
     let tried: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
     if allowed.is_some() {
-        return Err(narrowed_deny(p, &value, &tried));
+        return Err(narrowed_deny(p, label, &value, &tried));
     }
     Err(Deny::new(
         Stage::Provenance,
         format!(
             "`{}` `{}` is not from a trusted source: not in {}",
-            p.name,
+            label,
             show(&value),
             tried.join(", nor in ")
         ),
@@ -366,11 +381,11 @@ fn resolve_one(
 /// The refusal of a value under a mandate that narrows the parameter's
 /// sources: the value may well be in a source the pack declares, but not
 /// in one this mandate allows; the user can name it in the request.
-fn narrowed_deny(p: &Param, value: &Value, tried: &[String]) -> Deny {
+fn narrowed_deny(p: &Param, label: &str, value: &Value, tried: &[String]) -> Deny {
     let hint = if tried.iter().any(|s| s.starts_with("mandate.")) {
         Some(format!(
             "this mandate takes `{}` only from {}: the user can name the value in the request",
-            p.name,
+            label,
             tried.join(", ")
         ))
     } else {
@@ -380,7 +395,7 @@ fn narrowed_deny(p: &Param, value: &Value, tried: &[String]) -> Deny {
         Stage::Provenance,
         format!(
             "`{}` `{}` is not from a source this mandate allows: not in {}",
-            p.name,
+            label,
             show(value),
             tried.join(", nor in ")
         ),
