@@ -54,6 +54,25 @@ impl Two {
         slot
     }
 
+    /// [`Self::between`]: `b` revokes `id`, then decides on no mandate
+    /// (to hand something back).
+    fn revoke_between(&self, id: String) -> Slot {
+        self.between(move |b| {
+            b.store()
+                .transaction(&mut |tx| {
+                    tx.revoke(&id)?;
+                    Ok(Value::Null)
+                })
+                .unwrap();
+            b.decide(&input(
+                transfer(LANDLORD, json!("1.00")),
+                &m_other(),
+                vec![],
+            ))
+            .unwrap()
+        })
+    }
+
     /// The chain verifies against the store and holds `n` receipts; each
     /// decision's receipt is the one stored at its place.
     fn check_chain(&self, decisions: &[&Decision]) {
@@ -158,21 +177,7 @@ fn a_mandate_revoked_between_the_phases_is_denied() {
     let Some(t) = two(&w) else { return };
     let m = bank(&w, 200_000);
     let id = m["mandate"]["id"].as_str().unwrap().to_string();
-    let slot = t.between(move |b| {
-        b.store()
-            .transaction(&mut |tx| {
-                tx.revoke(&id)?;
-                Ok(Value::Null)
-            })
-            .unwrap();
-        // a decision on another mandate, to hand something back
-        b.decide(&input(
-            transfer(LANDLORD, json!("1.00")),
-            &m_other(),
-            vec![],
-        ))
-        .unwrap()
-    });
+    let slot = t.revoke_between(id);
     let ours =
         t.a.decide(&input(transfer(LANDLORD, json!("10.00")), &m, vec![]))
             .unwrap();
@@ -406,20 +411,7 @@ fn a_parent_revoked_between_the_phases_denies_its_child() {
     let parent: MandateToken = serde_json::from_value(bank(&w, 200_000)).unwrap();
     let ours_m = child_of(&w, &t.a, &parent);
     let id = parent.mandate.id.clone();
-    let slot = t.between(move |b| {
-        b.store()
-            .transaction(&mut |tx| {
-                tx.revoke(&id)?;
-                Ok(Value::Null)
-            })
-            .unwrap();
-        b.decide(&input(
-            transfer(LANDLORD, json!("1.00")),
-            &m_other(),
-            vec![],
-        ))
-        .unwrap()
-    });
+    let slot = t.revoke_between(id);
     let ours =
         t.a.decide(&input(transfer(LANDLORD, json!("10.00")), &ours_m, vec![]))
             .unwrap();
