@@ -587,7 +587,19 @@ impl Gateway {
         out: &mut Vec<Decision>,
     ) -> Result<(), GatewayError> {
         let all: Vec<(&Input, &Tenants)> = inputs.iter().map(|i| (i, &Tenants::All)).collect();
-        self.decide_falling_back_into(&all, None, out)
+        self.decide_batch_as_into(&all, out)
+    }
+
+    /// [`Self::decide_batch_into`], each input for a caller who may act
+    /// only for some tenants (see [`Self::decide_batch_as`]): `ipc serve
+    /// --listen` answers the decisions committed before an error with
+    /// their receipts, and only the others with the error.
+    pub fn decide_batch_as_into(
+        &self,
+        inputs: &[(&Input, &Tenants)],
+        out: &mut Vec<Decision>,
+    ) -> Result<(), GatewayError> {
+        self.decide_falling_back_into(inputs, None, out)
     }
 
     /// [`Self::decide_with`], and on a store error each input again alone

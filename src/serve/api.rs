@@ -157,7 +157,10 @@ async fn decide(
 /// The decider thread: takes every decision waiting (up to `MAX_BATCH`)
 /// and decides them in order in one store transaction (group commit, as
 /// `ipc run` does), then answers each. One thread, no lock handoffs
-/// between callers: the store sees one body per batch.
+/// between callers: the store sees one body per batch. A store error (or
+/// a panic) after the fallback committed some of them
+/// ([`Gateway::decide_batch_as_into`]) answers those with their
+/// decisions, and only the others with the error.
 pub(super) fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
     while let Some(first) = jobs.blocking_recv() {
         let mut inputs = vec![(first.input, first.tenants)];
@@ -173,29 +176,33 @@ pub(super) fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Jo
         }
         let batch: Vec<(&Input, &crate::gateway::Tenants)> =
             inputs.iter().map(|(i, t)| (i, &**t)).collect();
-        let decided =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gw.decide_batch_as(&batch)));
-        match decided {
-            Ok(Ok(ds)) if ds.len() == replies.len() => {
-                for (r, d) in replies.into_iter().zip(ds) {
-                    let _ = r.send(Ok(d));
-                }
-            }
-            other => {
-                let (store, message) = match other {
-                    Ok(Err(e)) => (matches!(e, GatewayError::Store(_)), e.to_string()),
-                    Ok(Ok(_)) => (false, "a batch came back short: nothing was decided".into()),
-                    Err(_) => (
-                        false,
-                        "the decision failed unexpectedly: nothing was decided".into(),
-                    ),
-                };
-                for r in replies {
-                    let _ = r.send(Err(Failed {
-                        store,
-                        message: message.clone(),
-                    }));
-                }
+        // on an error (or a panic), `decided` holds the decisions committed
+        // before it: those are answered, the others were not decided
+        let mut decided = Vec::with_capacity(batch.len());
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            gw.decide_batch_as_into(&batch, &mut decided)
+        }));
+        let failure = match result {
+            Ok(Ok(())) if decided.len() == replies.len() => None,
+            Ok(Ok(())) => Some((false, "a batch came back short: nothing was decided".into())),
+            Ok(Err(e)) => Some((matches!(e, GatewayError::Store(_)), e.to_string())),
+            Err(_) => Some((
+                false,
+                "the decision failed unexpectedly: nothing was decided".to_string(),
+            )),
+        };
+        // `decided` first: zip takes from it first, and a reply taken
+        // when it has run out would be dropped unanswered
+        let mut replies = replies.into_iter();
+        for (d, r) in decided.into_iter().zip(replies.by_ref()) {
+            let _ = r.send(Ok(d));
+        }
+        if let Some((store, message)) = failure {
+            for r in replies {
+                let _ = r.send(Err(Failed {
+                    store,
+                    message: message.clone(),
+                }));
             }
         }
     }
@@ -455,14 +462,20 @@ mod tests {
     }
 
     /// A store that refuses to hand over the whole chain (or a snapshot
-    /// of it) and counts the receipt rows it reads.
+    /// of it) and counts the receipt rows it reads; its transactions pass
+    /// or fail (a `Backend` error, as a rejected statement is) as `script`
+    /// says, one entry each, then pass.
     struct Counting {
         inner: MemoryStore,
         rows: AtomicUsize,
+        script: std::sync::Mutex<std::collections::VecDeque<bool>>,
     }
 
     impl Store for Counting {
         fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+            if self.script.lock().unwrap().pop_front() == Some(false) {
+                return Err(StoreError::Backend("injected".into()));
+            }
             self.inner.transaction(f)
         }
         fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
@@ -489,6 +502,7 @@ mod tests {
         let store = Arc::new(Counting {
             inner: MemoryStore::new(),
             rows: AtomicUsize::new(0),
+            script: Default::default(),
         });
         let mut append = |t: &mut dyn Tx| {
             for i in 0..CHAIN {
@@ -531,5 +545,58 @@ mod tests {
         assert_eq!(get(""), (CHAIN - 49..=CHAIN).collect::<Vec<_>>());
         assert_eq!(get(&format!("after={}", CHAIN - 1)), [CHAIN]);
         assert!(get(&format!("after={CHAIN}&limit=1000")).is_empty());
+    }
+
+    /// The decider's batch fails, its fallback commits the first input
+    /// alone, then the store fails for good (not even a DENY's receipt):
+    /// the first caller is answered with its committed decision and
+    /// receipt, never "nothing was decided" (before: all three were), and
+    /// only the two others get the error.
+    #[test]
+    fn a_decision_committed_before_a_store_failure_is_answered() {
+        use crate::gateway::testkit::{LANDLORD, input, transfer};
+        let w = TestWorld::new();
+        let store = Arc::new(Counting {
+            inner: MemoryStore::new(),
+            rows: AtomicUsize::new(0),
+            script: Default::default(),
+        });
+        let gw = Arc::new(w.gateway_with(store.clone()));
+        // the batch of three fails, the first input alone commits, the
+        // second's decision and then its DENY's receipt fail
+        *store.script.lock().unwrap() = [false, true, false, false].into();
+        let m = w.emma();
+        let (jobs, queue) = tokio::sync::mpsc::channel(8);
+        let answers: Vec<_> = ["1.00", "2.00", "3.00"]
+            .into_iter()
+            .map(|a| {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                let job = super::Job {
+                    input: input(transfer(LANDLORD, json!(a)), &m, vec![]),
+                    tenants: Arc::new(crate::gateway::Tenants::All),
+                    reply,
+                };
+                assert!(jobs.try_send(job).is_ok());
+                answer
+            })
+            .collect();
+        drop(jobs);
+        // all three queued: decided as one batch
+        super::decider(gw, queue);
+        let answers: Vec<_> = answers
+            .into_iter()
+            .map(|a| a.blocking_recv().unwrap())
+            .collect();
+        let first = answers[0].as_ref().map_err(|f| f.message.clone()).unwrap();
+        assert_eq!(first.decision, crate::gateway::Outcome::Allow, "{first:#?}");
+        let committed = store.inner.receipts().unwrap();
+        assert_eq!(committed.len(), 1);
+        let r = first.receipt.as_ref().unwrap();
+        assert_eq!((r.seq, &r.hash), (committed[0].seq, &committed[0].hash));
+        assert_eq!(committed[0].body["resolved"]["amount"], json!(100));
+        for a in &answers[1..] {
+            let f = a.as_ref().err().unwrap();
+            assert!(f.store, "{}", f.message);
+        }
     }
 }

@@ -2,10 +2,37 @@
 //! what the group-commit tests read.
 
 use intentplane::store::sqlite::SqliteStore;
-use intentplane::store::{ReceiptRange, ReceiptRecord, Relink, Snapshot, Store, StoreError, TxFn};
+use intentplane::store::{Relink, Store, StoreError, TxFn};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// In an `impl Store` of a wrapper with an `inner` store: the reads of
+/// the chain and of the state (`receipts`, `receipts_range`, `head`,
+/// `snapshot`) as `inner` answers them.
+macro_rules! reads_from_inner {
+    () => {
+        fn receipts(
+            &self,
+        ) -> Result<Vec<intentplane::store::ReceiptRecord>, intentplane::store::StoreError> {
+            self.inner.receipts()
+        }
+        fn receipts_range(
+            &self,
+            range: intentplane::store::ReceiptRange,
+        ) -> Result<Vec<intentplane::store::ReceiptRecord>, intentplane::store::StoreError> {
+            self.inner.receipts_range(range)
+        }
+        fn head(&self) -> Result<Option<(u64, String)>, intentplane::store::StoreError> {
+            self.inner.head()
+        }
+        fn snapshot(&self) -> Result<intentplane::store::Snapshot, intentplane::store::StoreError> {
+            self.inner.snapshot()
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use reads_from_inner;
 
 pub struct Counting {
     pub inner: SqliteStore,
@@ -38,16 +65,5 @@ impl Store for Counting {
         self.commits.fetch_add(1, Ordering::SeqCst);
         self.inner.transaction_linked(f)
     }
-    fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
-        self.inner.receipts()
-    }
-    fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
-        self.inner.receipts_range(range)
-    }
-    fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
-        self.inner.head()
-    }
-    fn snapshot(&self) -> Result<Snapshot, StoreError> {
-        self.inner.snapshot()
-    }
+    reads_from_inner!();
 }

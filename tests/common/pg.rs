@@ -37,21 +37,29 @@ pub struct Schema {
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// A fresh, empty schema, or `None` (skipped) without a server.
-pub fn fresh() -> Option<Schema> {
+/// `CREATE {kind}` of a name of this process's own (`{prefix}PID_N{suffix}`)
+/// on the test server: the server and the name, or `None` (skipped)
+/// without a server.
+fn create(kind: &str, prefix: &str, suffix: &str) -> Option<(String, String)> {
     let server = server()?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
     let name = format!(
-        "ipc_t{}_{}_{nanos}",
+        "{prefix}{}_{}{suffix}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
     );
     admin(&server)
-        .batch_execute(&format!("CREATE SCHEMA {name}"))
+        .batch_execute(&format!("CREATE {kind} {name}"))
         .unwrap();
+    Some((server, name))
+}
+
+/// A fresh, empty schema, or `None` (skipped) without a server.
+pub fn fresh() -> Option<Schema> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let (server, name) = create("SCHEMA", "ipc_t", &format!("_{nanos}"))?;
     let sep = if server.contains('?') { '&' } else { '?' };
     Some(Schema {
         url: format!("{server}{sep}options=-csearch_path%3D{name}"),
@@ -138,15 +146,7 @@ pub struct Database {
 
 /// A fresh, empty database, or `None` (skipped) without a server.
 pub fn fresh_database() -> Option<Database> {
-    let server = server()?;
-    let name = format!(
-        "ipc_d{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    );
-    admin(&server)
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
+    let (server, name) = create("DATABASE", "ipc_d", "")?;
     // the server's URL with this database's name in place of its own
     let (base, query) = match server.split_once('?') {
         Some((b, q)) => (b, format!("?{q}")),

@@ -141,3 +141,56 @@ fn killed_mid_stream_every_answer_written_has_its_receipt() {
     let store = SqliteStore::open(&db).unwrap();
     each_answer_has_its_receipt(&ds, &store);
 }
+
+/// Hostile lines among valid ones (JSON that does not parse, a line over
+/// the size limit, bytes that are not UTF-8): each is answered with a
+/// DENY that has its receipt, in its place, and the lines after it are
+/// decided as always; the exit code is 0 (nothing failed).
+#[test]
+fn a_hostile_line_in_a_group_is_denied_in_its_place() {
+    let w = TestWorld::new();
+    let m = many(&w, 10);
+    let store = Arc::new(Counting::open(&w.dir.path().join("hostile.db")));
+    let gw = w.gateway_with(store.clone());
+    let huge = format!(
+        "{{\"pad\": \"{}\"}}",
+        "x".repeat(intentplane::base::json::MAX_LINE + 1)
+    );
+    let mut input: Vec<u8> = vec![];
+    for l in [
+        line(0).into_bytes(),
+        b"{not json".to_vec(),
+        huge.into_bytes(),
+        vec![b'{', 0xff, 0xfe, b'}'],
+        line(1).into_bytes(),
+    ] {
+        input.extend(l);
+        input.push(b'\n');
+    }
+    let mut out = vec![];
+    let code = intentplane::cli::serve::stdio::serve_lines(
+        &gw,
+        Some(&m),
+        std::io::Cursor::new(input),
+        &mut out,
+    );
+    assert_eq!(code, 0);
+    let ds = answers(&out);
+    assert_eq!(ds.len(), 5, "{ds:#?}");
+    each_answer_has_its_receipt(&ds[..1], store.as_ref());
+    assert_eq!(ds[4]["decision"], "ALLOW", "{}", ds[4]);
+    assert_eq!(ds[4]["resolved"]["amount"], cents(1));
+    let recs = store.receipts().unwrap();
+    for d in &ds[1..4] {
+        assert_eq!(d["decision"], "DENY", "{d}");
+        let seq = d["receipt"]["seq"].as_u64().unwrap();
+        let rec = recs.iter().find(|r| r.seq == seq).unwrap();
+        assert_eq!(Value::from(rec.hash.clone()), d["receipt"]["hash"]);
+    }
+    // in the order of the lines
+    let seqs: Vec<u64> = ds
+        .iter()
+        .map(|d| d["receipt"]["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+}

@@ -232,18 +232,7 @@ impl Store for Failing {
     fn transaction_linked(&self, f: &mut TxFn<'_>) -> Result<(Value, Vec<Relink>), StoreError> {
         self.inner.transaction_linked(&mut self.wrap(f))
     }
-    fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError> {
-        self.inner.receipts()
-    }
-    fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
-        self.inner.receipts_range(range)
-    }
-    fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
-        self.inner.head()
-    }
-    fn snapshot(&self) -> Result<Snapshot, StoreError> {
-        self.inner.snapshot()
-    }
+    common::counting::reads_from_inner!();
     fn registry_tables(&self) -> bool {
         self.inner.registry_tables()
     }

@@ -11,9 +11,9 @@
 
 use crate::common;
 use common::*;
-use intentplane::gateway::{Decision, Gateway, Outcome};
+use intentplane::gateway::{ChildRequest, Decision, Gateway, MandateToken, Outcome};
 use intentplane::store::postgres::PgStore;
-use intentplane::store::{Store, verify_store};
+use intentplane::store::{Snapshot, Store, verify_store};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 
@@ -54,6 +54,25 @@ impl Two {
         slot
     }
 
+    /// [`Self::between`]: `b` revokes `id`, then decides on no mandate
+    /// (to hand something back).
+    fn revoke_between(&self, id: String) -> Slot {
+        self.between(move |b| {
+            b.store()
+                .transaction(&mut |tx| {
+                    tx.revoke(&id)?;
+                    Ok(Value::Null)
+                })
+                .unwrap();
+            b.decide(&input(
+                transfer(LANDLORD, json!("1.00")),
+                &m_other(),
+                vec![],
+            ))
+            .unwrap()
+        })
+    }
+
     /// The chain verifies against the store and holds `n` receipts; each
     /// decision's receipt is the one stored at its place.
     fn check_chain(&self, decisions: &[&Decision]) {
@@ -76,6 +95,11 @@ fn taken(slot: &Slot) -> Decision {
         .unwrap()
         .take()
         .expect("the hook ran between the phases")
+}
+
+/// What every budget of the store has spent, summed (minor units).
+fn spent_in_all(snap: &Snapshot) -> i64 {
+    snap.accounts.budgets.values().map(|s| s.amount).sum()
 }
 
 fn bank(w: &TestWorld, budget: i64) -> Value {
@@ -105,8 +129,7 @@ fn a_budget_spent_between_the_phases_is_decided_again() {
     assert_eq!(theirs.decision, Outcome::Allow, "{theirs:#?}");
     assert_deny(&ours, "budget", "budget");
     assert_eq!(t.store.optimistic_counts(), Some((0, 1)));
-    let spent = t.a.store().snapshot().unwrap().accounts.budgets;
-    assert_eq!(spent.values().map(|s| s.amount).sum::<i64>(), 10_000);
+    assert_eq!(spent_in_all(&t.a.store().snapshot().unwrap()), 10_000);
     assert_eq!(
         (
             theirs.receipt.clone().unwrap().seq,
@@ -142,14 +165,7 @@ fn an_operation_executed_between_the_phases_is_not_executed_again() {
     assert_eq!(t.store.optimistic_counts(), Some((0, 1)));
     let snap = t.a.store().snapshot().unwrap();
     assert_eq!(snap.accounts.executions.len(), 1);
-    assert_eq!(
-        snap.accounts
-            .budgets
-            .values()
-            .map(|s| s.amount)
-            .sum::<i64>(),
-        4_200
-    );
+    assert_eq!(spent_in_all(&snap), 4_200);
     t.check_chain(&[&theirs, &ours]);
 }
 
@@ -161,21 +177,7 @@ fn a_mandate_revoked_between_the_phases_is_denied() {
     let Some(t) = two(&w) else { return };
     let m = bank(&w, 200_000);
     let id = m["mandate"]["id"].as_str().unwrap().to_string();
-    let slot = t.between(move |b| {
-        b.store()
-            .transaction(&mut |tx| {
-                tx.revoke(&id)?;
-                Ok(Value::Null)
-            })
-            .unwrap();
-        // a decision on another mandate, to hand something back
-        b.decide(&input(
-            transfer(LANDLORD, json!("1.00")),
-            &m_other(),
-            vec![],
-        ))
-        .unwrap()
-    });
+    let slot = t.revoke_between(id);
     let ours =
         t.a.decide(&input(transfer(LANDLORD, json!("10.00")), &m, vec![]))
             .unwrap();
@@ -346,18 +348,77 @@ fn wrong_guesses_are_decided_again_before_the_lock_and_holds_counted() {
     assert_eq!(store.optimistic_counts(), Some((3, 0)));
     let snap = store.snapshot().unwrap();
     assert_eq!(snap.accounts.executions.len(), 3);
-    assert_eq!(
-        snap.accounts
-            .budgets
-            .values()
-            .map(|s| s.amount)
-            .sum::<i64>(),
-        1_200
-    );
+    assert_eq!(spent_in_all(&snap), 1_200);
     let all: Vec<&Decision> = first.iter().chain(&second).chain(&third).collect();
     assert_eq!(verify_store(&snap, None), Ok(all.len()));
     // three decisions' transactions and the revocation's held the lock
     let hold = store.head_lock_hold().unwrap();
     assert_eq!(hold.transactions, 4, "{hold:?}");
     assert!(hold.max > std::time::Duration::ZERO && hold.max <= hold.total);
+}
+
+/// A child of `parent` (emma's) limited to the landlord, issued on `gw`.
+fn child_of(w: &TestWorld, gw: &Gateway, parent: &MandateToken) -> Value {
+    let req = ChildRequest {
+        claims: vec![("payee".into(), json!(LANDLORD))],
+        ..Default::default()
+    };
+    serde_json::to_value(gw.issue_child(parent, &req, w.key("emma")).unwrap()).unwrap()
+}
+
+/// A child spends from its parent's budget too (issue #25), so the
+/// parent's budget is among what phase 2 checks under the lock: a sibling
+/// spends 100.00 of the parent's 150.00 between the phases of `a`'s 60.00
+/// under another child. `a` read the parent unspent, finds it spent under
+/// the lock, decides again and denies: the parent is never overspent.
+#[test]
+fn a_parent_budget_spent_by_a_sibling_between_the_phases_is_decided_again() {
+    let w = TestWorld::new();
+    let Some(t) = two(&w) else { return };
+    let parent: MandateToken = serde_json::from_value(bank(&w, 15_000)).unwrap();
+    let ours_m = child_of(&w, &t.a, &parent);
+    let their_m = child_of(&w, &t.a, &parent);
+    let theirs = t.between(move |b| {
+        b.decide(&input(
+            transfer(LANDLORD, json!("100.00")),
+            &their_m,
+            vec![],
+        ))
+        .unwrap()
+    });
+    let ours =
+        t.a.decide(&input(transfer(LANDLORD, json!("60.00")), &ours_m, vec![]))
+            .unwrap();
+    let theirs = taken(&theirs);
+    assert_eq!(theirs.decision, Outcome::Allow, "{theirs:#?}");
+    assert_deny(&ours, "budget", "parent mandate");
+    assert_eq!(t.store.optimistic_counts().map(|c| c.1), Some(1));
+    let budgets = t.a.store().snapshot().unwrap().accounts.budgets;
+    assert_eq!(
+        budgets.get(&parent.mandate.id).map(|s| (s.amount, s.calls)),
+        Some((10_000, 1))
+    );
+    t.check_chain(&[&theirs, &ours]);
+}
+
+/// The parent revoked between the phases of `a`'s decision under its
+/// child: `a` read the parent as valid, finds it revoked under the lock,
+/// and denies; nothing is spent.
+#[test]
+fn a_parent_revoked_between_the_phases_denies_its_child() {
+    let w = TestWorld::new();
+    let Some(t) = two(&w) else { return };
+    let parent: MandateToken = serde_json::from_value(bank(&w, 200_000)).unwrap();
+    let ours_m = child_of(&w, &t.a, &parent);
+    let id = parent.mandate.id.clone();
+    let slot = t.revoke_between(id);
+    let ours =
+        t.a.decide(&input(transfer(LANDLORD, json!("10.00")), &ours_m, vec![]))
+            .unwrap();
+    let _ = taken(&slot);
+    assert_deny(&ours, "authn", "revoked");
+    assert_eq!(t.store.optimistic_counts().map(|c| c.1), Some(1));
+    let snap = t.a.store().snapshot().unwrap();
+    assert!(snap.accounts.executions.is_empty());
+    assert_eq!(spent_in_all(&snap), 0);
 }

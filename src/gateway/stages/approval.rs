@@ -72,6 +72,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let roles = four_eyes_roles(a, &r.policies);
     let mut user_ok = false;
     let mut other: Option<String> = None;
+    // the user's key id (a hash of the key), computed at the first
+    // approval by another person, once
+    let mut user_key: Option<Option<String>> = None;
     // an expired approval counts for nothing and never stands in the way of
     // a valid one: one kept in the store is passed over, one the caller
     // brings is refused only if the valid ones are not enough
@@ -130,8 +133,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         } else if r.level >= 2 {
             // a second pair of eyes: another person of this tenant (below
             // four eyes, anyone else's approval counts for nothing)
-            // the user's key id, computed only here (a hash of the key)
-            let user_key = r.gw.world.approvers.get(&m.user).map(|u| u.key.id());
+            let gw = r.gw;
+            let user_key =
+                user_key.get_or_insert_with(|| gw.world.approvers.get(&m.user).map(|u| u.key.id()));
             if user_key.as_deref() == Some(approver.key.id().as_str()) {
                 return Err(deny(format!(
                     "the approval by `{}` is signed with the user's own key",
