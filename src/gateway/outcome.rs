@@ -226,10 +226,13 @@ impl Gateway {
     }
 
     /// Records a tool call the gateway did not decide (see [`ProxyCall`])
-    /// as a receipt of its own, in the chain beside the decisions.
+    /// as a receipt of its own, in the chain beside the decisions. Written
+    /// when this returns, synced with the next decision
+    /// ([`Store::transaction_written`](crate::store::Store::transaction_written)):
+    /// no fsync of its own on the call's path.
     pub fn record_call(&self, call: &ProxyCall<'_>) -> Result<ReceiptRef, StoreError> {
         let now = self.now()?;
-        self.with_receipt(&mut |tx| {
+        self.with_receipt_as(true, &mut |tx| {
             let mut w = ObjectWriter::new();
             match call {
                 ProxyCall::Passthrough {

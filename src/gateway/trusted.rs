@@ -498,8 +498,19 @@ impl Gateway {
         &self,
         change: &mut dyn FnMut(&mut dyn crate::store::Tx) -> Result<Jcs, StoreError>,
     ) -> Result<ReceiptRef, StoreError> {
+        self.with_receipt_as(false, change)
+    }
+
+    /// [`Gateway::with_receipt`], committed with
+    /// [`Store::transaction_written`](crate::store::Store::transaction_written)
+    /// when `written` (a record of a call the gateway did not decide).
+    pub(crate) fn with_receipt_as(
+        &self,
+        written: bool,
+        change: &mut dyn FnMut(&mut dyn crate::store::Tx) -> Result<Jcs, StoreError>,
+    ) -> Result<ReceiptRef, StoreError> {
         let mut link = None;
-        self.store.transaction(&mut |tx| {
+        let mut body = |tx: &mut dyn crate::store::Tx| {
             let body = change(tx)?;
             let l = tx.append_receipt_jcs(&body)?;
             link = Some(ReceiptRef {
@@ -507,7 +518,12 @@ impl Gateway {
                 hash: l.hash,
             });
             Ok(Value::Null)
-        })?;
+        };
+        if written {
+            self.store.transaction_written(&mut body)?;
+        } else {
+            self.store.transaction(&mut body)?;
+        }
         link.ok_or_else(|| StoreError::Aborted("the change left no receipt".into()))
     }
 }

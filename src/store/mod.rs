@@ -159,6 +159,18 @@ pub trait Store: Send + Sync {
         Ok((self.transaction(f)?, Vec::new()))
     }
 
+    /// Runs `f` as [`Store::transaction`] does, atomically and before it
+    /// returns, for a record that need not be synced to disk on its own
+    /// (a receipt of a call the gateway did not decide, such as an MCP
+    /// passthrough): it survives a crash of the process, and the next
+    /// synced commit (or checkpoint) takes it to the disk with it. A crash
+    /// of the machine before that may lose such records, only ever a tail
+    /// of the chain after its last synced commit, never one before it, so
+    /// the chain still verifies. Never for a decision. The default syncs.
+    fn transaction_written(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+        self.transaction(f)
+    }
+
     /// Every receipt, in chain order (for `ipc receipts verify / show`).
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError>;
 

@@ -17,6 +17,12 @@
 //! before it, so the outcome is that of running them one after another.
 //! A batch is cut at [`SqliteOptions::max_batch`] bodies so that other
 //! processes get the lock too.
+//!
+//! **Written, not synced.** [`Store::transaction_written`] (records of
+//! calls the gateway did not decide) commits alone at `synchronous =
+//! NORMAL`: in the WAL when it returns, so a crash of the process loses
+//! nothing, and synced with the next `FULL` commit, which syncs the whole
+//! WAL file; a crash of the machine can lose only such a tail.
 
 use super::{
     Accounts, ChainLink, ReceiptRange, ReceiptRecord, Snapshot, Spent, Store, StoreError,
@@ -113,6 +119,10 @@ struct Writer {
     /// Threads waiting for the open batch to commit.
     waiting: usize,
     head: Head,
+    /// The connection may still be at `synchronous = NORMAL` (set for a
+    /// [`Store::transaction_written`] and not yet set back): no batch is
+    /// opened before it is `FULL` again.
+    unsynced: bool,
 }
 
 /// A store in one SQLite file.
@@ -184,6 +194,7 @@ impl SqliteStore {
                 outcomes: HashMap::new(),
                 waiting: 0,
                 head: Head::default(),
+                unsynced: false,
             }),
             committed: Condvar::new(),
             arrived: AtomicUsize::new(0),
@@ -208,6 +219,13 @@ impl SqliteStore {
     /// Opens a batch (`BEGIN IMMEDIATE`) unless one is open.
     fn begin(&self, w: &mut Writer) -> Result<(), StoreError> {
         if !w.in_batch {
+            if w.unsynced {
+                // fail closed: nothing commits unsynced by mistake
+                w.conn
+                    .execute_batch("PRAGMA synchronous = FULL")
+                    .map_err(backend)?;
+                w.unsynced = false;
+            }
             w.conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
             w.in_batch = true;
             w.head = Head::default();
@@ -272,6 +290,14 @@ impl SqliteStore {
         w.batch_id += 1;
         self.committed.notify_all();
         outcome
+    }
+}
+
+/// Sets the writer back to `synchronous = FULL`; when that fails it stays
+/// marked, and the next batch tries again before it opens (or fails).
+fn set_synced(w: &mut Writer) {
+    if w.conn.execute_batch("PRAGMA synchronous = FULL").is_ok() {
+        w.unsynced = false;
     }
 }
 
@@ -458,6 +484,46 @@ impl Store for SqliteStore {
                 None => Err(StoreError::Backend("the batch outcome was lost".into())),
             },
         }
+    }
+
+    /// Alone in a batch of its own at `synchronous = NORMAL` (the WAL is
+    /// written, not synced: it survives the process, and the next `FULL`
+    /// commit's sync of the WAL file takes it along), then set back to
+    /// `FULL` before any other batch opens. A batch already open is
+    /// synced: the body joins it as [`Store::transaction`] does.
+    fn transaction_written(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+        let mut w = self.lock_writer();
+        if w.in_batch {
+            drop(w);
+            return self.transaction(f);
+        }
+        // SQLite refuses the switch inside a transaction: none is open
+        w.unsynced = true;
+        if w.conn.execute_batch("PRAGMA synchronous = NORMAL").is_err() {
+            drop(w);
+            return self.transaction(f);
+        }
+        let opened = w.conn.execute_batch("BEGIN IMMEDIATE").map_err(backend);
+        let result = match opened {
+            Err(e) => Err(e),
+            Ok(()) => {
+                w.in_batch = true;
+                w.head = Head::default();
+                let (run, broken) = run_body(&mut w, f, false);
+                let ended = self.end_batch(&mut w, !broken);
+                match run {
+                    Err(panic) => {
+                        set_synced(&mut w);
+                        drop(w);
+                        resume_unwind(panic);
+                    }
+                    Ok(Err(e)) => Err(e),
+                    Ok(Ok(value)) => ended.map(|()| value).map_err(StoreError::Backend),
+                }
+            }
+        };
+        set_synced(&mut w);
+        result
     }
 
     fn transactions(&self, fs: &mut [&mut TxFn<'_>]) -> Vec<Result<Value, StoreError>> {
@@ -866,5 +932,85 @@ impl Tx for SqlTx<'_> {
         self.head.known = Some(Some((link.seq, link.hash.clone())));
         self.head.dirty = true;
         Ok(link)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synchronous(store: &SqliteStore) -> i64 {
+        store
+            .lock_writer()
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    fn put(key: &str) -> impl FnMut(&mut dyn Tx) -> Result<Value, StoreError> + '_ {
+        move |tx| {
+            tx.state_put("t", key, &Value::Bool(true))?;
+            Ok(Value::Null)
+        }
+    }
+
+    /// A written transaction commits (another connection reads it), and
+    /// the writer is back at `FULL` (2) after it, whether its body
+    /// succeeded, failed or panicked: no decision ever commits unsynced.
+    #[test]
+    fn a_written_transaction_commits_and_leaves_the_writer_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(synchronous(&store), 2);
+        store.transaction_written(&mut put("a")).unwrap();
+        assert_eq!(synchronous(&store), 2);
+        let failed = store.transaction_written(&mut |tx| {
+            tx.state_put("t", "b", &Value::Bool(true))?;
+            Err(StoreError::Aborted("no".into()))
+        });
+        assert!(failed.is_err());
+        assert_eq!(synchronous(&store), 2);
+        let panicked = catch_unwind(AssertUnwindSafe(|| {
+            let _ = store.transaction_written(&mut |_tx| panic!("a body that panics"));
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(synchronous(&store), 2);
+        store.transaction(&mut put("c")).unwrap();
+        let other = SqliteStore::open_existing(&path).unwrap();
+        let mut seen = Vec::new();
+        other
+            .transaction(&mut |tx| {
+                for k in ["a", "b", "c"] {
+                    seen.push(tx.state_get("t", k)?.is_some());
+                }
+                Ok(Value::Null)
+            })
+            .unwrap();
+        assert_eq!(
+            seen,
+            [true, false, true],
+            "a and c committed, b rolled back"
+        );
+    }
+
+    /// A writer left at `NORMAL` (setting it back failed) opens no batch
+    /// before it is `FULL` again.
+    #[test]
+    fn a_writer_left_unsynced_is_synced_before_the_next_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("s.db")).unwrap();
+        {
+            let mut w = store.lock_writer();
+            w.conn.execute_batch("PRAGMA synchronous = NORMAL").unwrap();
+            w.unsynced = true;
+        }
+        store
+            .transaction(&mut |tx| {
+                tx.state_put("t", "a", &Value::Bool(true))?;
+                Ok(Value::Null)
+            })
+            .unwrap();
+        assert_eq!(synchronous(&store), 2);
     }
 }

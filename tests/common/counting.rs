@@ -36,7 +36,10 @@ pub(crate) use reads_from_inner;
 
 pub struct Counting {
     pub inner: SqliteStore,
+    /// Synced commits.
     pub commits: AtomicUsize,
+    /// Commits written, not synced (`Store::transaction_written`).
+    pub written: AtomicUsize,
 }
 
 impl Counting {
@@ -44,6 +47,7 @@ impl Counting {
         Counting {
             inner: SqliteStore::open(path).unwrap(),
             commits: AtomicUsize::new(0),
+            written: AtomicUsize::new(0),
         }
     }
 
@@ -60,6 +64,10 @@ impl Store for Counting {
     fn transactions(&self, fs: &mut [&mut TxFn<'_>]) -> Vec<Result<Value, StoreError>> {
         self.commits.fetch_add(1, Ordering::SeqCst);
         self.inner.transactions(fs)
+    }
+    fn transaction_written(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+        self.written.fetch_add(1, Ordering::SeqCst);
+        self.inner.transaction_written(f)
     }
     fn transaction_linked(&self, f: &mut TxFn<'_>) -> Result<(Value, Vec<Relink>), StoreError> {
         self.commits.fetch_add(1, Ordering::SeqCst);

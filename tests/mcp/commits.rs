@@ -154,3 +154,38 @@ async fn an_outcome_no_decision_carries_is_written_alone() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A passthrough's receipt is written before its result is returned but
+/// synced with the next decision: no synced commit of its own on the
+/// call's path. The decision after it syncs (one commit) and the chain,
+/// passthroughs and all, verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passthrough_is_written_and_synced_with_the_next_decision() {
+    let h = harness().await;
+    h.proxy.set_outcome_idle(Duration::from_secs(3600));
+    let (synced, written) = (
+        h.store.commits.load(Ordering::SeqCst),
+        h.store.written.load(Ordering::SeqCst),
+    );
+    const READS: usize = 4;
+    for _ in 0..READS {
+        let r = h
+            .client
+            .call_tool(CallToolRequestParams::new("read_inbox"))
+            .await
+            .expect("the read gets a result");
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+    }
+    assert_eq!(
+        h.store.commits.load(Ordering::SeqCst) - synced,
+        0,
+        "no synced commit for a passthrough"
+    );
+    assert_eq!(h.store.written.load(Ordering::SeqCst) - written, READS);
+    let passthroughs = h.kinds().iter().filter(|k| *k == "passthrough").count();
+    assert_eq!(passthroughs, READS, "{:?}", h.kinds());
+    h.call(pay("after the reads")).await;
+    assert_eq!(h.store.commits.load(Ordering::SeqCst) - synced, 1);
+    let report = intentplane::store::verify_store(&h.store.snapshot().unwrap(), None);
+    assert!(report.is_ok(), "{report:?}");
+}

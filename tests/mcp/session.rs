@@ -90,6 +90,11 @@ arg = "recipient"
 scale = 100
 [tools.params.currency]
 [tools.params.subject]
+
+[[tools]]
+server = "demo"
+tool = "read_inbox"
+passthrough = "unguarded"
 "#,
             args = args.join(", ")
         );
@@ -199,6 +204,29 @@ fn pay(amount: f64, subject: &str) -> Map<String, Value> {
 fn op_of(r: &CallToolResult) -> Option<String> {
     let op = r.structured_content.as_ref()?;
     op["operation_hash"].as_str().map(str::to_string)
+}
+
+/// A passthrough's receipt is written, not synced, before its result is
+/// returned: the proxy killed right after the answer loses none of them
+/// (only a crash of the machine could lose such a tail, never a
+/// decision), and the chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passthrough_answered_before_a_sigkill_keeps_its_receipt() {
+    let env = Env::new("1000.00", &[]);
+    let p = env.start(&[]).await;
+    for _ in 0..3 {
+        let r = p
+            .client
+            .call_tool(CallToolRequestParams::new("read_inbox"))
+            .await
+            .expect("the read gets a result");
+        assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    }
+    p.kill().await;
+    assert_eq!(env.receipts("passthrough").len(), 3);
+    let snapshot = env.store().snapshot().unwrap();
+    let report = intentplane::store::verify_store(&snapshot, None);
+    assert!(report.is_ok(), "{report:?}");
 }
 
 /// The proxy is killed after the decision committed and the downstream

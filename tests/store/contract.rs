@@ -112,6 +112,39 @@ fn an_err_after_commits_leaves_the_chain_as_it_was() {
     });
 }
 
+/// Written transactions (records of calls not decided) between synced
+/// ones, on every store: each commits atomically (a failing one leaves
+/// nothing), the chain links through them in order, and the head is the
+/// last one's.
+#[test]
+fn written_transactions_commit_in_the_chain_between_synced_ones() {
+    each_store(|s| {
+        let append =
+            |n: i64| move |t: &mut dyn Tx| t.append_receipt(&json!({"n": n})).map(|_| Value::Null);
+        s.transaction(&mut append(1)).unwrap();
+        s.transaction_written(&mut append(2)).unwrap();
+        let err = s
+            .transaction_written(&mut |t: &mut dyn Tx| {
+                t.append_receipt(&json!({"n": "lost"}))?;
+                t.spend("m", 5)?;
+                Err(StoreError::Aborted("no".into()))
+            })
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Aborted(_)), "{err:?}");
+        s.transaction_written(&mut append(3)).unwrap();
+        s.transaction(&mut append(4)).unwrap();
+        let records = s.receipts().unwrap();
+        assert_eq!(verify_chain(&records, s.head().unwrap()), Ok(4));
+        let ns: Vec<&Value> = records.iter().map(|r| &r.body["n"]).collect();
+        assert_eq!(ns, [&json!(1), &json!(2), &json!(3), &json!(4)]);
+        tx(s, |t| {
+            assert_eq!(t.spent("m")?.amount, 0);
+            Ok(Value::Null)
+        })
+        .unwrap();
+    });
+}
+
 #[test]
 fn a_panicking_body_leaves_nothing_and_the_store_keeps_working() {
     each_store(|s| {

@@ -624,8 +624,26 @@ fn attempt_once(
     bodies: &mut [&mut TxFn<'_>],
     savepoints: bool,
 ) -> Result<Vec<Result<Value, StoreError>>, Failure> {
+    attempt_once_as(conn, bodies, savepoints, false)
+}
+
+/// [`attempt_once`]; `written`: committed with `synchronous_commit = off`
+/// ([`Store::transaction_written`]): acknowledged once in the server's WAL
+/// buffers, flushed by the WAL writer or the next synchronous commit (a
+/// crash of the server can lose only such a tail, never a decision).
+fn attempt_once_as(
+    conn: &mut Conn,
+    bodies: &mut [&mut TxFn<'_>],
+    savepoints: bool,
+    written: bool,
+) -> Result<Vec<Result<Value, StoreError>>, Failure> {
     begin(conn, BEGIN_LOCKED)?;
     conn.locked();
+    if written {
+        conn.client
+            .batch_execute("SET LOCAL synchronous_commit = off")
+            .map_err(fail)?;
+    }
     let mut head = Head::default();
     let results = run_bodies(conn, &mut head, bodies, savepoints)?;
     commit(conn, &head)?;
@@ -836,6 +854,13 @@ impl Store for PgStore {
     fn transaction(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
         let mut bodies: [&mut TxFn<'_>; 1] = [f];
         self.run(&mut bodies, false)?
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Backend("no result".into())))
+    }
+
+    fn transaction_written(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+        let mut bodies: [&mut TxFn<'_>; 1] = [f];
+        self.attempts(|conn| attempt_once_as(conn, &mut bodies, false, true))?
             .pop()
             .unwrap_or_else(|| Err(StoreError::Backend("no result".into())))
     }
