@@ -181,7 +181,8 @@ impl Story {
         let mut story: Story = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
-                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+                .and_then(|s| text.get(..s.start))
+                .map(|before| before.matches('\n').count() + 1);
             StoryError::Parse {
                 story: name.to_string(),
                 reason: match line {
