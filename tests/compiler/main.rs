@@ -15,6 +15,7 @@ mod check_ir;
 mod check_props;
 mod cli;
 mod codegen;
+mod demo;
 mod docs;
 mod guarantees;
 mod mutate;
