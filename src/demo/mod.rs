@@ -216,6 +216,24 @@ impl Played {
     }
 }
 
+impl PlayedStep {
+    /// How the decision differs from what the story expects of it (`None`
+    /// when it is the expected decision at the expected stage).
+    pub fn unexpected(&self) -> Option<String> {
+        let got = serde_json::to_value(&self.decision).ok()?;
+        let (decision, stage) = (
+            got["decision"].as_str().unwrap_or("?"),
+            got["stage"].as_str().unwrap_or("?"),
+        );
+        (decision != self.expect.decision || stage != self.expect.stage).then(|| {
+            format!(
+                "decided {decision} at `{stage}`, the story expects {} at `{}`",
+                self.expect.decision, self.expect.stage
+            )
+        })
+    }
+}
+
 struct Setup {
     _dir: tempfile::TempDir,
     gw: Gateway,
@@ -554,7 +572,16 @@ pub fn play(story: &str, json: bool, out: &mut dyn Write) -> u8 {
             write!(out, "{text}")
         }
     };
-    if r.is_err() || verified.is_err() {
+    // a story whose gateway decides otherwise than it states is a failure,
+    // never a demo that shows what it does not claim
+    let mut differs = false;
+    for (i, st) in steps.iter().enumerate() {
+        if let Some(why) = st.unexpected() {
+            eprintln!("error: story `{story}`, step {}: {why}", i + 1);
+            differs = true;
+        }
+    }
+    if r.is_err() || verified.is_err() || differs {
         return 1;
     }
     0

@@ -68,6 +68,25 @@ fn fixture(name: &str) -> String {
     std::fs::read_to_string(path).unwrap()
 }
 
+/// A story the gateway decides otherwise than it states plays, and the
+/// difference is named step by step (`ipc demo` exits 1 on it); the
+/// embedded stories have none.
+#[test]
+fn a_decision_other_than_the_story_states_is_named() {
+    let played = run_story("wrong_expectation", &fixture("wrong_expectation")).unwrap();
+    let why = played.steps[0].unexpected();
+    assert_eq!(
+        why.as_deref(),
+        Some("decided DENY at `provenance`, the story expects ALLOW at `execution`"),
+    );
+    for (name, text) in STORIES {
+        let played = run_story(name, text).unwrap();
+        for st in &played.steps {
+            assert_eq!(st.unexpected(), None, "{name}: {}", st.what);
+        }
+    }
+}
+
 /// Each malformed story: the code, and what the message says (with the
 /// story's name in backticks).
 #[test]
