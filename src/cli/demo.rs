@@ -1,7 +1,9 @@
 //! `ipc demo [bank|ap|three|mcp]`: the flags; the stories are the
 //! library's [`crate::demo`] (feature `demo`), the MCP demo's server and
 //! client too (with `mcp`). `mcp-server` and its hidden flags are the
-//! tests' downstream server (`--crash-on`, `--hang-on`, `--record`).
+//! tests' downstream server (`--crash-on`, `--hang-on`, `--record`): the
+//! hooks work only in a build with `testkit` (the tests'), never in what
+//! `cargo build` or `cargo install` makes.
 
 use super::Format;
 use std::io::Write;
@@ -47,6 +49,16 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
         "mcp-server" | "mcp" => super::feature_off("ipc demo mcp", "mcp"),
         #[cfg(feature = "mcp")]
         "mcp-server" => {
+            // the tests' hooks are not in a binary that `cargo build` or
+            // `cargo install` makes: only the tests' build has `testkit`
+            if cfg!(not(feature = "testkit"))
+                && (args.crash_on.is_some() || args.hang_on.is_some() || args.record.is_some())
+            {
+                eprintln!(
+                    "error: `--crash-on`, `--hang-on` and `--record` are the tests' hooks, in a build with the `testkit` feature only (the one `cargo test` makes)"
+                );
+                return 2;
+            }
             let opts = crate::demo::mcp_server::DemoOptions {
                 state: args.state.clone(),
                 crash_on: args.crash_on.clone(),
