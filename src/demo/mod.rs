@@ -220,15 +220,14 @@ impl PlayedStep {
     /// How the decision differs from what the story expects of it (`None`
     /// when it is the expected decision at the expected stage).
     pub fn unexpected(&self) -> Option<String> {
-        let got = serde_json::to_value(&self.decision).ok()?;
-        let (decision, stage) = (
-            got["decision"].as_str().unwrap_or("?"),
-            got["stage"].as_str().unwrap_or("?"),
-        );
-        (decision != self.expect.decision || stage != self.expect.stage).then(|| {
+        let (d, e) = (&self.decision, &self.expect);
+        (d.decision != e.decision || d.stage != e.stage).then(|| {
             format!(
-                "decided {decision} at `{stage}`, the story expects {} at `{}`",
-                self.expect.decision, self.expect.stage
+                "decided {} at `{}`, the story expects {} at `{}`",
+                d.decision.name(),
+                d.stage.name(),
+                e.decision.name(),
+                e.stage.name()
             )
         })
     }
@@ -333,7 +332,7 @@ impl Setup {
             scopes: spec.scopes.clone(),
             claims: spec.claims.clone(),
             budget: Budget {
-                amount: spec.budget_minor(),
+                amount: spec.budget_minor,
                 calls: 20,
             },
             issued_at: self.now - 600,

@@ -4,6 +4,7 @@
 //! The format is described in docs/gateway.md ("The demo").
 
 use crate::base::Money;
+use crate::gateway::{Outcome, Stage};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -103,6 +104,9 @@ pub struct MandateSpec {
     /// The budget as a person writes it (`"2000.00"`); none is 0.
     #[serde(default)]
     pub budget: Option<String>,
+    /// `budget` in minor units, set by [`Story::parse`].
+    #[serde(skip)]
+    pub budget_minor: i64,
 }
 
 /// One proposal of the agent, and what is done on the trusted side first.
@@ -165,12 +169,12 @@ pub struct ApprovalSpec {
 }
 
 /// A decision as the story states it: `ALLOW`, `PENDING` or `DENY`, and
-/// the stage that made it.
+/// the stage that made it (spelt as a decision's JSON spells them).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
-    pub decision: String,
-    pub stage: String,
+    pub decision: Outcome,
+    pub stage: Stage,
 }
 
 impl Story {
@@ -181,8 +185,7 @@ impl Story {
         let mut story: Story = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
-                .and_then(|s| text.get(..s.start))
-                .map(|before| before.matches('\n').count() + 1);
+                .map(|s| crate::diagnostics::line_col(text, s.start).0);
             StoryError::Parse {
                 story: name.to_string(),
                 reason: match line {
@@ -216,10 +219,11 @@ impl Story {
                 return Err(invalid(place, format!("`{}` is named twice", p.name)));
             }
         }
-        for (name, m) in &story.mandates {
+        for (name, m) in story.mandates.iter_mut() {
             if let Some(b) = &m.budget {
-                Money::parse(b)
-                    .map_err(|e| invalid(format!("mandate `{name}`"), format!("budget: {e}")))?;
+                m.budget_minor = Money::parse(b)
+                    .map_err(|e| invalid(format!("mandate `{name}`"), format!("budget: {e}")))?
+                    .minor();
             }
         }
         for i in 0..story.steps.len() {
@@ -287,15 +291,6 @@ impl Story {
                     ));
                 }
             }
-            if !["ALLOW", "PENDING", "DENY"].contains(&st.expect.decision.as_str()) {
-                return Err(invalid(
-                    place,
-                    format!(
-                        "expects `{}`: a decision is `ALLOW`, `PENDING` or `DENY`",
-                        st.expect.decision
-                    ),
-                ));
-            }
             // a proposal written as JSON text is read once, here
             if let Value::String(json) = &st.proposal {
                 let v = crate::base::json::parse_strict(json)
@@ -310,17 +305,6 @@ impl Story {
             }
         }
         Ok(story)
-    }
-}
-
-impl MandateSpec {
-    /// The budget in minor units (checked by [`Story::parse`]).
-    pub fn budget_minor(&self) -> i64 {
-        self.budget
-            .as_deref()
-            .and_then(|b| Money::parse(b).ok())
-            .map(Money::minor)
-            .unwrap_or(0)
     }
 }
 

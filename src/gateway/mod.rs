@@ -72,7 +72,7 @@ pub struct Input {
 pub type Dispatch<'a> =
     &'a dyn Fn(&Map<String, Value>, &secret::SecretValues) -> Result<Value, String>;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Outcome {
     Allow,
@@ -80,7 +80,7 @@ pub enum Outcome {
     Deny,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     Authn,
@@ -92,6 +92,17 @@ pub enum Stage {
     Approval,
     Execution,
     Receipt,
+}
+
+impl Outcome {
+    /// As a decision's JSON spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Allow => "ALLOW",
+            Outcome::Pending => "PENDING",
+            Outcome::Deny => "DENY",
+        }
+    }
 }
 
 impl Stage {

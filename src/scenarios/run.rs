@@ -554,22 +554,14 @@ fn tamper(token: &mut Value) {
     }
 }
 
-fn outcome_name(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Allow => "ALLOW",
-        Outcome::Pending => "PENDING",
-        Outcome::Deny => "DENY",
-    }
-}
-
 /// Every way the decision differs from the expectation.
 fn check(e: &Expect, d: &Decision) -> Vec<String> {
     let mut p = vec![];
-    if outcome_name(d.decision) != e.decision.name() {
+    if d.decision.name() != e.decision.name() {
         p.push(format!(
             "decision: expected {}, got {}",
             e.decision.name(),
-            outcome_name(d.decision)
+            d.decision.name()
         ));
     }
     if let Some(st) = &e.stage
@@ -635,7 +627,7 @@ fn describe_expect(e: &Expect) -> String {
 }
 
 fn describe(d: &Decision) -> String {
-    let mut s = outcome_name(d.decision).to_string();
+    let mut s = d.decision.name().to_string();
     match d.decision {
         Outcome::Allow => {
             if d.replayed {

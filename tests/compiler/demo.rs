@@ -20,8 +20,8 @@ fn every_embedded_story_plays_to_the_decisions_it_states() {
             assert_eq!(
                 (got["decision"].as_str(), got["stage"].as_str()),
                 (
-                    Some(st.expect.decision.as_str()),
-                    Some(st.expect.stage.as_str())
+                    Some(st.expect.decision.name()),
+                    Some(st.expect.stage.name())
                 ),
                 "{name}, step {} ({}): {got}",
                 i + 1,
@@ -32,7 +32,7 @@ fn every_embedded_story_plays_to_the_decisions_it_states() {
         let outcomes: Vec<&str> = played
             .steps
             .iter()
-            .map(|s| s.expect.decision.as_str())
+            .map(|s| s.expect.decision.name())
             .collect();
         assert!(
             outcomes.contains(&"DENY") && outcomes.contains(&"ALLOW"),
@@ -160,6 +160,27 @@ fn a_misspelt_key_anywhere_is_refused() {
         match Story::parse("bank", &bad) {
             Err(StoryError::Parse { story, .. }) => assert_eq!(story, "bank"),
             other => panic!("{key}: {:?}", other.map(|_| ())),
+        }
+    }
+}
+
+/// An expected decision or stage spelt otherwise than a decision spells
+/// it is a parse error naming the line, not a story that fails only when
+/// played.
+#[test]
+fn a_misspelt_expectation_is_refused() {
+    let (_, text) = STORIES[0];
+    for (from, to) in [
+        ("stage = \"provenance\"", "stage = \"provenence\""),
+        ("decision = \"DENY\"", "decision = \"deny\""),
+    ] {
+        let bad = text.replacen(from, to, 1);
+        assert_ne!(bad, text, "{from}");
+        match Story::parse("bank", &bad) {
+            Err(StoryError::Parse { reason, .. }) => {
+                assert!(reason.starts_with("line 25: unknown variant"), "{reason}")
+            }
+            other => panic!("{to}: {:?}", other.map(|_| ())),
         }
     }
 }

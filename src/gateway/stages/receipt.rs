@@ -337,7 +337,7 @@ fn body_with(
             .strs("nonces", c.nonces);
         w.jcs("consumed", &cw.finish());
     }
-    w.str("decision", outcome_name(d))
+    w.str("decision", d.decision.name())
         .opt_uint("level", d.level.map(u64::from))?;
     match mandate {
         Some((m, ancestors)) => {
@@ -410,14 +410,6 @@ fn depth(v: &Value) -> usize {
         }
     }
     deepest
-}
-
-fn outcome_name(d: &Decision) -> &'static str {
-    match d.decision {
-        crate::gateway::Outcome::Allow => "ALLOW",
-        crate::gateway::Outcome::Pending => "PENDING",
-        crate::gateway::Outcome::Deny => "DENY",
-    }
 }
 
 #[cfg(test)]
