@@ -386,9 +386,14 @@ pub fn resume(
             let Some(v) = tx.state_get(INTENT_NS, &key(&slot, pack))? else {
                 continue;
             };
-            let Ok(kept) = serde_json::from_value::<Kept>(v) else {
-                continue;
-            };
+            // an unreadable record refuses the start: skipping it would
+            // decide the pack's calls under the session's wider mandate
+            let kept = serde_json::from_value::<Kept>(v).map_err(|e| {
+                StoreError::Backend(format!(
+                    "the child mandate kept for pack `{}` cannot be read: {e}",
+                    crate::base::json::echo(pack)
+                ))
+            })?;
             if kept.parent == parent.mandate.id {
                 out.insert(pack.clone(), kept.token);
             }

@@ -366,6 +366,57 @@ async fn an_unticked_single_value_claim_grants_nothing() {
     assert!(mandate_receipts(&st).is_empty());
 }
 
+/// A kept child that cannot be read back refuses the restart (it was
+/// skipped, and the pack's calls were decided under the session's wider
+/// mandate again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_kept_child_refuses_the_restart() {
+    let tw = TestWorld::new();
+    let st = store(&tw);
+    let s = session(&tw, st.clone(), landlord_only, false).await;
+    let r = s.call(TOOL, injected()).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    drop(s);
+    let slot = intentplane::mcp::session::slot(&tw.dir.path().join("intentplane.toml"));
+    let key = intentplane::mcp::intent::key(&slot, "bank");
+    st.transaction(&mut |tx| {
+        assert!(
+            tx.state_get(intentplane::mcp::intent::INTENT_NS, &key)?
+                .is_some()
+        );
+        tx.state_put(
+            intentplane::mcp::intent::INTENT_NS,
+            &key,
+            &json!({"token": 1}),
+        )?;
+        Ok(Value::Null)
+    })
+    .unwrap();
+    let state = tw.dir.path().join("demo-state.json");
+    let server = testkit::demo_server(Path::new(IPC), &state, &[], tw.dir.path());
+    let mut setup = testkit::setup(
+        &tw,
+        MandateSpec {
+            id: "m-emma-session".into(),
+            ..MandateSpec::bank("emma")
+        },
+        server,
+        testkit::demo_tools(),
+        st.clone(),
+        true,
+    );
+    setup.session.issuer_key = Some(tw.issuer.clone());
+    setup.session.mandate_requests = true;
+    let err = match Proxy::start(setup).await {
+        Ok(_) => panic!("the proxy started on an unreadable kept child"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("the child mandate kept for pack `bank` cannot be read"),
+        "{err}"
+    );
+}
+
 /// A child revoked after it was granted stays the pack's mandate across a
 /// restart, as in the running proxy: the calls are denied under it. (A
 /// restart dropped it, and the calls were decided under the session's
