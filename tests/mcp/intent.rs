@@ -115,7 +115,8 @@ struct Session {
 
 /// A proxy over `tw` and `store` whose session offers the request tool,
 /// and a client in `era` whose user answers with `choose`.
-async fn session(tw: &TestWorld, store: Arc<dyn Store>, choose: Choose, new_era: bool) -> Session {
+/// The proxy's setup with mandate requests on, the same at every start.
+fn setup(tw: &TestWorld, store: Arc<dyn Store>) -> intentplane::mcp::config::Setup {
     let state = tw.dir.path().join("demo-state.json");
     let server = testkit::demo_server(Path::new(IPC), &state, &[], tw.dir.path());
     let mut setup = testkit::setup(
@@ -133,7 +134,14 @@ async fn session(tw: &TestWorld, store: Arc<dyn Store>, choose: Choose, new_era:
     );
     setup.session.issuer_key = Some(tw.issuer.clone());
     setup.session.mandate_requests = true;
-    let proxy = Proxy::start(setup).await.expect("the proxy starts");
+    setup
+}
+
+async fn session(tw: &TestWorld, store: Arc<dyn Store>, choose: Choose, new_era: bool) -> Session {
+    let state = tw.dir.path().join("demo-state.json");
+    let proxy = Proxy::start(setup(tw, store))
+        .await
+        .expect("the proxy starts");
     let (a, b) = tokio::io::duplex(1 << 20);
     tokio::spawn(proxy.clone().serve_on(a));
     let user = User {
@@ -392,22 +400,7 @@ async fn an_unreadable_kept_child_refuses_the_restart() {
         Ok(Value::Null)
     })
     .unwrap();
-    let state = tw.dir.path().join("demo-state.json");
-    let server = testkit::demo_server(Path::new(IPC), &state, &[], tw.dir.path());
-    let mut setup = testkit::setup(
-        &tw,
-        MandateSpec {
-            id: "m-emma-session".into(),
-            ..MandateSpec::bank("emma")
-        },
-        server,
-        testkit::demo_tools(),
-        st.clone(),
-        true,
-    );
-    setup.session.issuer_key = Some(tw.issuer.clone());
-    setup.session.mandate_requests = true;
-    let err = match Proxy::start(setup).await {
+    let err = match Proxy::start(setup(&tw, st.clone())).await {
         Ok(_) => panic!("the proxy started on an unreadable kept child"),
         Err(e) => e.to_string(),
     };
