@@ -94,16 +94,13 @@ pub fn execute(name: &str, c: &mut ExecCtx<'_, '_>) -> Result<Value, ExecError> 
 }
 
 fn plan<'r>(name: &str, c: &mut ExecCtx<'r, '_>) -> Result<Plan<'r>, ExecError> {
-    let op_id = c
-        .operation_hash
-        .trim_start_matches("sha256:")
-        .chars()
-        .take(12)
-        .collect::<String>();
+    // the hash's first 12 characters, borrowed
+    let hex = c.operation_hash.trim_start_matches("sha256:");
+    let op_id = hex.char_indices().nth(12).map_or(hex, |(i, _)| &hex[..i]);
     match name {
         "bank.transfer" => {
             let entry = json!({
-                "transfer_id": format!("TX-{op_id}"),
+                "transfer_id": ("TX-".to_string() + op_id),
                 "from": s(c, "from_account")?,
                 "to": s(c, "payee_iban")?,
                 "amount": amount(c, "amount")?,
