@@ -179,7 +179,10 @@ fn needs_escape(b: &[u8]) -> bool {
         let mut w8 = [0u8; 8];
         w8.copy_from_slice(c);
         let w = u64::from_le_bytes(w8);
-        if below(w, 0x20) || below(w ^ (ONES * u64::from(b'"')), 1) || below(w ^ (ONES * u64::from(b'\\')), 1) {
+        if below(w, 0x20)
+            || below(w ^ (ONES * u64::from(b'"')), 1)
+            || below(w ^ (ONES * u64::from(b'\\')), 1)
+        {
             return true;
         }
     }
