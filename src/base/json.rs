@@ -323,12 +323,27 @@ pub fn format_time(secs: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let (h, min, sec) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{sec:02}Z");
+    }
+    // the common case, digit by digit (a receipt's time, on every
+    // decision: `format!` costs a microsecond)
+    let mut out = String::with_capacity(20);
+    for (n, after) in [
+        (y / 100, ""),
+        (y % 100, "-"),
+        (m, "-"),
+        (d, "T"),
+        (h, ":"),
+        (min, ":"),
+        (sec, "Z"),
+    ] {
+        out.push(char::from(b'0' + (n / 10) as u8));
+        out.push(char::from(b'0' + (n % 10) as u8));
+        out.push_str(after);
+    }
+    out
 }
 
 /// A JSON file read strictly ([`parse_strict`]: duplicate keys refused);
@@ -421,5 +436,25 @@ mod tests {
         assert!(parse_time_str("2026-11-29T25:00:00Z").is_err());
         assert!(parse_time_str("2026-11-29T10:00:00+02:00").is_err());
         assert!(parse_time_str("２０２６-11-29").is_err());
+    }
+
+    /// Times are written digit by digit for years 0000 to 9999, and as
+    /// before (`format!`) outside them.
+    #[test]
+    fn times_outside_four_digit_years_keep_their_spelling() {
+        assert_eq!(format_time(-62_167_219_200), "0000-01-01T00:00:00Z");
+        assert_eq!(format_time(-62_167_219_201), "-001-12-31T23:59:59Z");
+        assert_eq!(format_time(253_402_300_799), "9999-12-31T23:59:59Z");
+        assert_eq!(format_time(253_402_300_800), "10000-01-01T00:00:00Z");
+    }
+
+    proptest::proptest! {
+        /// Any time of a four-digit year reads back as itself.
+        #[test]
+        fn every_four_digit_time_round_trips(secs in -62_167_219_200i64..253_402_300_800) {
+            let s = format_time(secs);
+            proptest::prop_assert_eq!(s.len(), 20);
+            proptest::prop_assert_eq!(parse_time_str(&s), Ok(secs));
+        }
     }
 }

@@ -118,11 +118,13 @@ pub fn iban(s: &str) -> Result<String, String> {
             c as u32
         ));
     }
-    let compact: String = s
-        .chars()
-        .filter(|c| *c != ' ')
-        .map(|c| c.to_ascii_uppercase())
-        .collect();
+    // ASCII (checked above): byte by byte, sized once
+    let mut compact = String::with_capacity(s.len());
+    compact.extend(
+        s.bytes()
+            .filter(|b| *b != b' ')
+            .map(|b| char::from(b.to_ascii_uppercase())),
+    );
     let b = compact.as_bytes();
     let shape = (15..=34).contains(&b.len())
         && b[..2].iter().all(u8::is_ascii_uppercase)

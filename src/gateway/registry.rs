@@ -15,19 +15,20 @@ use std::borrow::Cow;
 
 /// Store namespace of keyed-record overrides.
 pub fn record_ns(pack: &str, registry: &str) -> String {
-    format!("registry:{pack}/{registry}")
+    // concatenated, not `format!`ted: several per decision
+    ["registry:", pack, "/", registry].concat()
 }
 /// Store namespace of values added to a set registry.
 pub fn added_ns(pack: &str, registry: &str) -> String {
-    format!("registry+:{pack}/{registry}")
+    ["registry+:", pack, "/", registry].concat()
 }
 /// Store namespace of values removed from a set registry (a value of the
 /// world's file the owner took out).
 pub fn removed_ns(pack: &str, registry: &str) -> String {
-    format!("registry-:{pack}/{registry}")
+    ["registry-:", pack, "/", registry].concat()
 }
 pub fn owner_key(owner: &str, key: &str) -> String {
-    format!("{owner}\u{1f}{key}")
+    [owner, "\u{1f}", key].concat()
 }
 
 pub struct Registries<'a> {

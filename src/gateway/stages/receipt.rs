@@ -327,12 +327,12 @@ fn body_with(
     d: &Decision,
     consumed: Option<&Consumed<'_>>,
 ) -> Result<Jcs, CanonicalError> {
-    let mut w = ObjectWriter::new();
+    let mut w = ObjectWriter::with_capacity(RECEIPT_CAPACITY);
     w.opt_str("action", d.action.as_deref())
         .strs("approvers", &d.approvers)
         .str("bundle", bundle);
     if let Some(c) = consumed {
-        let mut cw = ObjectWriter::new();
+        let mut cw = ObjectWriter::with_capacity(64);
         cw.value("amount", &Value::from(c.amount))?
             .strs("nonces", c.nonces);
         w.jcs("consumed", &cw.finish());
@@ -341,7 +341,7 @@ fn body_with(
         .opt_uint("level", d.level.map(u64::from))?;
     match mandate {
         Some((m, ancestors)) => {
-            let mut mw = ObjectWriter::new();
+            let mut mw = ObjectWriter::with_capacity(256);
             // a child's chain, root first: every link's budget it spent from
             if !ancestors.is_empty() {
                 let ids: Vec<String> = ancestors.iter().map(|a| a.id.clone()).collect();
@@ -379,7 +379,7 @@ fn body_with(
         ),
     };
     if let Some(h) = withheld {
-        let mut hw = ObjectWriter::new();
+        let mut hw = ObjectWriter::with_capacity(128);
         hw.value("bytes", &Value::from(h.bytes))?
             .str("hash", &h.hash);
         w.jcs("proposal_withheld", &hw.finish());
@@ -392,6 +392,10 @@ fn body_with(
         .str("time", &format_time(now));
     Ok(w.finish())
 }
+
+/// Room a receipt body is written into at first: most are under 2 KiB
+/// (an ALLOW of the bank pack is about 1 KiB).
+const RECEIPT_CAPACITY: usize = 2048;
 
 /// Deepest proposal kept as a JSON value in a receipt: the body adds a
 /// level, and serde_json reads at most 128 back.
