@@ -452,13 +452,23 @@ pub enum Key {
     Lookup { lookup: Box<Lookup> },
 }
 
+impl Source {
+    /// The source's name (`mandate.payee`, `registry.beneficiaries`, a
+    /// lookup's path), as a value's origin records it: concatenated, not
+    /// formatted, since the gateway names one per critical value of every
+    /// decision. [`Display`](fmt::Display) writes the same.
+    pub fn name(&self) -> String {
+        match self {
+            Source::Claim { claim } => ["mandate.", claim].concat(),
+            Source::Registry { registry } => ["registry.", registry].concat(),
+            Source::Lookup(l) => l.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Source::Claim { claim } => write!(f, "mandate.{claim}"),
-            Source::Registry { registry } => write!(f, "registry.{registry}"),
-            Source::Lookup(l) => write!(f, "{l}"),
-        }
+        f.write_str(&self.name())
     }
 }
 

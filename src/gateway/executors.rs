@@ -57,11 +57,12 @@ fn amount(c: &ExecCtx<'_, '_>, k: &str) -> Result<i64, ExecError> {
 /// A JSON object of these fields, in this order, sized once (`json!`
 /// grows its map field by field: a ledger entry on every transfer).
 fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    let mut m = Map::with_capacity(N);
-    for (k, v) in fields {
-        m.insert(k.to_string(), v);
-    }
-    Value::Object(m)
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
 }
 
 /// What an executor will do, decided before anything is written: the

@@ -753,6 +753,38 @@ impl Gateway {
 mod tests {
     use serde_json::{Map, json};
 
+    /// `Outcome::name` and `Stage::name` are the spellings of a decision's
+    /// JSON (serde's), both ways: stories and scenarios read them with
+    /// serde and print them with `name`.
+    #[test]
+    fn names_are_the_serde_spellings() {
+        use super::{Outcome, Stage};
+        for o in [Outcome::Allow, Outcome::Pending, Outcome::Deny] {
+            assert_eq!(serde_json::to_value(o).unwrap(), json!(o.name()));
+            assert_eq!(
+                serde_json::from_value::<Outcome>(json!(o.name())).unwrap(),
+                o
+            );
+        }
+        for st in [
+            Stage::Authn,
+            Stage::Contract,
+            Stage::Provenance,
+            Stage::Delegation,
+            Stage::Budget,
+            Stage::Policy,
+            Stage::Approval,
+            Stage::Execution,
+            Stage::Receipt,
+        ] {
+            assert_eq!(serde_json::to_value(st).unwrap(), json!(st.name()));
+            assert_eq!(
+                serde_json::from_value::<Stage>(json!(st.name())).unwrap(),
+                st
+            );
+        }
+    }
+
     /// A clock before the epoch is an error, not 0 (at 0 nothing expires).
     #[test]
     fn a_clock_before_the_epoch_is_an_error() {

@@ -23,6 +23,7 @@ pub use run::{
 };
 
 use crate::base::json::{parse_strict, parse_time_str};
+use crate::gateway::Outcome;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -175,7 +176,8 @@ pub struct DecideStep {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
-    pub decision: Expected,
+    /// As a decision spells it (`ALLOW`, `PENDING`, `DENY`).
+    pub decision: Outcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
     /// The approval level (PENDING).
@@ -193,24 +195,6 @@ pub struct Expect {
     pub resolved: Option<Map<String, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replayed: Option<bool>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Expected {
-    Allow,
-    Pending,
-    Deny,
-}
-
-impl Expected {
-    pub fn name(self) -> &'static str {
-        match self {
-            Expected::Allow => "ALLOW",
-            Expected::Pending => "PENDING",
-            Expected::Deny => "DENY",
-        }
-    }
 }
 
 /// A change on the trusted side between two decisions.

@@ -557,7 +557,7 @@ fn tamper(token: &mut Value) {
 /// Every way the decision differs from the expectation.
 fn check(e: &Expect, d: &Decision) -> Vec<String> {
     let mut p = vec![];
-    if d.decision.name() != e.decision.name() {
+    if d.decision != e.decision {
         p.push(format!(
             "decision: expected {}, got {}",
             e.decision.name(),

@@ -55,6 +55,11 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     };
     r.action = Some(action);
     let decl = &action.table.action;
+    // the action known, its maps are sized once: a value and an origin
+    // per parameter at most (provenance), every fact (policy)
+    r.resolved = serde_json::Map::with_capacity(decl.params.len());
+    r.origins = serde_json::Map::with_capacity(decl.params.len());
+    r.facts = serde_json::Map::with_capacity(decl.facts.len());
     if let Some(k) = args.keys().find(|k| decl.param(k).is_none()) {
         return Err(deny(format!(
             "unknown parameter `{}` for `{name}`",

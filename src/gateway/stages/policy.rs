@@ -28,9 +28,6 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         pack: &a.table.pack,
         owner: &m.owner,
     };
-    if r.facts.is_empty() {
-        r.facts = serde_json::Map::with_capacity(a.table.action.facts.len());
-    }
     for f in &a.table.action.facts {
         let env = Env {
             resolved: &r.resolved,

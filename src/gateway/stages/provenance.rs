@@ -19,13 +19,6 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         return Err(Deny::new(Stage::Provenance, "no mandate").into());
     };
     let decl = &a.table.action;
-    // a value and an origin per parameter, at most: room for them at once
-    if r.resolved.is_empty() {
-        r.resolved = serde_json::Map::with_capacity(decl.params.len());
-    }
-    if r.origins.is_empty() {
-        r.origins = serde_json::Map::with_capacity(decl.params.len());
-    }
     // critical parameters keyed by others come after their keys
     let mut pending: Vec<&Param> = decl.params.iter().filter(|p| p.vouched()).collect();
     while !pending.is_empty() {
@@ -337,7 +330,7 @@ fn resolve_one(
                 }
             }
             if hit {
-                return Ok((value.clone(), origin(s)));
+                return Ok((value.clone(), s.name()));
             }
             continue;
         }
@@ -366,7 +359,7 @@ fn resolve_one(
                 .and_then(|field| matches(&field, &value, norm)),
         };
         if let Some(trusted) = hit {
-            return Ok((trusted, origin(s)));
+            return Ok((trusted, s.name()));
         }
     }
     let tried: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
@@ -383,16 +376,6 @@ fn resolve_one(
         ),
     )
     .hint(p.hint.clone()))
-}
-
-/// A source's name as an origin (its `Display`, concatenated rather than
-/// formatted: one per critical value of every decision).
-fn origin(s: &Source) -> String {
-    match s {
-        Source::Claim { claim } => ["mandate.", claim].concat(),
-        Source::Registry { registry } => ["registry.", registry].concat(),
-        Source::Lookup(_) => s.to_string(),
-    }
 }
 
 /// The refusal of a value under a mandate that narrows the parameter's
