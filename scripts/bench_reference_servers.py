@@ -78,6 +78,29 @@ def report(n: int, times: dict, title: str):
             print(f"  p{q}: direct {ms(d, q):.2f} ms, proxy {ms(p, q):.2f} ms, overhead {ms(p, q) - ms(d, q):.2f} ms")
 
 
+def proxy_pid(cfg: pathlib.Path) -> int | None:
+    """The `ipc mcp` process started with this config (Linux: /proc)."""
+    for d in pathlib.Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"mcp" in argv and str(cfg).encode() in argv:
+            return int(d.name)
+    return None
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User plus system CPU seconds of a process, all its threads."""
+    if pid is None:
+        return None
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def empty_times():
     return {(k, w): [] for k in ("direct", "proxy") for w in ("read", "write")}
 
@@ -91,8 +114,15 @@ async def stdio_downstream(n: int, tmp: pathlib.Path, ws: pathlib.Path):
         async with ClientSession(r1, w1) as d, ClientSession(r2, w2) as p:
             await d.initialize()
             await p.initialize()
+            pid = proxy_pid(cfg)
+            before = cpu_seconds(pid)
             await measure(n, d, p, ws, times, "stdio")
+            after = cpu_seconds(pid)
     report(n, times, "reference filesystem server on stdio, alternating direct / through ipc mcp")
+    if before is not None and after is not None:
+        # reads and writes alike: 2 proxied calls per round, warm-up included
+        per_call = (after - before) / (2 * (n + 20)) * 1000
+        print(f"CPU of the ipc mcp process per proxied call (reads and writes averaged): {per_call:.3f} ms")
 
 
 async def http_downstream(n: int, tmp: pathlib.Path, ws: pathlib.Path):
