@@ -88,18 +88,21 @@ fn ms(d: Duration) -> f64 {
 
 type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
 
+/// Calls made on each path before the measured ones.
+const WARMUP: usize = 50;
+
 /// Calls `call(i)` on the direct and the proxied client alternately,
-/// `calls` times each after 50 warm-up; the sorted times of each.
+/// `calls` times each after [`WARMUP`], each after `idle` if given; the
+/// sorted times of each.
 async fn measure(
     direct: &Client,
     proxied: &Client,
     calls: usize,
+    idle: Option<Duration>,
     call: &dyn Fn(usize) -> CallToolRequestParams,
 ) -> Result<(Vec<Duration>, Vec<Duration>), Box<dyn std::error::Error>> {
-    let warmup = 50;
-    let idle = idle()?;
     let (mut d_times, mut p_times) = (vec![], vec![]);
-    for i in 0..warmup + calls {
+    for i in 0..WARMUP + calls {
         let mut times = [Duration::ZERO; 2];
         for (k, client) in [direct, proxied].into_iter().enumerate() {
             if let Some(pause) = idle {
@@ -114,7 +117,7 @@ async fn measure(
                 return Err(format!("{path} call {i} failed: {r:?}").into());
             }
         }
-        if i >= warmup {
+        if i >= WARMUP {
             d_times.push(times[0]);
             p_times.push(times[1]);
         }
@@ -188,10 +191,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let send = |i: usize| CallToolRequestParams::new("send_money").with_arguments(args(i));
     let list = |_: usize| CallToolRequestParams::new("list_vendors");
-    let pause = idle()?.map_or(String::new(), |d| {
+    let idle = idle()?;
+    let pause = idle.map_or(String::new(), |d| {
         format!(", {} µs idle before each", d.as_micros())
     });
-    println!("calls per path: {calls} (after 50 warm-up{pause}), SQLite store synchronous = FULL");
+    println!(
+        "calls per path: {calls} (after {WARMUP} warm-up{pause}), SQLite store synchronous = FULL"
+    );
     for (what, call) in [
         (
             "guarded write (send_money)",
@@ -200,11 +206,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("passthrough (list_vendors)", &list),
     ] {
         let cpu_before = proxy_pid.and_then(cpu_seconds);
-        let (d, p) = measure(&direct, &proxied, calls, call).await?;
+        let (d, p) = measure(&direct, &proxied, calls, idle, call).await?;
         let cpu = cpu_before.zip(proxy_pid.and_then(cpu_seconds));
         report(what, &d, &p);
         if let Some((before, after)) = cpu {
-            let per_call = (after - before) / (calls + 50) as f64 * 1000.0;
+            let per_call = (after - before) / (calls + WARMUP) as f64 * 1000.0;
             println!("  CPU of the proxy process per call: {per_call:.3} ms");
         }
     }
