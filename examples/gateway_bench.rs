@@ -8,7 +8,7 @@
 use cedar_policy::{Authorizer, Context, Entities, EntityUid, Request, RestrictedExpression};
 use intentplane::bundle::build;
 use intentplane::gateway::world::World;
-use intentplane::gateway::{Budget, Gateway, Input, Mandate, MandateToken, Outcome};
+use intentplane::gateway::{Budget, Gateway, Input, Mandate, MandateToken, Outcome, Stage};
 use intentplane::keys::SecretKey;
 use intentplane::store::memory::MemoryStore;
 use intentplane::store::sqlite::SqliteStore;
@@ -18,6 +18,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 const LANDLORD: &str = "DE44500105175407324931";
+/// A beneficiary of another tenant (noah's), never Emma's.
+const OTHER_TENANTS_PAYEE: &str = "NL91ABNA0417164300";
 
 fn main() {
     let n: usize = std::env::args()
@@ -50,7 +52,7 @@ fn main() {
     claims.insert("account".into(), json!("emma-checking"));
     claims.insert("currency".into(), json!("EUR"));
     claims.insert("payee".into(), json!([]));
-    let token = |id: &str| {
+    let token_within = |id: &str, amount: i64| {
         let m = Mandate {
             id: id.into(),
             pack: "bank".into(),
@@ -59,7 +61,7 @@ fn main() {
             scopes: vec!["payments.write".into()],
             claims: claims.clone(),
             budget: Budget {
-                amount: 1_000_000_000_000_000,
+                amount,
                 calls: 1_000_000_000_000_000,
             },
             issued_at: now - 60,
@@ -69,11 +71,12 @@ fn main() {
         };
         serde_json::to_value(MandateToken::sign(m, &issuer).expect("sign")).expect("json")
     };
-    let inputs = |mandate: &Value, from: usize, n: usize| -> Vec<Input> {
+    let token = |id: &str| token_within(id, 1_000_000_000_000_000);
+    let inputs_to = |payee: &str, mandate: &Value, from: usize, n: usize| -> Vec<Input> {
         (from..from + n)
             .map(|i| Input {
                 proposal: json!({"action": "payment.transfer", "args": {
-                    "from_account": "emma-checking", "payee_iban": LANDLORD,
+                    "from_account": "emma-checking", "payee_iban": payee,
                     "amount": format!("{}.{:02}", 1 + i / 100, i % 100), "currency": "EUR"}}),
                 mandate: Some(mandate.clone()),
                 approvals: vec![],
@@ -81,6 +84,7 @@ fn main() {
             })
             .collect()
     };
+    let inputs = |mandate: &Value, from: usize, n: usize| inputs_to(LANDLORD, mandate, from, n);
     let gateway = |store: Arc<dyn Store>| {
         let world = World::load(&world_path, &bundle.table).expect("world loads");
         Gateway::new(&bundle, world, store).expect("gateway")
@@ -197,10 +201,33 @@ fn main() {
             .expect("chain verifies");
         s
     };
+    // Refusals that stop before Cedar: at provenance (a payee that is
+    // another tenant's beneficiary: authn, contract, provenance), and at
+    // the budget (a mandate of 0.50 asked for 1.00 or more: those, then
+    // delegation, the operation hash and its replay lookup, the budget).
+    // Each appends its receipt; none runs Cedar or executes. What a
+    // decision does beside Cedar, in part.
+    let refused = |payee: &str, budget: i64, stage: Stage, n: usize| -> f64 {
+        let gw = gateway(Arc::new(MemoryStore::new()));
+        let m = token_within(&format!("m-refused-{}", stage.name()), budget);
+        let mut s = 0.0;
+        for from in 0..n {
+            let ins = inputs_to(payee, &m, from, 1);
+            let t = Instant::now();
+            let d = gw.decide(&ins[0]).expect("decide");
+            s += t.elapsed().as_secs_f64();
+            assert!(
+                d.decision == Outcome::Deny && d.stage == stage,
+                "refused at {}: {d:?}",
+                stage.name()
+            );
+        }
+        s
+    };
     // The floor: the hashing every decision owes beyond Cedar (the
     // operation hash, the canonical receipt body and its chain hash), timed
     // alone on a decision of this workload.
-    let floor = |cedar_s: f64| -> f64 {
+    let floor = |cedar_s: f64| -> (f64, f64) {
         let gw = gateway(Arc::new(MemoryStore::new()));
         let m = token("m-floor");
         let input = &inputs(&m, 0, 1)[0];
@@ -262,7 +289,8 @@ fn main() {
                 s / cedar_s
             );
         }
-        op_s + body_s + chain_s
+        // the whole floor, and the receipt's part of it
+        (op_s + body_s + chain_s, body_s + chain_s)
     };
     // BENCH_ONLY=memory or =group runs only that part (for profiling)
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
@@ -287,18 +315,24 @@ fn main() {
         // bare Cedar and the full decision alternate, so that a noisy
         // neighbour weighs on both alike
         let (mut cedar_t, mut mem_t) = (vec![], vec![]);
+        let (mut prov_t, mut budget_t) = (vec![], vec![]);
+        let huge = 1_000_000_000_000_000;
         for _ in 0..reps {
             cedar_t.push(bare());
             mem_t.push(run("memory", Arc::new(MemoryStore::new()), n, 1));
+            prov_t.push(refused(OTHER_TENANTS_PAYEE, huge, Stage::Provenance, n));
+            budget_t.push(refused(LANDLORD, 50, Stage::Budget, n));
         }
         let (cedar_med, cedar_best) = line("bare cedar evaluation", n, &mut cedar_t);
         let (mem_med, mem_best) = line("memory, one tx each", n, &mut mem_t);
+        let (prov_med, _) = line("memory, DENY at provenance", n, &mut prov_t);
+        let (budget_med, _) = line("memory, DENY at budget", n, &mut budget_t);
         println!(
             "ratio full decision / bare cedar (memory): {:.2}x  [best to best {:.2}x]",
             mem_med / cedar_med,
             mem_best / cedar_best
         );
-        let floor_s = floor(cedar_med);
+        let (floor_s, receipt_s) = floor(cedar_med);
         // the goal of issue #26: a decision within 1.25x of what it cannot
         // do without (Cedar and the hashing), measured in this same run
         println!(
@@ -306,6 +340,29 @@ fn main() {
             mem_med / (cedar_med + floor_s),
             mem_best / (cedar_best + floor_s)
         );
+        // 1.25x of (Cedar + floor) leaves a quarter of it for all the
+        // rest. A refusal before Cedar does only part of that rest; less
+        // the floor's hashing it owes (the receipt's, and at the budget
+        // the operation hash too; the ALLOW's receipt, the larger, so that
+        // too much is taken off rather than too little) it is a lower
+        // bound of what the rest costs.
+        let each = |s: f64| s * 1e6 / n as f64;
+        let left = 0.25 * (cedar_med + floor_s);
+        println!(
+            "1.25x leaves {:.1} µs each beyond cedar and floor; the part before cedar, less its hashing:",
+            each(left)
+        );
+        for (what, s, hashing) in [
+            ("DENY at provenance", prov_med, receipt_s),
+            ("DENY at budget", budget_med, floor_s),
+        ] {
+            let part = s - hashing;
+            println!(
+                "  {what:<26} {:>6.2} µs each = {:.2}x what 1.25x leaves",
+                each(part),
+                part / left
+            );
+        }
     }
     if only == "memory" {
         return;
