@@ -1,6 +1,7 @@
 """The measurement of scripts/bench-reference-servers (see there)."""
 
 import asyncio
+import contextlib
 import json
 import os
 import pathlib
@@ -50,22 +51,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def measure(n: int, d, p, ws: pathlib.Path, times: dict, label: str):
-    """`n` (plus 20 warm-up) reads and writes through each session, alternating."""
+async def measure(n: int, sessions: dict, ws: pathlib.Path, times: dict, label: str, cpu=None):
+    """`n` (plus 20 warm-up) reads and writes through each session,
+    alternating (only one kind with ONLY=read or ONLY=write, for a
+    profiler). `cpu`, if given, is (a function reading the proxy's CPU
+    seconds, a dict by kind): each proxied call's CPU is added to its kind."""
+    only = os.environ.get("ONLY")
+    kinds = [k for k in ("read", "write") if only in (None, "", k)]
     for i in range(n + 20):
-        for kind, s in (("direct", d), ("proxy", p)):
-            t = time.perf_counter()
-            r = await s.call_tool("read_text_file", {"path": str(ws / "read.md")})
-            read = time.perf_counter() - t
-            assert not (getattr(r, "isError", None) or getattr(r, "is_error", None)), r
-            # a new content each time: a new operation, decided and sent
-            t = time.perf_counter()
-            r = await s.call_tool("write_file", {"path": f"{ws}/w-{label}-{kind}.md", "content": f"{kind} {i}"})
-            write = time.perf_counter() - t
-            assert not (getattr(r, "isError", None) or getattr(r, "is_error", None)), r
-            if i >= 20:  # warm-up left out
-                times[(kind, "read")].append(read)
-                times[(kind, "write")].append(write)
+        if cpu and i == 20:
+            cpu[1]["total"] = -(cpu[0]() or 0.0)
+        for kind, s in sessions.items():
+            for w in kinds:
+                if w == "read":
+                    call = ("read_text_file", {"path": str(ws / "read.md")})
+                else:
+                    # a new content each time: a new operation, decided and sent
+                    call = ("write_file", {"path": f"{ws}/w-{label}-{kind}.md", "content": f"{kind} {i}"})
+                c0 = cpu[0]() if cpu and kind == "proxy" else None
+                t = time.perf_counter()
+                r = await s.call_tool(*call)
+                took = time.perf_counter() - t
+                assert not (getattr(r, "isError", None) or getattr(r, "is_error", None)), r
+                if i >= 20:  # warm-up left out
+                    times[(kind, w)].append(took)
+                    if c0 is not None:
+                        c1 = cpu[0]()
+                        if c1 is not None:
+                            cpu[1][w] = cpu[1].get(w, 0.0) + c1 - c0
+    if cpu and "total" in cpu[1]:
+        cpu[1]["total"] += cpu[0]() or 0.0
 
 
 def report(n: int, times: dict, title: str):
@@ -73,9 +88,15 @@ def report(n: int, times: dict, title: str):
     print(f"{n} calls each, {title}")
     for w, label in (("read", "passthrough read (read_text_file)"), ("write", "guarded write (write_file)")):
         d, p = times[("direct", w)], times[("proxy", w)]
+        if not d:
+            continue
         print(f"{label}:")
         for q in (50, 99):
             print(f"  p{q}: direct {ms(d, q):.2f} ms, proxy {ms(p, q):.2f} ms, overhead {ms(p, q) - ms(d, q):.2f} ms")
+        r = times.get(("relay", w))
+        if r:
+            # one more process and two more pipes, nothing parsed
+            print(f"  p50 through a relay that only copies lines (examples/null_relay.rs): {ms(r, 50):.2f} ms, overhead {ms(r, 50) - ms(d, 50):.2f} ms")
 
 
 def proxy_pid(cfg: pathlib.Path) -> int | None:
@@ -102,27 +123,39 @@ def cpu_seconds(pid: int | None) -> float | None:
 
 
 def empty_times():
-    return {(k, w): [] for k in ("direct", "proxy") for w in ("read", "write")}
+    return {(k, w): [] for k in ("direct", "proxy", "relay") for w in ("read", "write")}
 
 
 async def stdio_downstream(n: int, tmp: pathlib.Path, ws: pathlib.Path):
     cfg = config(tmp, ws)
     direct = StdioServerParameters(command=str(FS), args=[str(ws)], cwd=str(ws), env=dict(os.environ))
     proxy = StdioServerParameters(command=IPC, args=["mcp", "--config", str(cfg)], env=dict(os.environ))
+    relay_bin = os.environ.get("RELAY")
     times = empty_times()
-    async with stdio_client(direct) as (r1, w1), stdio_client(proxy) as (r2, w2):
-        async with ClientSession(r1, w1) as d, ClientSession(r2, w2) as p:
-            await d.initialize()
-            await p.initialize()
-            pid = proxy_pid(cfg)
-            before = cpu_seconds(pid)
-            await measure(n, d, p, ws, times, "stdio")
-            after = cpu_seconds(pid)
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = {}
+        params = [("direct", direct), ("proxy", proxy)]
+        if relay_bin:
+            params.append(("relay", StdioServerParameters(command=relay_bin, args=[str(FS), str(ws)], cwd=str(ws), env=dict(os.environ))))
+        for kind, prm in params:
+            r, w = await stack.enter_async_context(stdio_client(prm))
+            sessions[kind] = await stack.enter_async_context(ClientSession(r, w))
+            await sessions[kind].initialize()
+        pid = proxy_pid(cfg)
+        cpu = {}
+        await measure(n, sessions, ws, times, "stdio", (lambda: cpu_seconds(pid), cpu))
     report(n, times, "reference filesystem server on stdio, alternating direct / through ipc mcp")
-    if before is not None and after is not None:
-        # reads and writes alike: 2 proxied calls per round, warm-up included
-        per_call = (after - before) / (2 * (n + 20)) * 1000
-        print(f"CPU of the ipc mcp process per proxied call (reads and writes averaged): {per_call:.3f} ms")
+    if cpu and "total" in cpu:
+        # the proxy's CPU while each call was in flight (/proc's clock
+        # ticks, summed over the calls), and while none was (what a call
+        # left to do after its answer, such as a write's outcome receipt)
+        total = cpu.pop("total")
+        per = ", ".join(f"{w} {1000 * c / n:.3f} ms" for w, c in cpu.items())
+        between = max(0.0, 1000 * (total - sum(cpu.values())) / n)
+        print(f"CPU of the ipc mcp process per proxied call, while it was in flight: {per}; between calls: {between:.3f} ms per round")
+        tick = 1000 / os.sysconf("SC_CLK_TCK")
+        if sum(cpu.values()) * 1000 < 50 * tick:
+            print(f"  (from fewer than 50 clock ticks of {tick:.0f} ms: too few calls for a split to mean much)")
 
 
 async def http_downstream(n: int, tmp: pathlib.Path, ws: pathlib.Path):
@@ -150,7 +183,7 @@ async def http_downstream(n: int, tmp: pathlib.Path, ws: pathlib.Path):
             async with ClientSession(r1, w1) as d, ClientSession(r2, w2) as p:
                 await d.initialize()
                 await p.initialize()
-                await measure(n, d, p, ws, times, "http")
+                await measure(n, {"direct": d, "proxy": p}, ws, times, "http")
         report(n, times, "the same server over Streamable HTTP (supergateway), alternating direct / through ipc mcp (url downstream)")
     finally:
         gw.terminate()
@@ -158,6 +191,8 @@ async def http_downstream(n: int, tmp: pathlib.Path, ws: pathlib.Path):
 
 
 async def main(n: int, which: str):
+    if os.environ.get("ONLY") not in (None, "", "read", "write"):
+        sys.exit(f"error: ONLY is `read` or `write`, not `{os.environ['ONLY']}`")
     tmp = pathlib.Path(tempfile.mkdtemp()).resolve()
     ws = tmp / "ws"
     ws.mkdir()
