@@ -54,13 +54,16 @@ def free_port() -> int:
 async def measure(n: int, sessions: dict, ws: pathlib.Path, times: dict, label: str, cpu=None):
     """`n` (plus 20 warm-up) reads and writes through each session,
     alternating (only one kind with ONLY=read or ONLY=write, for a
-    profiler). `cpu`, if given, is (a function reading the proxy's CPU
-    seconds, a dict by kind): each proxied call's CPU is added to its kind."""
+    profiler). `cpu`, if given, reads the proxy's CPU seconds: then the
+    proxy's CPU while each kind of call was in flight, and all of it over
+    the measured rounds, are returned (seconds)."""
     only = os.environ.get("ONLY")
     kinds = [k for k in ("read", "write") if only in (None, "", k)]
+    in_flight = {k: 0.0 for k in kinds}
+    start = None
     for i in range(n + 20):
         if cpu and i == 20:
-            cpu[1]["total"] = -(cpu[0]() or 0.0)
+            start = cpu()
         for kind, s in sessions.items():
             for w in kinds:
                 if w == "read":
@@ -68,19 +71,20 @@ async def measure(n: int, sessions: dict, ws: pathlib.Path, times: dict, label: 
                 else:
                     # a new content each time: a new operation, decided and sent
                     call = ("write_file", {"path": f"{ws}/w-{label}-{kind}.md", "content": f"{kind} {i}"})
-                c0 = cpu[0]() if cpu and kind == "proxy" else None
+                c0 = cpu() if cpu and kind == "proxy" and i >= 20 else None
                 t = time.perf_counter()
                 r = await s.call_tool(*call)
                 took = time.perf_counter() - t
                 assert not (getattr(r, "isError", None) or getattr(r, "is_error", None)), r
                 if i >= 20:  # warm-up left out
                     times[(kind, w)].append(took)
-                    if c0 is not None:
-                        c1 = cpu[0]()
-                        if c1 is not None:
-                            cpu[1][w] = cpu[1].get(w, 0.0) + c1 - c0
-    if cpu and "total" in cpu[1]:
-        cpu[1]["total"] += cpu[0]() or 0.0
+                c1 = cpu() if c0 is not None else None
+                if c1 is not None:
+                    in_flight[w] += c1 - c0
+    end = cpu() if start is not None else None
+    if start is None or end is None:
+        return None
+    return in_flight, end - start
 
 
 def report(n: int, times: dict, title: str):
@@ -142,20 +146,19 @@ async def stdio_downstream(n: int, tmp: pathlib.Path, ws: pathlib.Path):
             sessions[kind] = await stack.enter_async_context(ClientSession(r, w))
             await sessions[kind].initialize()
         pid = proxy_pid(cfg)
-        cpu = {}
         # no CPU figures when the proxy's process cannot be found (no /proc)
-        await measure(n, sessions, ws, times, "stdio", (lambda: cpu_seconds(pid), cpu) if pid else None)
+        cpu = await measure(n, sessions, ws, times, "stdio", (lambda: cpu_seconds(pid)) if pid else None)
     report(n, times, "reference filesystem server on stdio, alternating direct / through ipc mcp")
-    if len(cpu) > 1:
+    if cpu:
         # the proxy's CPU while each call was in flight (/proc's clock
         # ticks, summed over the calls), and while none was (what a call
         # left to do after its answer, such as a write's outcome receipt)
-        total = cpu.pop("total")
-        per = ", ".join(f"{w} {1000 * c / n:.3f} ms" for w, c in cpu.items())
-        between = max(0.0, 1000 * (total - sum(cpu.values())) / n)
+        in_flight, total = cpu
+        per = ", ".join(f"{w} {1000 * c / n:.3f} ms" for w, c in in_flight.items())
+        between = max(0.0, 1000 * (total - sum(in_flight.values())) / n)
         print(f"CPU of the ipc mcp process per proxied call, while it was in flight: {per}; between calls: {between:.3f} ms per round")
         tick = 1000 / os.sysconf("SC_CLK_TCK")
-        if sum(cpu.values()) * 1000 < 50 * tick:
+        if sum(in_flight.values()) * 1000 < 50 * tick:
             print(f"  (from fewer than 50 clock ticks of {tick:.0f} ms: too few calls for a split to mean much)")
 
 
