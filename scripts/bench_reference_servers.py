@@ -34,7 +34,8 @@ def config(tmp: pathlib.Path, ws: pathlib.Path, url: str | None = None) -> pathl
         assert url in text
     text = text.replace('command = "npx"', f'command = "{FS}"')
     text = text.replace('"-y", "@modelcontextprotocol/server-filesystem@2026.8.31", ', "")
-    text = text.replace("/tmp/intentplane-workspace", str(ws))
+    text = text.replace("${CONFIG_DIR}/workspace", str(ws))
+    text = text.replace('cwd = "workspace"', f'cwd = "{ws}"')
     text = text.replace('"../keys/', f'"{ROOT}/examples/mcp/keys/')
     text = text.replace('file = "registries/workspace.json"', f'file = "{tmp}/workspace.json"')
     text = text.replace('store = "intentplane.db"', f'store = "{tmp}/intentplane.db"')

@@ -600,7 +600,7 @@ pub enum PackDiagnostic {
     #[diagnostic(
         code(ipc::guarantee_unproven),
         help(
-            "`ipc build` proves guarantees with cvc5: install it (`apt-get install cvc5`) or set `CVC5` to its path"
+            "`ipc build` proves guarantees with cvc5: install it (`apt-get install cvc5`, or `pip install intentplane`, whose `ipc` finds the `intentplane-cvc5` beside it) or set `CVC5` to its path"
         )
     )]
     GuaranteeUnproven {

@@ -31,11 +31,14 @@ const DOMAIN_ID: &str = "ipc-mutate/domain";
 /// Why the solver cannot be used.
 #[derive(Debug, Clone, thiserror::Error, miette::Diagnostic)]
 pub enum SolverUnavailable {
-    /// cvc5 is not found: survivors are listed as unproven.
+    /// cvc5 is not found (not `CVC5`, not on the `PATH`, not the wheel's
+    /// `intentplane-cvc5` beside `ipc`): survivors are listed as unproven.
     #[error("cvc5 not found: set `CVC5` to its path or put `cvc5` on the `PATH`")]
     #[diagnostic(
         code(ipc::mutate::no_solver),
-        help("on Debian: `apt-get install cvc5`")
+        help(
+            "on Debian: `apt-get install cvc5`; with pip: `pip install intentplane` puts `intentplane-cvc5` beside `ipc`"
+        )
     )]
     NotFound,
     /// `CVC5` names a file that does not exist.
@@ -48,7 +51,15 @@ pub enum SolverUnavailable {
     Runtime(String),
 }
 
-/// Where cvc5 is, the way `LocalSolver::cvc5` looks for it.
+/// The launcher the Python wheel installs beside `ipc`: cvc5 from PyPI's
+/// `cvc5` package (python/intentplane/_cvc5.py), speaking SMT-LIB on stdin
+/// as `cvc5 --lang smt` does.
+pub const WHEEL_SOLVER: &str = "intentplane-cvc5";
+
+/// Where cvc5 is: `CVC5` (a path, or a name on the `PATH`), else `cvc5` on
+/// the `PATH`, else the wheel's [`WHEEL_SOLVER`] in the folder of the
+/// running `ipc` (a venv's `bin/`: `pip install intentplane` puts both
+/// there). Never a guess beyond these.
 pub fn find_cvc5() -> Result<PathBuf, SolverUnavailable> {
     if let Some(p) = std::env::var_os("CVC5") {
         let p = PathBuf::from(p);
@@ -61,7 +72,15 @@ pub fn find_cvc5() -> Result<PathBuf, SolverUnavailable> {
         }
         return search_path(&p.to_string_lossy()).ok_or(SolverUnavailable::NotFound);
     }
-    search_path("cvc5").ok_or(SolverUnavailable::NotFound)
+    search_path("cvc5")
+        .or_else(beside_ipc)
+        .ok_or(SolverUnavailable::NotFound)
+}
+
+fn beside_ipc() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.join(WHEEL_SOLVER);
+    p.is_file().then_some(p)
 }
 
 fn search_path(name: &str) -> Option<PathBuf> {
@@ -276,8 +295,13 @@ macro_rules! solve {
 
 fn start(slot: &mut Option<CedarSymCompiler<LocalSolver>>) -> Result<(), String> {
     if slot.is_none() {
-        let solver = LocalSolver::cvc5_with_args(["--tlimit-per=60000"])
-            .map_err(|e| format!("cannot start cvc5: {e}"))?;
+        let path = find_cvc5().map_err(|e| e.to_string())?;
+        let solver = LocalSolver::from_command(tokio::process::Command::new(path).args([
+            "--lang",
+            "smt",
+            "--tlimit-per=60000",
+        ]))
+        .map_err(|e| format!("cannot start cvc5: {e}"))?;
         *slot = Some(CedarSymCompiler::new(solver).map_err(|e| e.to_string())?);
     }
     Ok(())

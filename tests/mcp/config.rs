@@ -638,6 +638,19 @@ fn fragments_are_parsed_at_their_offset() {
 
 /// A shipped config's tool, and a gateway over its world and bundle with
 /// the session's mandate.
+/// `from` copied into `to`, folders and files.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
 fn shipped(config: &str, tool: &str) -> (ToolConfig, Gateway, Value) {
     let (report, checked) = check(&root().join(config));
     assert!(!report.has_errors(), "{report}");
@@ -707,10 +720,12 @@ fn an_edit_of_the_filesystem_example_is_decided_and_sent() {
     let p = t
         .to_proposal(&obj(json!({"path": "./notes/todo.md", "edits": edits})))
         .unwrap();
-    assert_eq!(
-        p["args"]["path"],
-        "/tmp/intentplane-workspace/notes/todo.md"
-    );
+    // the example's workspace is the folder beside its config
+    let todo = root()
+        .join("examples/mcp/filesystem/workspace/notes/todo.md")
+        .display()
+        .to_string();
+    assert_eq!(p["args"]["path"], todo.as_str());
     let d = gw
         .decide(&Input {
             proposal: p,
@@ -722,7 +737,7 @@ fn an_edit_of_the_filesystem_example_is_decided_and_sent() {
     let call = t.downstream_call(&d.resolved, &Default::default()).unwrap();
     assert_eq!(
         Value::Object(call.arguments),
-        json!({"path": "/tmp/intentplane-workspace/notes/todo.md", "edits": edits})
+        json!({"path": todo, "edits": edits})
     );
     // outside the folder: refused before any decision
     assert!(
@@ -735,21 +750,21 @@ fn an_edit_of_the_filesystem_example_is_decided_and_sent() {
 /// whole (as JSON, escaped), and what is shown hashes to the operation.
 #[test]
 fn a_record_is_shown_to_the_approver_as_it_is_signed() {
-    let ex = root().join("examples/mcp/filesystem");
-    let text = std::fs::read_to_string(ex.join("intentplane.toml"))
-        .unwrap()
-        .replace("\"../keys/", &format!("\"{}/", root().join("examples/mcp/keys").display()))
-        .replace(
-            "file = \"registries/workspace.json\"",
-            &format!("file = {:?}", ex.join("registries/workspace.json")),
-        )
-        .replace(
-            "[tools.params.dryRun]",
-            "[[tools.rules]]\nkind = \"step_up\"\nreason = \"an edit\"\nalways = true\n[tools.params.dryRun]",
-        );
+    // the example as a user has it (its folder and the keys beside it),
+    // copied, with a step-up on edits
     let d = tempfile::tempdir().unwrap();
-    let cfg = d.path().join("intentplane.toml");
+    copy_dir(
+        &root().join("examples/mcp/filesystem"),
+        &d.path().join("filesystem"),
+    );
+    copy_dir(&root().join("examples/mcp/keys"), &d.path().join("keys"));
+    let cfg = d.path().join("filesystem/intentplane.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "[tools.params.dryRun]",
+        "[[tools.rules]]\nkind = \"step_up\"\nreason = \"an edit\"\nalways = true\n[tools.params.dryRun]",
+    );
     std::fs::write(&cfg, text).unwrap();
+    let ws = d.path().join("filesystem/workspace");
     let (report, checked) = check(&cfg);
     assert!(!report.has_errors(), "{report}");
     let c = checked.unwrap();
@@ -758,7 +773,7 @@ fn a_record_is_shown_to_the_approver_as_it_is_signed() {
     let edits = json!([{"oldText": "a \"quote\"", "newText": "line\nbreak"}]);
     let proposal = t
         .to_proposal(&obj(
-            json!({"path": "/tmp/intentplane-workspace/x.md", "edits": edits}),
+            json!({"path": ws.join("x.md").display().to_string(), "edits": edits}),
         ))
         .unwrap();
     let d = gw
@@ -777,4 +792,119 @@ fn a_record_is_shown_to_the_approver_as_it_is_signed() {
         text.contains(r#"- \json {"oldText":"a \\"quote\\"","newText":"line\\nbreak"}"#),
         "{text}"
     );
+}
+
+/// Issue #36, item 1: every shipped MCP example runs from a fresh clone.
+/// Whatever a server of theirs is given (its command, arguments, folder
+/// and environment) lies inside the checkout, never in `/tmp` or a folder
+/// a user must make by hand, and each config loads as it is.
+#[test]
+fn the_shipped_examples_name_nothing_outside_the_checkout() {
+    let examples = root().join("examples");
+    for config in [
+        "examples/mcp/intentplane.toml",
+        "examples/mcp/filesystem/intentplane.toml",
+        "examples/mcp/memory/intentplane.toml",
+    ] {
+        let (report, checked) = check(&root().join(config));
+        assert!(!report.has_errors(), "{config}: {report}");
+        for s in checked.unwrap().servers {
+            let intentplane::mcp::config::Transport::Stdio { args, env, cwd, .. } = s.transport
+            else {
+                continue;
+            };
+            assert!(
+                cwd.starts_with(&examples),
+                "{config}: cwd {}",
+                cwd.display()
+            );
+            let paths = args.iter().chain(env.iter().map(|(_, v)| v));
+            for p in paths.filter(|p| p.starts_with('/')) {
+                // PATH and HOME are the user's, passed through
+                if std::env::var("PATH").as_deref() == Ok(p.as_str())
+                    || std::env::var("HOME").as_deref() == Ok(p.as_str())
+                {
+                    continue;
+                }
+                assert!(Path::new(p).starts_with(&examples), "{config}: {p}");
+            }
+        }
+    }
+    // the git example (its author from the environment, as its header says)
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["mcp", "--check", "--config"])
+        .arg(root().join("examples/mcp/git/intentplane.toml"))
+        .env("GIT_AUTHOR_NAME", "Emma")
+        .env("GIT_AUTHOR_EMAIL", "emma@example.org")
+        .env("HOME", tmp.path())
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `${CONFIG_DIR}` is the config's folder in `args`, `cwd` and `env`,
+/// whatever the environment says; a relative folder in a `set<Path>`
+/// registry is the config's too; another unset variable is still an
+/// error at its value.
+#[test]
+fn config_dir_and_relative_registry_folders_resolve_against_the_config() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().canonicalize().unwrap();
+    copy_dir(&root().join("examples/mcp/filesystem"), &dir.join("fs"));
+    copy_dir(&root().join("examples/mcp/keys"), &dir.join("keys"));
+    let cfg = dir.join("fs/intentplane.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text.replace(
+        "env_pass = [\"HOME\", \"PATH\"]",
+        "env = { WHERE = \"${CONFIG_DIR}/x\" }",
+    );
+    std::fs::write(&cfg, &text).unwrap();
+    let (report, checked) = check(&cfg);
+    assert!(!report.has_errors(), "{report}");
+    let c = checked.unwrap();
+    let intentplane::mcp::config::Transport::Stdio { args, env, cwd, .. } = &c.servers[0].transport
+    else {
+        panic!("a command")
+    };
+    let ws = dir.join("fs/workspace");
+    assert_eq!(args.last().map(String::as_str), ws.to_str());
+    assert_eq!(cwd.canonicalize().unwrap(), ws);
+    assert!(env.contains(&("WHERE".into(), format!("{}/x", dir.join("fs").display()))));
+    // the registry's `workspace` is the folder beside the config: a write
+    // there is allowed, one in a sibling folder of the same name elsewhere is not
+    let t = c.tools.iter().find(|t| t.tool == "write_file").unwrap();
+    let mandate = c.session.mandates[0].1.clone();
+    let gw = Gateway::new(&c.bundle, c.world, Arc::new(MemoryStore::new())).unwrap();
+    let decide = |path: String| {
+        let p = t
+            .to_proposal(&obj(json!({"path": path, "content": "x"})))
+            .unwrap();
+        gw.decide(&Input {
+            proposal: p,
+            mandate: Some(mandate.clone()),
+            ..Input::default()
+        })
+        .unwrap()
+    };
+    let inside = decide(ws.join("a.md").display().to_string());
+    assert_eq!(inside.decision, Outcome::Allow, "{inside:?}");
+    let elsewhere = decide(dir.join("workspace/a.md").display().to_string());
+    assert_eq!(elsewhere.decision, Outcome::Deny, "{elsewhere:?}");
+    // any other variable is still read from the environment, and an unset
+    // one is an error at its value
+    let unset = "IPC_TEST_SURELY_UNSET_36";
+    std::fs::write(
+        &cfg,
+        text.replace("${CONFIG_DIR}/workspace\"]", &format!("${{{unset}}}\"]")),
+    )
+    .unwrap();
+    let (report, _) = check(&cfg);
+    assert!(report.has_errors());
+    assert!(report.to_string().contains(unset), "{report}");
 }

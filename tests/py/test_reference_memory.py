@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 
 import pytest
@@ -27,7 +28,6 @@ IPC = TARGET / "debug" / "ipc"
 SERVERS = pathlib.Path(os.environ.get("IPC_REFERENCE_SERVERS", TARGET / "mcp-servers"))
 MEMORY = SERVERS / "node_modules" / ".bin" / "mcp-server-memory"
 EXAMPLE = ROOT / "examples" / "mcp" / "memory" / "intentplane.toml"
-SHIPPED = "/tmp/intentplane-memory/memory.jsonl"
 
 for need, how in [(IPC, "run cargo test first"), (MEMORY, "run scripts/reference-servers")]:
     if not need.exists():
@@ -38,13 +38,14 @@ for need, how in [(IPC, "run cargo test first"), (MEMORY, "run scripts/reference
 
 
 def config(tmp: pathlib.Path) -> pathlib.Path:
+    """The shipped example copied into this test's folder as it is (its
+    graph `memory.jsonl` beside its config), the pinned server in place of
+    `npx`, the demo keys read where they are."""
+    shutil.copytree(EXAMPLE.parent, tmp, dirs_exist_ok=True)
     text = EXAMPLE.read_text()
     text = text.replace('command = "npx"', f'command = "{MEMORY}"')
     text = text.replace('args = ["-y", "@modelcontextprotocol/server-memory@2026.8.31"]', "args = []")
-    text = text.replace(SHIPPED, str(tmp / "memory.jsonl"))
     text = text.replace('"../keys/', f'"{ROOT}/examples/mcp/keys/')
-    text = text.replace('file = "registries/entities.json"', f'file = "{ROOT}/examples/mcp/memory/registries/entities.json"')
-    text = text.replace('store = "intentplane.db"', f'store = "{tmp}/intentplane.db"')
     path = tmp / "intentplane.toml"
     path.write_text(text)
     return path

@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 
 import pytest
@@ -29,8 +30,6 @@ FS = SERVERS / "node_modules" / ".bin" / "mcp-server-filesystem"
 GIT = pathlib.Path(os.environ.get("IPC_REFERENCE_VENV", SERVERS / "venv")) / "bin" / "mcp-server-git"
 EXAMPLE = ROOT / "examples" / "mcp" / "filesystem" / "intentplane.toml"
 GIT_EXAMPLE = ROOT / "examples" / "mcp" / "git" / "intentplane.toml"
-SHIPPED = "/tmp/intentplane-workspace"
-SHIPPED_REPO = "/tmp/intentplane-repo"
 
 for need, how in [
     (IPC, "run cargo test first"),
@@ -44,23 +43,25 @@ for need, how in [
         pytest.skip(f"{need} is missing: {how}", allow_module_level=True)
 
 
+def example(name: str, tmp: pathlib.Path) -> str:
+    """The shipped example `name` copied into `tmp` as it is (its registries,
+    its workspace or server script beside its config), the demo keys read
+    where they are; its text, to be adapted."""
+    shutil.copytree(ROOT / "examples" / "mcp" / name, tmp, dirs_exist_ok=True)
+    return (tmp / "intentplane.toml").read_text().replace('"../keys/', f'"{ROOT}/examples/mcp/keys/')
+
+
 def config(tmp: pathlib.Path) -> pathlib.Path:
-    """The shipped config, its folder and server moved to this test's."""
-    ws = (tmp / "ws").resolve()
+    """The shipped config in this test's folder, the pinned server in place
+    of `npx`: its workspace is `workspace/` beside it, as shipped."""
+    text = example("filesystem", tmp)
+    ws = (tmp / "workspace").resolve()
     (ws / "notes").mkdir(parents=True)
     (ws / "notes" / "readme.md").write_text("hello from the workspace\n")
     (tmp / "outside").mkdir()
     (tmp / "outside" / "secret.txt").write_text("not yours\n")
-    text = EXAMPLE.read_text()
     text = text.replace('command = "npx"', f'command = "{FS}"')
     text = text.replace(f'"-y", "@modelcontextprotocol/server-filesystem@2026.8.31", ', "")
-    text = text.replace(SHIPPED, str(ws))
-    text = text.replace('"../keys/', f'"{ROOT}/examples/mcp/keys/')
-    text = text.replace('file = "registries/workspace.json"', f'file = "{tmp}/workspace.json"')
-    text = text.replace('store = "intentplane.db"', f'store = "{tmp}/intentplane.db"')
-    (tmp / "workspace.json").write_text(
-        json.dumps({"emma": [{"id": "workspace", "value": str(ws)}]})
-    )
     path = tmp / "intentplane.toml"
     path.write_text(text)
     return path
@@ -70,7 +71,7 @@ class Run:
     def __init__(self, tmp, answer=None, make=config):
         self.tmp = pathlib.Path(tmp).resolve()
         self.cfg = make(self.tmp)
-        self.ws = self.tmp / "ws"
+        self.ws = self.tmp / "workspace"
         self.answer = answer
         self.asked = []
 
@@ -260,7 +261,11 @@ def git(repo, *args) -> str:
 
 
 def git_config(tmp: pathlib.Path) -> pathlib.Path:
-    """The shipped git config, its repository moved to this test's."""
+    """The shipped git config in this test's folder, as shipped: its server
+    script finds the pinned mcp-server-git in `.venv/` beside it; the
+    repository `repo/` made here first, with a commit and branches."""
+    text = example("git", tmp)
+    (tmp / ".venv").symlink_to(GIT.parent.parent)
     repo = (tmp / "repo").resolve()
     env = {"GIT_AUTHOR_NAME": "Emma", "GIT_AUTHOR_EMAIL": "emma@example.org"}
     os.environ.update(env)
@@ -272,17 +277,6 @@ def git_config(tmp: pathlib.Path) -> pathlib.Path:
     git(repo, "branch", "attacker")
     other = (tmp / "other").resolve()
     subprocess.run(["git", "init", "-q", "-b", "main", str(other)], check=True)
-    text = GIT_EXAMPLE.read_text()
-    text = text.replace('command = "mcp-server-git"', f'command = "{GIT}"')
-    text = text.replace(SHIPPED_REPO, str(repo))
-    text = text.replace('"../keys/', f'"{ROOT}/examples/mcp/keys/')
-    text = text.replace('file = "registries/repos.json"', f'file = "{tmp}/repos.json"')
-    text = text.replace(
-        'file = "registries/branches.json"',
-        f'file = "{ROOT}/examples/mcp/git/registries/branches.json"',
-    )
-    text = text.replace('store = "intentplane.db"', f'store = "{tmp}/intentplane.db"')
-    (tmp / "repos.json").write_text(json.dumps({"emma": [{"id": "repo", "value": str(repo)}]}))
     path = tmp / "intentplane.toml"
     path.write_text(text)
     return path

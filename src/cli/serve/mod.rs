@@ -74,6 +74,13 @@ pub struct ServeArgs {
     /// Mandate token for inputs that carry none.
     #[arg(long, value_name = "FILE")]
     pub mandate: Option<PathBuf>,
+    /// With `--stdio`: once the gateway is loaded, write one line
+    /// `{"ready": true, "bundle": HASH}` on standard output before any
+    /// decision, so that a caller knows it started (one that did not
+    /// start writes nothing there, names its diagnostic on stderr and
+    /// exits 1).
+    #[arg(long, requires = "stdio")]
+    pub ready: bool,
 }
 
 /// Reads the flags; refuses a TCP address without a token.
@@ -131,6 +138,9 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
         return 1;
     };
     let Some(config) = config else {
+        if args.ready && stdio::announce_ready(&gw, out).is_err() {
+            return 1;
+        }
         let input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
         return stdio::serve_lines(&gw, mandate.as_ref(), input, out);
     };

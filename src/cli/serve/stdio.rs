@@ -72,6 +72,14 @@ pub fn serve_lines(
     u8::from(failed)
 }
 
+/// `--ready`: the line that says the gateway is loaded and reading,
+/// before any decision.
+pub fn announce_ready(gw: &Gateway, out: &mut dyn Write) -> std::io::Result<()> {
+    let line = serde_json::json!({"ready": true, "bundle": gw.bundle_hash()});
+    writeln!(out, "{line}")?;
+    out.flush()
+}
+
 fn read_lines(mut input: impl BufRead, mandate: Option<&Value>, to: mpsc::SyncSender<Read>) {
     loop {
         let item = match next_line(&mut input) {

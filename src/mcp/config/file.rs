@@ -37,15 +37,19 @@ pub(super) struct ConfigFile {
 pub(super) struct ServerFile {
     pub name: S<String>,
     pub command: Option<S<String>>,
+    /// Each argument expands `${VAR}` as `env` does (`${CONFIG_DIR}`: the
+    /// config file's folder).
     #[serde(default)]
-    pub args: Vec<String>,
+    pub args: Vec<S<String>>,
     /// Values expand `${VAR}` from the proxy's environment (an unset one
-    /// is an error); `$$` is a `$`.
+    /// is an error; `${CONFIG_DIR}` is always the config file's folder,
+    /// whatever the environment says); `$$` is a `$`.
     #[serde(default)]
     pub env: BTreeMap<String, S<String>>,
     /// Variables of the proxy's environment forwarded as they are.
     #[serde(default)]
     pub env_pass: Vec<S<String>>,
+    /// Expands `${VAR}` as `env` does; a relative folder is the config's.
     pub cwd: Option<S<String>>,
     /// A remote server over Streamable HTTP, instead of `command`.
     pub url: Option<S<String>>,

@@ -15,7 +15,7 @@ use crate::diagnostics::{PackDiagnostic, suggest};
 use crate::gateway::MandateToken;
 use crate::gateway::mandate::MandateSpec;
 use crate::gateway::world::{Approver, World};
-use crate::ir::Type;
+use crate::ir::{RegistryShape, Type};
 use crate::keys::SecretKey;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -194,6 +194,46 @@ impl Loader {
     /// A path the config names, relative to the config's folder.
     fn rel(&self, p: &str) -> PathBuf {
         self.dir.join(p)
+    }
+
+    /// The config file's folder, absolute: what `${CONFIG_DIR}` expands to.
+    fn config_dir(&self) -> String {
+        std::path::absolute(&self.dir)
+            .unwrap_or_else(|_| self.dir.clone())
+            .display()
+            .to_string()
+    }
+
+    /// A server's `args`, `env` or `cwd` value with each `${VAR}` expanded
+    /// from the proxy's environment (`$$` is a `$`); `${CONFIG_DIR}` is the
+    /// config's folder whatever the environment says, so that an example
+    /// runs from wherever it is checked out. An unset variable is an error
+    /// here, never an empty string.
+    fn expand(&mut self, server: &str, v: &S<String>) -> Option<String> {
+        let dir = self.config_dir();
+        let lookup = |name: &str| {
+            if name == "CONFIG_DIR" {
+                Some(dir.clone())
+            } else {
+                std::env::var(name).ok()
+            }
+        };
+        match expand_env(v.get_ref(), lookup) {
+            Ok(value) => Some(value),
+            Err(var) => {
+                self.err(ConfigError::Env {
+                    server: server.to_string(),
+                    help: Some(if var.is_empty() {
+                        "write a variable as `${NAME}`, and a `$` as `$$`".into()
+                    } else {
+                        format!("set `{var}` in the environment `ipc mcp` runs in (an unset variable is never read as empty)")
+                    }),
+                    var,
+                    span: sp(v.span()),
+                });
+                None
+            }
+        }
     }
 
     /// The path when it exists, else a diagnostic at its span.
@@ -454,11 +494,25 @@ impl Loader {
                         continue;
                     }
                     let cwd = match &sf.cwd {
-                        Some(d) => match self.existing("working directory", d, None) {
-                            Some(p) => p,
-                            None => continue,
-                        },
+                        Some(d) => {
+                            let Some(text) = self.expand(&name, d) else {
+                                continue;
+                            };
+                            let d = S::new(d.span(), text);
+                            match self.existing("working directory", &d, None) {
+                                Some(p) => p,
+                                None => continue,
+                            }
+                        }
                         None => self.dir.clone(),
+                    };
+                    let Some(args) = sf
+                        .args
+                        .iter()
+                        .map(|a| self.expand(&name, a))
+                        .collect::<Option<Vec<_>>>()
+                    else {
+                        continue;
                     };
                     // a command with a `/` is a path relative to the
                     // config; a bare name (`ipc`, `npx`) is kept as is
@@ -472,7 +526,7 @@ impl Loader {
                         } else {
                             command
                         },
-                        args: sf.args.clone(),
+                        args,
                         env: match self.server_env(&name, sf) {
                             Some(e) => e,
                             None => continue,
@@ -526,7 +580,7 @@ impl Loader {
     }
 
     /// A server's environment: `env_pass` forwarded from the proxy's, then
-    /// `env` with each `${VAR}` expanded (`$$` is a `$`) and a value that
+    /// `env` expanded ([`Self::expand`]) and a value that
     /// starts with `./` or `../` resolved against the config's folder. An
     /// unset variable is an error here, never an empty string.
     fn server_env(
@@ -553,8 +607,8 @@ impl Loader {
             }
         }
         for (k, v) in &sf.env {
-            match expand_env(v.get_ref(), |name| std::env::var(name).ok()) {
-                Ok(value) => {
+            match self.expand(server, v) {
+                Some(value) => {
                     let value = if value.starts_with("./") || value.starts_with("../") {
                         self.rel(&value).display().to_string()
                     } else {
@@ -563,19 +617,7 @@ impl Loader {
                     out.retain(|(x, _)| x != k);
                     out.push((k.clone(), value));
                 }
-                Err(var) => {
-                    self.err(ConfigError::Env {
-                        server: server.to_string(),
-                        help: Some(if var.is_empty() {
-                            "write a variable as `${NAME}`, and a `$` as `$$`".into()
-                        } else {
-                            format!("set `{var}` in the environment `ipc mcp` runs in (an unset variable is never read as empty)")
-                        }),
-                        var,
-                        span: sp(v.span()),
-                    });
-                    ok = false;
-                }
+                None => ok = false,
             }
         }
         ok.then_some(out)
@@ -850,10 +892,50 @@ impl Loader {
                 };
                 if let Err(e) = world.load_registry_file(name, reg, &path) {
                     self.load_err("registry", e.to_string(), file.span());
+                } else if reg.shape
+                    == (RegistryShape::Set {
+                        element: Type::Path,
+                    })
+                {
+                    self.paths_from_config(&mut world, name, &reg.name, file.span());
                 }
             }
         }
         Some(world)
+    }
+
+    /// A `set<Path>` registry of the config: each relative folder is the
+    /// config's (`workspace` is `<config folder>/workspace`), as every
+    /// relative path in a config is, so that an example's trusted folder
+    /// lives beside it wherever it is checked out.
+    fn paths_from_config(&mut self, world: &mut World, pack: &str, registry: &str, span: Span) {
+        let dir = self.config_dir();
+        let Some(owners) = world
+            .registries
+            .get_mut(pack)
+            .and_then(|m| m.get_mut(registry))
+        else {
+            return;
+        };
+        for records in owners.values_mut() {
+            for (_, value) in records.values.iter_mut() {
+                if value.starts_with('/') {
+                    continue;
+                }
+                match crate::gateway::normalize::path(&format!("{dir}/{value}")) {
+                    Ok(abs) => {
+                        if let Some(n) = records.names.remove(value.as_str()) {
+                            records.names.insert(abs.clone(), n);
+                        }
+                        *value = abs;
+                    }
+                    Err(e) => {
+                        self.load_err("registry", e, span.clone());
+                        return;
+                    }
+                }
+            }
+        }
     }
 
     /// The session's mandates: read from `token`, or issued now, one per
