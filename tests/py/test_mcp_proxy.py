@@ -22,7 +22,8 @@ from tools import require
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-IPC = TARGET / "debug" / "ipc"
+# `IPC_BIN`: another `ipc` (tests/wheel runs this file with the wheel's)
+IPC = pathlib.Path(os.environ.get("IPC_BIN", TARGET / "debug" / "ipc"))
 LANDLORD = "DE44 5001 0517 5407 3249 31"
 ATTACKER = "DE75 5121 0800 1245 1261 99"
 
