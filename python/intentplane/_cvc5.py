@@ -94,8 +94,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ImportError:
         print("error: the Python package `cvc5` is not installed (`pip install cvc5`)", file=sys.stderr)
         return 1
+    args = sys.argv[1:] if argv is None else argv
+    if "--version" in args:
+        tm = cvc5.TermManager()
+        version = cvc5.Solver(tm).getVersion()
+        if isinstance(version, bytes):
+            version = version.decode("utf-8", "replace")
+        print(f"This is cvc5 version {version} (PyPI cvc5, through intentplane-cvc5)")
+        return 0
     try:
-        opts = _options(sys.argv[1:] if argv is None else argv)
+        opts = _options(args)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
