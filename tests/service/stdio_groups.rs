@@ -194,3 +194,50 @@ fn a_hostile_line_in_a_group_is_denied_in_its_place() {
         .collect();
     assert_eq!(seqs, [1, 2, 3, 4, 5]);
 }
+
+/// `--ready`: once the gateway is loaded, one line `{"ready": true,
+/// "bundle": HASH}` before any decision, then the decisions as always; a
+/// gateway that cannot start writes nothing on stdout (its diagnostic on
+/// stderr, exit 1), so a caller waiting for that line never mistakes one
+/// for the other.
+#[test]
+fn ready_is_announced_once_loaded_and_never_by_a_failed_start() {
+    let w = TestWorld::new();
+    let m = write_mandate(&w, &many(&w, 2));
+    let db = w.dir.path().join("ready.db");
+    let mut child = serve_cmd(&w, &m)
+        .args(["--stdio", "--ready", "--store", &path_str(&db)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all((line(0) + "\n").as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let lines = answers(&out.stdout);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let hash = intentplane::bundle::Bundle::load(&w.bundle_path, None)
+        .unwrap()
+        .hash;
+    assert_eq!(lines[0], json!({"ready": true, "bundle": hash}));
+    assert_eq!(lines[1]["decision"], "ALLOW", "{}", lines[1]);
+    // no store: refused before anything on stdout
+    let out = serve_cmd(&w, &m)
+        .args(["--stdio", "--ready"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ipc::serve::no_store"));
+    // `--ready` is for `--stdio` only
+    let out = serve_cmd(&w, &m).args(["--ready"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -56,25 +56,6 @@ def command_of(name, lang, text):
     return entry["command"], entry["args"]
 
 
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    """What `uvx` installs from in place of PyPI: a local package index
-    (PEP 503, `file://`) holding this wheel and the cvc5 wheel."""
-    d = tmp_path_factory.mktemp("index")
-    wheel = os.environ.get("IPC_WHEEL")
-    assert wheel, "scripts/test-wheel sets IPC_WHEEL"
-    shutil.copy(wheel, d)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps", "-d", str(d), "cvc5==1.4.2"],
-        check=True,
-    )
-    for whl in d.glob("*.whl"):
-        project = d / "simple" / whl.name.split("-")[0].replace("_", "-").lower()
-        project.mkdir(parents=True)
-        (project / "index.html").write_text(f'<a href="../../{whl.name}">{whl.name}</a>\n')
-    return (d / "simple").as_uri()
-
-
 async def session(command, args, env, cwd):
     params = StdioServerParameters(command=command, args=args, env=env, cwd=str(cwd))
     async with stdio_client(params) as (r, w):

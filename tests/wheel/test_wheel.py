@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 
 from conftest import BIN, IPC, ROOT, ipc
@@ -74,3 +75,27 @@ def test_the_solver_launcher_speaks_smtlib():
 def test_the_launcher_refuses_another_language():
     out = subprocess.run([str(BIN / "intentplane-cvc5"), "--lang", "tptp"], input="", capture_output=True, text=True)
     assert out.returncode == 1 and "tptp" in out.stderr
+
+
+def test_uv_tool_install_gives_the_same_ipc(index, tmp_path):
+    # `uv tool install intentplane`, from a local index in place of PyPI:
+    # the tool's `ipc` and its solver, beside each other in uv's bin folder
+    env = {
+        "PATH": str(BIN),
+        "HOME": str(tmp_path),
+        "UV_DEFAULT_INDEX": index,
+        "UV_CACHE_DIR": str(tmp_path / "cache"),
+        "UV_TOOL_DIR": str(tmp_path / "tools"),
+        "UV_TOOL_BIN_DIR": str(tmp_path / "bin"),
+        "UV_PYTHON": sys.executable,
+        "UV_NO_PROGRESS": "1",
+    }
+    out = subprocess.run([str(BIN / "uv"), "tool", "install", "intentplane"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    tool_ipc = tmp_path / "bin" / "ipc"
+    assert subprocess.run([str(tool_ipc), "--version"], capture_output=True, text=True).stdout == ipc("--version").stdout
+    # its guarantees proven by the solver uv installed with it
+    shutil.copytree(ROOT / "packs" / "bank", tmp_path / "bank")
+    env = {"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path)}
+    out = subprocess.run([str(tool_ipc), "build", "bank", "-o", "b.json"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and "17 proven" in out.stdout, out.stdout + out.stderr
