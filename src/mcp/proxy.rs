@@ -1164,8 +1164,34 @@ fn refusal_with(d: &Decision, extra: &str) -> CallToolResult {
         text.push_str(&format!("\nreceipt #{} {}", r.seq, r.hash));
     }
     let mut r = error_result(text);
-    r.structured_content = serde_json::to_value(d).ok();
+    let decision = serde_json::to_value(d).ok();
+    if let Some(v) = &decision {
+        let mut meta = serde_json::Map::new();
+        meta.insert(DECISION_META.to_string(), v.clone());
+        r.meta = Some(rmcp::model::MetaObject(meta));
+    }
+    r.structured_content = decision;
     r
+}
+
+/// The `_meta` key of a refusal's decision object: there for every client,
+/// where `structuredContent` cannot be (a tool that declares an
+/// `outputSchema`, which the decision does not match; see
+/// [`readable_by_every_sdk`]).
+pub const DECISION_META: &str = "intentplane/decision";
+
+/// A refusal of a tool that declares an `outputSchema` carries no
+/// `structuredContent`: an SDK that checks it against the schema (the
+/// TypeScript SDK, the Inspector) would throw instead of showing the
+/// reason and the hint. The decision stays in the text and in `_meta`.
+fn readable_by_every_sdk(output_schema: bool, r: &mut CallToolResult) {
+    let ours = r
+        .meta
+        .as_ref()
+        .is_some_and(|m| m.0.contains_key(DECISION_META));
+    if ours && output_schema {
+        r.structured_content = None;
+    }
 }
 
 impl ServerHandler for Proxy {
@@ -1195,14 +1221,18 @@ impl ServerHandler for Proxy {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let schema = self
+            .routed(&request.name)
+            .is_some_and(|r| r.tool.output_schema.is_some());
         let mut response = self.route(request, context).await;
-        // a result forwarded from a downstream on an older protocol has no
-        // `resultType`, which a 2026-07-28 client requires (rmcp removes it
-        // again for older clients)
-        if let CallToolResponse::Complete(r) = &mut response
-            && r.result_type.is_none()
-        {
-            r.result_type = Some(rmcp::model::ResultType::COMPLETE);
+        if let CallToolResponse::Complete(r) = &mut response {
+            // a result forwarded from a downstream on an older protocol has
+            // no `resultType`, which a 2026-07-28 client requires (rmcp
+            // removes it again for older clients)
+            if r.result_type.is_none() {
+                r.result_type = Some(rmcp::model::ResultType::COMPLETE);
+            }
+            readable_by_every_sdk(schema, r);
         }
         Ok(response)
     }
