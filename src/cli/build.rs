@@ -65,10 +65,8 @@ pub fn run(args: &BuildArgs, out: &mut dyn Write) -> u8 {
         Some(b) if guarantee::any(&packs) => guarantee::prove(b, &packs),
         _ => vec![],
     };
-    let broken: Vec<(&guarantee::Proof, crate::codegen::Problem)> = proofs
-        .iter()
-        .filter_map(|p| p.problem(&packs).map(|x| (p, x)))
-        .collect();
+    let broken: Vec<(&guarantee::Proof, crate::codegen::Problem)> =
+        guarantee::problems(&proofs, &packs);
     let mut failure: Option<BundleError> = report.failure.clone();
     let mut written: Option<Bundle> = None;
     if let Some(mut b) = report.bundle.clone().filter(|_| broken.is_empty()) {

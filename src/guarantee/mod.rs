@@ -90,6 +90,10 @@ pub struct Proof {
     line: usize,
     #[serde(skip)]
     pack_ix: usize,
+    /// Unproven because no solver could be had at all (not this proof's
+    /// own failure): the build says so once ([`problems`]).
+    #[serde(skip)]
+    no_solver: bool,
 }
 
 impl Proof {
@@ -131,6 +135,50 @@ impl Proof {
             diagnostic,
         })
     }
+}
+
+/// The build's diagnostics for these proofs: one per proof that did not
+/// succeed, except that proofs no solver could run (none found) are one
+/// diagnostic, at the first of them, counting the rest — not the same
+/// error once per guarantee and action. Every proof stays `unproven` in
+/// the JSON, and the build fails either way.
+pub fn problems<'p>(
+    proofs: &'p [Proof],
+    packs: &[PackGuarantees<'_>],
+) -> Vec<(&'p Proof, crate::codegen::Problem)> {
+    let without: Vec<&Proof> = proofs.iter().filter(|p| p.no_solver).collect();
+    let guarantees = {
+        let mut g: Vec<(&str, &str)> = without
+            .iter()
+            .map(|p| (p.pack.as_str(), p.guarantee.as_str()))
+            .collect();
+        g.sort_unstable();
+        g.dedup();
+        g.len()
+    };
+    let mut out = vec![];
+    let mut said = false;
+    for proof in proofs {
+        if proof.no_solver && said {
+            continue;
+        }
+        let Some(mut problem) = proof.problem(packs) else {
+            continue;
+        };
+        if proof.no_solver {
+            said = true;
+            if let PackDiagnostic::GuaranteeUnproven { message, .. } = &mut problem.diagnostic
+                && without.len() > 1
+            {
+                message.push_str(&format!(
+                    " (nor any of the {} proofs of {guarantees} guarantees)",
+                    without.len()
+                ));
+            }
+        }
+        out.push((proof, problem));
+    }
+    out
 }
 
 fn scenario_dir(p: &PackGuarantees<'_>) -> String {
@@ -181,6 +229,7 @@ pub fn prove(bundle: &Bundle, packs: &[PackGuarantees<'_>]) -> Vec<Proof> {
                     millis: 0.0,
                     line: g.line,
                     pack_ix,
+                    no_solver: prover.is_err(),
                 };
                 let action = bundle.table.action(&c.action);
                 let set = cedar.as_ref().ok().and_then(|x| x.by_action.get(&c.action));

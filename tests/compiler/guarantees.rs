@@ -360,6 +360,16 @@ fn without_a_solver_the_build_fails_closed_and_check_still_checks() {
     let shown = text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("ipc::guarantee_unproven"), "{shown}");
+    // said once, counting the proofs it stops (not 17 times the same)
+    assert_eq!(
+        shown.matches("ipc::guarantee_unproven").count(),
+        1,
+        "{shown}"
+    );
+    assert!(
+        shown.contains("(nor any of the 17 proofs of 5 guarantees)"),
+        "{shown}"
+    );
     assert!(!bundle.exists());
     let check = run(
         &["check", "--format", "json", "packs/bank"],

@@ -817,26 +817,25 @@ impl Loader {
                     let inline = report.checked.get(from_files..).unwrap_or_default();
                     let inputs = crate::guarantee::inputs(inline);
                     if crate::guarantee::any(&inputs) {
-                        let mut broken = false;
-                        for proof in crate::guarantee::prove(b, &inputs) {
-                            if let Some(mut p) = proof.problem(&inputs) {
-                                broken = true;
-                                // no scenario is printed here: the help has it
-                                if let (
-                                    PackDiagnostic::GuaranteeViolated { help, action, .. },
-                                    Some(s),
-                                ) = (&mut p.diagnostic, &proof.scenario)
-                                {
-                                    *help = Some(format!(
-                                        "add the missing rule to `{action}`; the counterexample, as a scenario: {s}"
-                                    ));
-                                }
-                                self.report.items.push(Reported {
-                                    file: p.file,
-                                    source: p.source,
-                                    diag: Diag::Pack(p.diagnostic),
-                                });
+                        let proofs = crate::guarantee::prove(b, &inputs);
+                        let problems = crate::guarantee::problems(&proofs, &inputs);
+                        let broken = !problems.is_empty();
+                        for (proof, mut p) in problems {
+                            // no scenario is printed here: the help has it
+                            if let (
+                                PackDiagnostic::GuaranteeViolated { help, action, .. },
+                                Some(s),
+                            ) = (&mut p.diagnostic, &proof.scenario)
+                            {
+                                *help = Some(format!(
+                                    "add the missing rule to `{action}`; the counterexample, as a scenario: {s}"
+                                ));
                             }
+                            self.report.items.push(Reported {
+                                file: p.file,
+                                source: p.source,
+                                diag: Diag::Pack(p.diagnostic),
+                            });
                         }
                         if broken {
                             return None;
