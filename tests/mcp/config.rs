@@ -908,3 +908,37 @@ fn config_dir_and_relative_registry_folders_resolve_against_the_config() {
     assert!(report.has_errors());
     assert!(report.to_string().contains(unset), "{report}");
 }
+
+/// A relative `--config` that is not there names the folder it was looked
+/// for in and asks for an absolute path (a client starts the proxy from a
+/// folder of its own) (#40, item 11); an absolute one that is not there
+/// says only that it is missing.
+#[test]
+fn a_missing_relative_config_names_the_folder_searched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["mcp", "--check", "--config", "intentplane.toml"])
+        .env("NO_COLOR", "1")
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let flat: String = err.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("ipc::mcp::read"), "{err}");
+    assert!(flat.contains("give the config's absolute path"), "{err}");
+    let folder = tmp.path().canonicalize().unwrap();
+    let unwrapped: String = err.split_whitespace().collect();
+    assert!(
+        unwrapped.contains(&folder.display().to_string().replace(' ', "")),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["mcp", "--check", "--config"])
+        .arg(tmp.path().join("intentplane.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("absolute path"));
+}

@@ -12,10 +12,17 @@ use thiserror::Error;
 /// pointing into the TOML.
 #[derive(Debug, Error, Diagnostic, Clone, PartialEq)]
 pub enum ConfigError {
-    /// The file cannot be read.
+    /// The file cannot be read. A relative path that is not there names
+    /// the folder it was looked for in (a client starts the proxy from a
+    /// folder of its own).
     #[error("cannot read `{path}`: {reason}")]
     #[diagnostic(code(ipc::mcp::read))]
-    Read { path: String, reason: String },
+    Read {
+        path: String,
+        reason: String,
+        #[help]
+        help: Option<String>,
+    },
 
     /// Not TOML, a key the config does not have (`deny_unknown_fields`:
     /// a misspelt key is never silently ignored), or a value of the wrong

@@ -266,6 +266,7 @@ impl Loader {
                         "{} bytes is larger than a config may be ({MAX_CONFIG_LEN})",
                         m.len()
                     ),
+                    help: None,
                 });
                 return None;
             }
@@ -274,9 +275,19 @@ impl Loader {
         self.source = match std::fs::read_to_string(&self.path) {
             Ok(s) => s,
             Err(e) => {
+                let help = (e.kind() == std::io::ErrorKind::NotFound && self.path.is_relative())
+                    .then(|| {
+                        let here = std::env::current_dir()
+                            .map(|d| d.display().to_string())
+                            .unwrap_or_else(|_| "the current folder".into());
+                        format!(
+                            "a relative `--config` is looked for in the folder `ipc mcp` was started from, here `{here}`; an MCP client starts it from a folder of its own: give the config's absolute path"
+                        )
+                    });
                 self.err(ConfigError::Read {
                     path: self.file.clone(),
                     reason: e.to_string().to_lowercase(),
+                    help,
                 });
                 return None;
             }
