@@ -418,15 +418,21 @@ pub fn render_human(
         .iter()
         .map(|p| (p.pack.as_str(), p.source.as_str()))
         .collect();
+    let actions: std::collections::BTreeSet<&str> =
+        proofs.iter().map(|p| p.action.as_str()).collect();
+    let s = |n: usize| if n == 1 { "" } else { "s" };
+    // a proof is one guarantee on one action it covers
     text.push_str(&format!(
-        "guarantees: {} proven, {} violated, {} unproven ({} guarantee{} over {} action{})\n",
+        "guarantees: {} proven, {} violated, {} unproven ({} proof{}: {} guarantee{} over {} action{})\n",
         count(Outcome::Proven),
         count(Outcome::Violated),
         count(Outcome::Unproven),
-        guarantees.len(),
-        if guarantees.len() == 1 { "" } else { "s" },
         proofs.len(),
-        if proofs.len() == 1 { "" } else { "s" },
+        s(proofs.len()),
+        guarantees.len(),
+        s(guarantees.len()),
+        actions.len(),
+        s(actions.len()),
     ));
     text
 }
