@@ -407,3 +407,16 @@ def test_a_hidden_git_tool_is_refused(tmp_path):
     run = git_run(tmp_path)
     r = run.play(lambda s: s.call_tool("git_diff", {"repo_path": str(run.repo), "target": "main"}))
     assert r.is_error and "not available through intentplane" in text(r)
+
+
+def test_the_git_example_starts_from_a_relative_config_path(tmp_path):
+    # `ipc mcp --config intentplane.toml` from the config's own folder, as
+    # its header says: the server script (`command = "./server"`) is found
+    # although the server starts in its `cwd` (`repo/`), not in that folder
+    run = git_run(tmp_path)
+    out = subprocess.run(
+        [str(IPC), "mcp", "--check", "--servers", "--config", "intentplane.toml"],
+        cwd=run.tmp, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ok    intentplane.toml (1 server, 11 tools" in out.stdout, out.stdout

@@ -532,8 +532,11 @@ impl Loader {
                         continue;
                     }
                     Transport::Stdio {
+                        // absolute: the child starts in its `cwd`, where a
+                        // path relative to the proxy's folder is not
                         command: if command.contains('/') {
-                            self.rel(&command).display().to_string()
+                            let p = self.rel(&command);
+                            std::path::absolute(&p).unwrap_or(p).display().to_string()
                         } else {
                             command
                         },
