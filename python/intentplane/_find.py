@@ -28,7 +28,8 @@ def _candidates() -> list[Path]:
     # `pip install --target DIR`: DIR/intentplane and DIR/bin
     out.append(here.parent / "bin")
     # site-packages inside a prefix: PREFIX/lib/pythonX.Y/site-packages
-    out.append(here.parents[3] / "bin" if len(here.parents) > 3 else here)
+    if len(here.parents) > 3:
+        out.append(here.parents[3] / "bin")
     return out
 
 

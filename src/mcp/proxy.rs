@@ -1185,13 +1185,17 @@ pub const DECISION_META: &str = "intentplane/decision";
 /// TypeScript SDK, the Inspector) would throw instead of showing the
 /// reason and the hint. The decision stays in the text and in `_meta`.
 fn readable_by_every_sdk(output_schema: bool, r: &mut CallToolResult) {
-    let ours = r
-        .meta
-        .as_ref()
-        .is_some_and(|m| m.0.contains_key(DECISION_META));
-    if ours && output_schema {
+    if output_schema && is_refusal(r) {
         r.structured_content = None;
     }
+}
+
+/// A result [`refusal_with`] made (its decision in `_meta`), not one a
+/// downstream returned.
+fn is_refusal(r: &CallToolResult) -> bool {
+    r.meta
+        .as_ref()
+        .is_some_and(|m| m.0.contains_key(DECISION_META))
 }
 
 impl ServerHandler for Proxy {
@@ -1221,9 +1225,7 @@ impl ServerHandler for Proxy {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let schema = self
-            .routed(&request.name)
-            .is_some_and(|r| r.tool.output_schema.is_some());
+        let name = request.name.clone();
         let mut response = self.route(request, context).await;
         if let CallToolResponse::Complete(r) = &mut response {
             // a result forwarded from a downstream on an older protocol has
@@ -1232,7 +1234,14 @@ impl ServerHandler for Proxy {
             if r.result_type.is_none() {
                 r.result_type = Some(rmcp::model::ResultType::COMPLETE);
             }
-            readable_by_every_sdk(schema, r);
+            // (the tool looked up only for a refusal of ours, off the
+            // ALLOW path)
+            if is_refusal(r) {
+                let schema = self
+                    .routed(&name)
+                    .is_some_and(|t| t.tool.output_schema.is_some());
+                readable_by_every_sdk(schema, r);
+            }
         }
         Ok(response)
     }

@@ -4,6 +4,7 @@
 // the proofs need the solver (`solver`): without it only the fail-closed test runs
 #![cfg_attr(not(feature = "solver"), allow(dead_code))]
 
+use crate::common::copy_dir;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -63,19 +64,6 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
     v.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
 }
 
 fn repo(p: &str) -> PathBuf {

@@ -8,6 +8,7 @@
 // needs a part of the default features: the test is off without it
 #![cfg(feature = "mcp")]
 
+use crate::common::copy_dir;
 use intentplane::gateway::world::World;
 use intentplane::gateway::{Gateway, Input, Outcome};
 use intentplane::mcp::config::{
@@ -638,19 +639,6 @@ fn fragments_are_parsed_at_their_offset() {
 
 /// A shipped config's tool, and a gateway over its world and bundle with
 /// the session's mandate.
-/// `from` copied into `to`, folders and files.
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 fn shipped(config: &str, tool: &str) -> (ToolConfig, Gateway, Value) {
     let (report, checked) = check(&root().join(config));
     assert!(!report.has_errors(), "{report}");
