@@ -3,6 +3,7 @@
 //! facts). A missing record or an overflow is an error, and an error is a
 //! DENY: a fact that cannot be established never counts as false.
 
+use super::normalize::{self, Compared};
 use super::registry::Registries;
 use crate::ir::{BinOp, Expr};
 use crate::store::Tx;
@@ -117,11 +118,16 @@ fn binary(
                 let norm = reg.member_type().canonical_normalizer();
                 // a value of the registry's type is already in its canonical
                 // spelling; an `Id` (an account as a bank writes it) is
-                // compared in that spelling when it has one, as written
-                // otherwise (it is then no IBAN, e-mail or phone at all)
-                let text = match norm.map(|n| super::normalize::apply(n, &text)) {
-                    Some(Ok(canonical)) => canonical,
-                    _ => text,
+                // compared in that spelling when it is one up to separators
+                // and prefixes, as written when it is no IBAN, e-mail or
+                // phone at all, and refused when it is one in a disguise
+                // (the fact cannot be established: a DENY)
+                let text = match norm.map(|n| normalize::comparable(n, &text)) {
+                    Some(Compared::Canonical(canonical)) => canonical,
+                    Some(Compared::Refused(why)) => {
+                        return Err(format!("cannot compare it with `{name}`: {why}"));
+                    }
+                    Some(Compared::AsWritten) | None => text,
                 };
                 let hit = env
                     .registries

@@ -19,6 +19,133 @@ pub fn apply(n: Normalizer, s: &str) -> Result<String, String> {
     }
 }
 
+/// How a value of no particular type (an `Id`: an account as a bank
+/// writes it) compares with a registry of a typed kind (`set<Iban>`,
+/// `set<Email>`, ...): the one question a fact such as `recipient in
+/// registry.sanctions` asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compared {
+    /// A value of the type, up to the separators and prefixes people
+    /// write around it: compared in the type's one spelling.
+    Canonical(String),
+    /// Plainly no value of the type: compared as written.
+    AsWritten,
+    /// A value of the type in a disguise (an invisible or look-alike
+    /// character where a separator or a digit would be): refused, so the
+    /// fact cannot be established and the proposal is denied.
+    Refused(String),
+}
+
+/// `s` as it compares with a registry whose members `n` spells. The
+/// guarantee "a sanctioned account is never paid" holds for every
+/// spelling this folds (docs/guarantees.md, "What a guarantee assumes"):
+/// - an IBAN: ASCII spaces, punctuation and an `IBAN` prefix folded
+///   (`GB29-NWBK-6016-1331-9268-19`, `IBAN: GB29 NWBK …`,
+///   `GB29/NWBK/…`, `GB29NWBK60161331926819.`), the checksum checked;
+///   an IBAN up to invisible or full-width characters is refused;
+/// - an e-mail address: a `mailto:` prefix, a `Name <…>` wrapper and a
+///   final `.` folded; anything else with an `@` in it is refused;
+/// - a phone number: a `tel:` prefix folded; one up to full-width digits
+///   is refused;
+/// - a path: its lexical spelling (`path`), or refused.
+pub fn comparable(n: Normalizer, s: &str) -> Compared {
+    if n != Normalizer::Email
+        && let Ok(c) = apply(n, s)
+    {
+        return Compared::Canonical(c);
+    }
+    match n {
+        Normalizer::Iban => loose_iban(s),
+        Normalizer::Email => loose_email(s),
+        Normalizer::Phone => loose_phone(s),
+        Normalizer::Path => match path(s) {
+            Ok(c) => Compared::Canonical(c),
+            Err(e) => Compared::Refused(e),
+        },
+        Normalizer::Lower | Normalizer::Upper | Normalizer::Trim => Compared::AsWritten,
+    }
+}
+
+/// Letters and digits only, full-width forms read as their ASCII letter
+/// or digit; `None` when a non-ASCII letter or digit is left.
+fn skeleton(s: &str) -> Option<String> {
+    s.chars()
+        .filter(|c| c.is_alphanumeric())
+        .map(|c| match c as u32 {
+            0xFF10..=0xFF19 | 0xFF21..=0xFF3A | 0xFF41..=0xFF5A => {
+                char::from_u32(c as u32 - 0xFEE0)
+            }
+            _ => Some(c),
+        })
+        .map(|c| c.filter(char::is_ascii))
+        .collect()
+}
+
+/// An IBAN is 2 letters and 2 digits first: `IBAN…` never is one, so an
+/// `IBAN` prefix is folded without ambiguity.
+fn iban_skeleton(skel: &str) -> Option<String> {
+    iban(skel).ok().or_else(|| {
+        let rest = skel.get(4..)?;
+        skel[..4]
+            .eq_ignore_ascii_case("IBAN")
+            .then(|| iban(rest).ok())
+            .flatten()
+    })
+}
+
+fn loose_iban(s: &str) -> Compared {
+    let Some(c) = skeleton(s).and_then(|k| iban_skeleton(&k)) else {
+        return Compared::AsWritten;
+    };
+    if s.is_ascii() {
+        Compared::Canonical(c)
+    } else {
+        Compared::Refused(format!(
+            "`{}` is the IBAN {c} written with invisible or look-alike characters",
+            echo(s)
+        ))
+    }
+}
+
+fn loose_email(s: &str) -> Compared {
+    let t = s.trim();
+    let t = strip_prefix_ignore_case(t, "mailto:").unwrap_or(t);
+    let t = match (t.rfind('<'), t.strip_suffix('>')) {
+        (Some(i), Some(inner)) => &inner[i + 1..],
+        _ => t,
+    };
+    let t = t.trim().strip_suffix('.').unwrap_or(t.trim());
+    match email(t) {
+        Ok(c) => Compared::Canonical(c),
+        Err(_) if s.contains(['@', '\u{FF20}', '\u{FE6B}']) => Compared::Refused(format!(
+            "`{}` has an `@` but is no e-mail address this gateway can compare",
+            echo(s)
+        )),
+        Err(_) => Compared::AsWritten,
+    }
+}
+
+fn loose_phone(s: &str) -> Compared {
+    let t = s.trim();
+    let t = strip_prefix_ignore_case(t, "tel:").unwrap_or(t);
+    if let Ok(c) = phone(t) {
+        return Compared::Canonical(c);
+    }
+    match skeleton(t) {
+        Some(d) if !t.is_ascii() && phone(&d).is_ok() => Compared::Refused(format!(
+            "`{}` is a phone number written with look-alike digits",
+            echo(s)
+        )),
+        _ => Compared::AsWritten,
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
+}
+
 /// A path's one spelling, lexically: repeated separators and `.` removed,
 /// each `..` taking away the component before it. Strict: a `..` with
 /// nothing before it (the path leaves its root: `../x`, `/..`) is refused,
@@ -202,6 +329,7 @@ pub fn phone(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn iban_forms() {
@@ -257,5 +385,211 @@ mod tests {
     fn phone_forms() {
         assert_eq!(phone("+49 (30) 123-456").unwrap(), "+4930123456");
         assert!(phone("+49 30 CALL ME").is_err());
+    }
+
+    #[test]
+    fn an_id_spelled_as_an_iban_compares_as_the_iban() {
+        let c = |s| comparable(Normalizer::Iban, s);
+        let sanctioned = Compared::Canonical("GB29NWBK60161331926819".into());
+        for s in [
+            "GB29-NWBK-6016-1331-9268-19",
+            "GB29NWBK60161331926819.",
+            "GB29/NWBK/6016/1331/9268/19",
+            "IBAN GB29NWBK60161331926819",
+            "iban: gb29 nwbk 6016 1331 9268 19",
+            "(GB29_NWBK_6016_1331_9268_19)",
+        ] {
+            assert_eq!(c(s), sanctioned, "{s:?}");
+        }
+        for s in [
+            "GB29NWBK6016\u{200B}1331926819",
+            "GB29 NWBK 6016 1331 9268 １9",
+            "GB29\u{00A0}NWBK60161331926819",
+        ] {
+            assert!(matches!(c(s), Compared::Refused(_)), "{s:?}: {:?}", c(s));
+        }
+        for s in [
+            "landlord-42",
+            "GB29NWBK60161331926818",
+            "acct 7",
+            "GB29NWBK60161331926819 old",
+        ] {
+            assert_eq!(c(s), Compared::AsWritten, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn an_id_spelled_as_an_address_number_or_path_compares_as_one() {
+        let c = comparable;
+        let alice = Compared::Canonical("alice@example.com".into());
+        for s in [
+            "mailto:Alice@Example.com",
+            "Alice <alice@example.com>",
+            "alice@example.com.",
+        ] {
+            assert_eq!(c(Normalizer::Email, s), alice, "{s:?}");
+        }
+        assert!(matches!(
+            c(Normalizer::Email, "alice\u{FF20}example.com"),
+            Compared::Refused(_)
+        ));
+        assert!(matches!(
+            c(Normalizer::Email, "alice@exa mple.com"),
+            Compared::Refused(_)
+        ));
+        assert_eq!(c(Normalizer::Email, "landlord-42"), Compared::AsWritten);
+        assert_eq!(
+            c(Normalizer::Phone, "tel:+44 20 7946 0000"),
+            Compared::Canonical("+442079460000".into())
+        );
+        assert!(matches!(
+            c(Normalizer::Phone, "+44 20 7946 ０000"),
+            Compared::Refused(_)
+        ));
+        assert_eq!(
+            c(Normalizer::Path, "/ws/./a//b"),
+            Compared::Canonical("/ws/a/b".into())
+        );
+        assert!(matches!(c(Normalizer::Path, "..\\x"), Compared::Refused(_)));
+    }
+
+    fn mod97(s: &str) -> u32 {
+        s.bytes().fold(0, |rem, c| {
+            let v = if c.is_ascii_digit() {
+                u32::from(c - b'0')
+            } else {
+                u32::from(c - b'A') + 10
+            };
+            if v >= 10 {
+                (rem * 100 + v) % 97
+            } else {
+                (rem * 10 + v) % 97
+            }
+        })
+    }
+
+    /// A valid IBAN: a country's two letters, a BBAN, the check digits.
+    fn valid_iban() -> impl Strategy<Value = String> {
+        ("[A-Z]{2}", "[0-9A-Z]{11,30}").prop_map(|(cc, bban)| {
+            let check = 98 - mod97(&format!("{bban}{cc}00"));
+            format!("{cc}{check:02}{bban}")
+        })
+    }
+
+    /// `canonical` as people write it: any case, a separator anywhere, a
+    /// prefix and a final mark.
+    fn spelled(
+        canonical: &str,
+        seps: &[&'static str],
+        prefixes: &[&'static str],
+    ) -> impl Strategy<Value = String> + use<> {
+        let n = canonical.chars().count();
+        let chars: Vec<char> = canonical.chars().collect();
+        (
+            proptest::collection::vec((any::<bool>(), proptest::sample::select(seps.to_vec())), n),
+            proptest::sample::select(prefixes.to_vec()),
+        )
+            .prop_map(move |(each, prefix)| {
+                let mut out = prefix.to_string();
+                for (c, (upper, sep)) in chars.iter().zip(each) {
+                    out.push(if upper {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c.to_ascii_lowercase()
+                    });
+                    out.push_str(sep);
+                }
+                out
+            })
+    }
+
+    const INVISIBLE: [char; 5] = ['\u{200B}', '\u{00A0}', '\u{2060}', '\u{FEFF}', '\u{202E}'];
+
+    proptest! {
+        /// Every spelling `comparable` folds is the one IBAN: a registry
+        /// of IBANs decides it as it decides the canonical form.
+        #[test]
+        fn every_folded_spelling_of_an_iban_is_the_iban(
+            (iban, spelling) in valid_iban().prop_flat_map(|i| {
+                let s = spelled(&i, &["", "", "", " ", "-", ".", "/", "_"], &["", "IBAN ", "iban:", "IBAN: "]);
+                (Just(i), s)
+            }),
+            end in proptest::sample::select(vec!["", ".", " ", ")"]),
+        ) {
+            let v = format!("{spelling}{end}");
+            prop_assert_eq!(comparable(Normalizer::Iban, &v), Compared::Canonical(iban));
+        }
+
+        /// An IBAN with an invisible or full-width character anywhere is
+        /// refused: never compared as written (a miss), never folded.
+        #[test]
+        fn a_disguised_iban_is_refused(
+            iban in valid_iban(),
+            at in any::<proptest::sample::Index>(),
+            invisible in proptest::sample::select(INVISIBLE.to_vec()),
+            full_width in any::<bool>(),
+        ) {
+            let mut chars: Vec<char> = iban.chars().collect();
+            let i = at.index(chars.len());
+            if full_width {
+                chars[i] = char::from_u32(chars[i] as u32 + 0xFEE0).unwrap();
+            } else {
+                chars.insert(i, invisible);
+            }
+            let v: String = chars.into_iter().collect();
+            prop_assert!(matches!(comparable(Normalizer::Iban, &v), Compared::Refused(_)), "{:?}", v);
+        }
+
+        #[test]
+        fn every_folded_spelling_of_an_address_is_the_address(
+            local in "[a-z0-9][a-z0-9._+]{0,10}",
+            domain in "[a-z0-9]{1,10}\\.[a-z]{2,5}",
+            wrap in 0..4usize,
+            upper in any::<bool>(),
+        ) {
+            let canonical = format!("{local}@{domain}");
+            let cased = if upper { canonical.to_ascii_uppercase() } else { canonical.clone() };
+            let v = match wrap {
+                0 => format!("  {cased} "),
+                1 => format!("mailto:{cased}"),
+                2 => format!("Someone <{cased}>"),
+                _ => format!("{cased}."),
+            };
+            prop_assert_eq!(comparable(Normalizer::Email, &v), Compared::Canonical(canonical.clone()));
+            let disguised = v.replace('@', "\u{FF20}");
+            prop_assert!(matches!(comparable(Normalizer::Email, &disguised), Compared::Refused(_)));
+        }
+
+        #[test]
+        fn every_folded_spelling_of_a_number_is_the_number(
+            number in "\\+[1-9][0-9]{6,12}",
+            spelling in proptest::sample::select(vec!["", " ", "-", "."]),
+            tel in any::<bool>(),
+            at in any::<proptest::sample::Index>(),
+        ) {
+            let mut v: String = number.chars().flat_map(|c| [c.to_string(), spelling.to_string()]).collect();
+            if tel { v = format!("tel:{v}"); }
+            prop_assert_eq!(comparable(Normalizer::Phone, &v), Compared::Canonical(number.clone()));
+            // one digit full-width: refused
+            let digits: Vec<usize> = v.char_indices().filter(|(_, c)| c.is_ascii_digit()).map(|(i, _)| i).collect();
+            let i = digits[at.index(digits.len())];
+            let d = v[i..].chars().next().unwrap();
+            let disguised = format!("{}{}{}", &v[..i], char::from_u32(d as u32 + 0xFEE0).unwrap(), &v[i + 1..]);
+            prop_assert!(matches!(comparable(Normalizer::Phone, &disguised), Compared::Refused(_)));
+        }
+
+        #[test]
+        fn every_folded_spelling_of_a_path_is_the_path(
+            parts in proptest::collection::vec("[a-z]{1,6}", 1..5),
+            detours in proptest::collection::vec(0..3usize, 1..5),
+        ) {
+            let canonical = format!("/{}", parts.join("/"));
+            let mut v = String::new();
+            for (p, d) in parts.iter().zip(detours.iter().cycle()) {
+                v.push_str(match d { 0 => "/", 1 => "//./", _ => "/x/../" });
+                v.push_str(p);
+            }
+            prop_assert_eq!(comparable(Normalizer::Path, &v), Compared::Canonical(canonical));
+        }
     }
 }

@@ -421,3 +421,60 @@ fn a_commit_attested_for_one_owner_cannot_be_merged_into_another_owners_reposito
     assert_eq!(d.resolved["repo"], json!("payments-api"));
     assert_eq!(d.result.unwrap()["repo"], json!("payments-api"));
 }
+
+/// A sanctioned IBAN written as an account (`payment.send.recipient: Id`)
+/// in a trusted source — a mandate claim, or `registry.counterparties`,
+/// where a counterparty's bank wrote it — is never paid, whatever the
+/// separators and prefix around it (issue #39, finding 5): the fact
+/// `recipient in registry.sanctions` compares it as the IBAN it is, and
+/// refuses it in a disguise it cannot fold.
+#[test]
+fn a_sanctioned_iban_is_never_paid_as_an_account_in_any_spelling() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let send = |recipient: &str| {
+        json!({"action": "payment.send", "args": {
+            "from_account": "emma-checking", "recipient": recipient, "amount": "10.00",
+            "currency": "EUR", "date": "2026-12-04"}})
+    };
+    let spellings = [
+        "GB29-NWBK-6016-1331-9268-19",
+        "GB29NWBK60161331926819.",
+        "GB29/NWBK/6016/1331/9268/19",
+        "IBAN GB29NWBK60161331926819",
+        "gb29 nwbk 6016 1331 9268 19",
+        "GB29NWBK6016\u{200B}1331926819",
+        "GB29 NWBK 6016 1331 9268 １9",
+    ];
+    // named in the mandate: past provenance, refused by policy or the fact
+    for s in spellings {
+        let m = w.mandate(MandateSpec::bank("emma").claim("recipient", json!([s])));
+        let d = decide(&gw, send(s), &m);
+        not_allowed(&d);
+        assert_eq!(d.stage.name(), "policy", "{s:?}: {d:#?}");
+    }
+    // saved by the user's bank as a counterparty, as written
+    let reg = gw.registry("bank", "counterparties").unwrap().clone();
+    gw.store()
+        .transaction(&mut |tx| {
+            let regs = intentplane::gateway::registry::Registries {
+                world: gw.world(),
+                pack: "bank",
+                owner: "emma",
+            };
+            for s in spellings {
+                regs.add_value(tx, &reg, s)?;
+            }
+            Ok(Value::Null)
+        })
+        .unwrap();
+    let m = w.emma();
+    for s in spellings {
+        let d = decide(&gw, send(s), &m);
+        not_allowed(&d);
+        assert_eq!(d.stage.name(), "policy", "{s:?}: {d:#?}");
+    }
+    // an account that is no IBAN at all is still paid as written
+    let d = decide(&gw, send("landlord-42"), &m);
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+}
