@@ -151,8 +151,9 @@ fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 /// nothing before it (the path leaves its root: `../x`, `/..`) is refused,
 /// never folded into the root; so are an empty path, a backslash, a
 /// leading `~` (some servers expand it to a home folder), a space at
-/// either end, and control or invisible characters. Lexical only: a
-/// symbolic link is the server's to resolve. `/a//b/./c/../d` is `/a/b/d`,
+/// either end, and control or invisible characters. Lexical only: the
+/// MCP proxy resolves symbolic links for a server on this machine
+/// (`mcp::config::mapping`), a remote server must itself. `/a//b/./c/../d` is `/a/b/d`,
 /// `./notes/todo.md` is `notes/todo.md`, `.` is `.`.
 pub fn path(s: &str) -> Result<String, String> {
     let refuse = |why: &str| {

@@ -709,8 +709,12 @@ fn an_edit_of_the_filesystem_example_is_decided_and_sent() {
         .to_proposal(&obj(json!({"path": "./notes/todo.md", "edits": edits})))
         .unwrap();
     // the example's workspace is the folder beside its config
+    // (its real path: the proxy resolves links for a server on this machine)
     let todo = root()
-        .join("examples/mcp/filesystem/workspace/notes/todo.md")
+        .join("examples/mcp/filesystem/workspace")
+        .canonicalize()
+        .unwrap()
+        .join("notes/todo.md")
         .display()
         .to_string();
     assert_eq!(p["args"]["path"], todo.as_str());
@@ -929,4 +933,63 @@ fn a_missing_relative_config_names_the_folder_searched() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("absolute path"));
+}
+
+/// Containment survives links (issue #39, finding 4): for a server on this
+/// machine, a path inside the trusted folder that goes through a symbolic
+/// link out of it (`workspace/link/pwned.txt`, `link` → `../outside`) is
+/// decided as the file it really is, and refused; a dangling link (the
+/// server would create its target) is refused before any decision; a link
+/// that stays inside is allowed and sent as its real path.
+#[cfg(unix)]
+#[test]
+fn a_path_through_a_link_out_of_the_trusted_folder_is_refused() {
+    use std::os::unix::fs::symlink;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().canonicalize().unwrap();
+    copy_dir(&root().join("examples/mcp/filesystem"), &dir.join("fs"));
+    copy_dir(&root().join("examples/mcp/keys"), &dir.join("keys"));
+    let ws = dir.join("fs/workspace");
+    std::fs::create_dir_all(dir.join("outside")).unwrap();
+    std::fs::create_dir_all(ws.join("notes")).unwrap();
+    symlink("../../outside", ws.join("link")).unwrap();
+    symlink("../../outside/new.txt", ws.join("dangling")).unwrap();
+    symlink("notes", ws.join("inner")).unwrap();
+    let (report, checked) = check(&dir.join("fs/intentplane.toml"));
+    assert!(!report.has_errors(), "{report}");
+    let c = checked.unwrap();
+    let t = c.tools.iter().find(|t| t.tool == "write_file").unwrap();
+    let mandate = c.session.mandates[0].1.clone();
+    let gw = Gateway::new(&c.bundle, c.world, Arc::new(MemoryStore::new())).unwrap();
+    let decide = |path: &str| {
+        let p = t.to_proposal(&obj(json!({"path": path, "content": "x"})))?;
+        Ok::<_, String>(
+            gw.decide(&Input {
+                proposal: p,
+                mandate: Some(mandate.clone()),
+                ..Input::default()
+            })
+            .unwrap(),
+        )
+    };
+    let absolute = ws.join("link/pwned.txt").display().to_string();
+    for path in ["link/pwned.txt", "./link/pwned.txt", absolute.as_str()] {
+        let d = decide(path).unwrap();
+        assert_eq!(d.decision, Outcome::Deny, "{path}: {d:?}");
+        assert_eq!(d.stage.name(), "provenance", "{path}: {d:?}");
+        let outside = dir.join("outside/pwned.txt").display().to_string();
+        assert!(
+            d.reason.as_deref().unwrap_or("").contains(&outside),
+            "{d:?}"
+        );
+    }
+    let e = decide("dangling").unwrap_err();
+    assert!(e.contains("cannot be resolved"), "{e}");
+    let d = decide("inner/a.md").unwrap();
+    assert_eq!(d.decision, Outcome::Allow, "{d:?}");
+    let call = t.downstream_call(&d.resolved, &Default::default()).unwrap();
+    assert_eq!(
+        call.arguments["path"],
+        json!(ws.join("notes/a.md").display().to_string())
+    );
 }

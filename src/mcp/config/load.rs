@@ -920,7 +920,8 @@ impl Loader {
     /// A `set<Path>` registry of the config: each relative folder is the
     /// config's (`workspace` is `<config folder>/workspace`), as every
     /// relative path in a config is, so that an example's trusted folder
-    /// lives beside it wherever it is checked out.
+    /// lives beside it wherever it is checked out; a folder that exists is
+    /// named by its real path, as a stdio server's paths are decided.
     fn paths_from_config(&mut self, world: &mut World, pack: &str, registry: &str, span: Span) {
         let dir = self.config_dir();
         let Some(owners) = world
@@ -932,10 +933,19 @@ impl Loader {
         };
         for records in owners.values_mut() {
             for (_, value) in records.values.iter_mut() {
-                if value.starts_with('/') {
-                    continue;
-                }
-                match crate::gateway::normalize::path(&format!("{dir}/{value}")) {
+                let lexical = match value.starts_with('/') {
+                    true => crate::gateway::normalize::path(value),
+                    false => crate::gateway::normalize::path(&format!("{dir}/{value}")),
+                };
+                // an existing folder as the server's paths are resolved
+                // (`mapping::resolve_links`): its real path
+                let real = lexical.map(|abs| {
+                    std::fs::canonicalize(&abs)
+                        .ok()
+                        .and_then(|p| p.to_str().map(str::to_string))
+                        .unwrap_or(abs)
+                });
+                match real {
                     Ok(abs) => {
                         if let Some(n) = records.names.remove(value.as_str()) {
                             records.names.insert(abs.clone(), n);

@@ -91,12 +91,13 @@ fn has_path(ty: &Type) -> bool {
     }
 }
 
-/// A relative path (each of a list of them, each path field of a record)
-/// as the server would read it: normalised strictly on its own first (so
-/// `../x` is refused, never resolved above the folder), then put under
-/// `base`, the server's working directory. An absolute path, or anything
-/// that is not text, is left to the gateway's `path` normaliser and type
-/// check.
+/// A path (each of a list of them, each path field of a record) as the
+/// server would open it, for a server on this machine: normalised strictly
+/// on its own first (so `../x` is refused, never resolved above the
+/// folder), a relative one put under `base`, the server's working
+/// directory; then its symbolic links resolved (`resolve_links`), so that
+/// the gateway's containment check and the server's write see the same
+/// file. Anything that is not text is left to the gateway's type check.
 fn resolve_paths(v: &Value, ty: &Type, base: &std::path::Path) -> Result<Value, String> {
     match (ty, v) {
         (Type::List(e) | Type::Set(e), Value::Array(items)) => items
@@ -115,16 +116,57 @@ fn resolve_paths(v: &Value, ty: &Type, base: &std::path::Path) -> Result<Value, 
             }
             Ok(Value::Object(out))
         }
-        (Type::Path, Value::String(p)) if !p.starts_with('/') => {
-            let rel = crate::gateway::normalize::path(p)?;
-            let joined = if rel == "." {
-                base.display().to_string()
-            } else {
-                format!("{}/{rel}", base.display().to_string().trim_end_matches('/'))
+        (Type::Path, Value::String(p)) => {
+            let lexical = crate::gateway::normalize::path(p)?;
+            let joined = match lexical.as_str() {
+                abs if abs.starts_with('/') => abs.to_string(),
+                "." => base.display().to_string(),
+                rel => format!("{}/{rel}", base.display().to_string().trim_end_matches('/')),
             };
-            Ok(Value::String(joined))
+            resolve_links(std::path::Path::new(&joined)).map(Value::String)
         }
         _ => Ok(v.clone()),
+    }
+}
+
+/// `path` with the symbolic links of its longest existing part resolved
+/// (`realpath`), the part that does not exist yet appended as it is: a
+/// file to be written through `ws/link/new.txt`, where `link` points out of
+/// the trusted folder, is decided as the file it really is. A link that
+/// cannot be resolved (dangling: the server would create its target, or
+/// unreadable) is refused. What is left is checked against the trusted
+/// folders by the gateway; between that check and the server's write the
+/// folder could still change (docs/mcp-real-servers.md says what a server
+/// must do itself).
+fn resolve_links(path: &std::path::Path) -> Result<String, String> {
+    let mut rest = vec![];
+    let mut cur = path;
+    loop {
+        match std::fs::canonicalize(cur) {
+            Ok(real) => {
+                let full = rest.iter().rev().fold(real, |p, c| p.join(c));
+                return full.to_str().map(str::to_string).ok_or_else(|| {
+                    format!(
+                        "`{}` resolves to a path that is not UTF-8",
+                        echo(&path.display().to_string())
+                    )
+                });
+            }
+            Err(_) if cur.symlink_metadata().is_ok() => {
+                return Err(format!(
+                    "`{}` goes through `{}`, a link or folder that cannot be resolved",
+                    echo(&path.display().to_string()),
+                    echo(&cur.display().to_string())
+                ));
+            }
+            Err(_) => match (cur.parent(), cur.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_os_string());
+                    cur = parent;
+                }
+                _ => return Ok(path.display().to_string()),
+            },
+        }
     }
 }
 
