@@ -200,10 +200,12 @@ fn hostile_tool_arguments_are_refused() {
             .unwrap_err()
             .contains("filled by intentplane")
     );
+    // (#40, item 10: it says the config does not map it, and where)
+    let e = with("from", json!("mallory")).unwrap_err();
     assert!(
-        with("from", json!("mallory"))
-            .unwrap_err()
-            .contains("no argument")
+        e.contains("`from` of tool `send_money` is not mapped in the proxy's config")
+            && e.contains("arg = \"from\""),
+        "{e}"
     );
     let mut o = obj(base.clone());
     o.remove("amount");

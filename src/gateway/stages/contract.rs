@@ -269,9 +269,18 @@ fn parse_scalar(p: &Param, ty: &Type, v: &Value) -> Result<Arg, String> {
     }
     let val = match ty {
         Type::Money => Value::from(Money::from_json(v)?.minor()),
-        Type::Int | Type::Duration => match v.as_i64() {
+        Type::Int => match v.as_i64() {
             Some(i) if v.is_i64() || v.is_u64() => Value::from(i),
             _ => return Err(format!("expected a whole number, found {}", kind(v))),
+        },
+        Type::Duration => match v.as_i64() {
+            Some(i) if v.is_i64() || v.is_u64() => Value::from(i),
+            _ => {
+                return Err(format!(
+                    "expected a duration as a whole number of seconds (two hours is 7200), found {}",
+                    kind(v)
+                ));
+            }
         },
         Type::Bool => match v {
             Value::Bool(_) => v.clone(),

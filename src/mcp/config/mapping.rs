@@ -40,7 +40,15 @@ pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<V
                     echo(k)
                 ));
             }
-            None => return Err(format!("tool `{}` has no argument `{}`", t.tool, echo(k))),
+            None => {
+                return Err(format!(
+                    "argument `{}` of tool `{}` is not mapped in the proxy's config, so the gateway cannot decide it: leave it out, or map it in the config's `[[tools]]` for `{}` (`[tools.params.NAME] arg = \"{}\"`)",
+                    echo(k),
+                    t.tool,
+                    t.tool,
+                    echo(k)
+                ));
+            }
         }
     }
     let mut out = Map::new();

@@ -67,3 +67,30 @@ fn transfer_obj(payee: Value) -> Value {
     json!({"action": "payment.transfer", "args": {"from_account": "emma-checking",
         "payee_iban": payee, "amount": "1.00", "currency": "EUR"}})
 }
+
+/// A `Duration` is a whole number of seconds; an ISO 8601 string is
+/// refused in words that say so (#40, item 13).
+#[test]
+fn a_duration_is_a_whole_number_of_seconds_and_says_so() {
+    let p = crate::ir::Param {
+        name: "stay".into(),
+        ty: crate::ir::Type::Duration,
+        critical: false,
+        sources: vec![],
+        normalize: None,
+        validators: vec![],
+        default: None,
+        hint: None,
+        secret: false,
+        optional: false,
+        fields: vec![],
+        line: 1,
+    };
+    let ty = p.ty.clone();
+    assert!(matches!(
+        super::parse_scalar(&p, &ty, &json!(7200)),
+        Ok(crate::gateway::stages::Arg::Val(v)) if v == json!(7200)
+    ));
+    let e = super::parse_scalar(&p, &ty, &json!("PT2H")).err().unwrap();
+    assert!(e.contains("whole number of seconds"), "{e}");
+}
