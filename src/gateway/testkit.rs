@@ -100,7 +100,13 @@ impl TestWorld {
     /// A world of these shipped packs (their bundle and registries).
     pub fn with_packs(names: &[&str]) -> Self {
         let packs: Vec<PathBuf> = names.iter().map(|p| root().join("packs").join(p)).collect();
-        let report = build(&packs);
+        Self::with_pack_dirs(&packs)
+    }
+
+    /// A world of the packs in these folders (each folder named as its
+    /// pack, its registries in `registries/`).
+    pub fn with_pack_dirs(packs: &[PathBuf]) -> Self {
+        let report = build(packs);
         let mut bundle = report.bundle.clone().expect("shipped packs build");
         let dir = tempfile::tempdir().expect("a temporary folder");
         // signed, and its key pinned in the world, as a deployment runs it
@@ -127,15 +133,12 @@ impl TestWorld {
             approvers.push((name.to_string(), k));
         }
         let mut regs = String::new();
-        for p in names {
+        for p in packs {
+            let name = p.file_name().map(|n| n.to_string_lossy().to_string());
             regs.push_str(&format!(
-                "{p} = {:?}\n",
-                root()
-                    .join("packs")
-                    .join(p)
-                    .join("registries")
-                    .display()
-                    .to_string()
+                "{} = {:?}\n",
+                name.expect("a pack folder has a name"),
+                p.join("registries").display().to_string()
             ));
         }
         let world_path = dir.path().join("world.toml");

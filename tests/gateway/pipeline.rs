@@ -123,3 +123,92 @@ fn every_decision_is_a_receipt_and_the_chain_verifies() {
         Ok(4)
     );
 }
+
+/// NEW, the approver's one warning, marks a value only the request vouched
+/// for that is in none of the owner's records for that parameter (#40,
+/// item 4): named in the mandate and also in the owner's set, keyed or
+/// global registry, it is not news; named only in the mandate, it is.
+#[test]
+fn new_marks_only_what_no_record_of_the_owner_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("newness");
+    std::fs::create_dir_all(pack.join("registries")).unwrap();
+    std::fs::write(
+        pack.join("pack.ipc"),
+        r#"pack newness version "0.1.0" "What the approver is told is new"
+mandate {
+  payee:  set<Iban>
+  vendor: set<Id>
+  bank:   set<Iban>
+}
+registry saved: set<Iban>
+registry vendors by Id { name: Text }
+registry shared: set<Iban> global
+action pay.saved "Pay a saved payee" {
+  scope    pay
+  executor external
+  param iban: Iban critical from mandate.payee | registry.saved
+  step_up "every payment" always
+}
+action pay.vendor "Pay a vendor" {
+  scope    pay
+  executor external
+  param vendor_id: Id critical from mandate.vendor | registry.vendors
+  step_up "every payment" always
+}
+action pay.shared "Pay an account of the shared list" {
+  scope    pay
+  executor external
+  param iban: Iban critical from mandate.bank | registry.shared
+  step_up "every payment" always
+}
+"#,
+    )
+    .unwrap();
+    let saved = "DE44 5001 0517 5407 3249 31";
+    let other = "DE02120300000000202051";
+    std::fs::write(
+        pack.join("registries/saved.json"),
+        json!({"emma": [saved]}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        pack.join("registries/vendors.json"),
+        json!({"emma": {"V-1": {"name": "Stadtwerke"}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        pack.join("registries/shared.json"),
+        json!({"*": [saved]}).to_string(),
+    )
+    .unwrap();
+    let w = TestWorld::with_pack_dirs(&[pack]);
+    let gw = w.gateway();
+    let new_of = |action: &str, param: &str, claim: &str, value: &str| {
+        let m = w.mandate(
+            MandateSpec::for_pack("newness", "emma", "emma", &["pay"]).claim(claim, json!([value])),
+        );
+        let d = decide(&gw, json!({"action": action, "args": {param: value}}), &m);
+        assert_eq!(d.decision, Outcome::Pending, "{d:#?}");
+        assert!(
+            d.origins[param].as_str().unwrap().starts_with("mandate."),
+            "{d:#?}"
+        );
+        let (op, _) = gw
+            .pending_ops()
+            .unwrap()
+            .into_iter()
+            .find(|(op, _)| Some(&op.operation_hash) == d.operation_hash.as_ref())
+            .unwrap();
+        op.new_values.contains(&param.to_string())
+    };
+    // a set registry of the owner's
+    assert!(!new_of("pay.saved", "iban", "payee", saved));
+    assert!(new_of("pay.saved", "iban", "payee", other));
+    // a keyed registry: an existing key
+    assert!(!new_of("pay.vendor", "vendor_id", "vendor", "V-1"));
+    assert!(new_of("pay.vendor", "vendor_id", "vendor", "V-2"));
+    // a global registry (`"*"`)
+    assert!(!new_of("pay.shared", "iban", "bank", saved));
+    assert!(new_of("pay.shared", "iban", "bank", other));
+}

@@ -210,26 +210,19 @@ fn base(r: &mut Run<'_>) -> Decision {
     }
 }
 
-/// Records a PENDING decision's operation for the approvers (see
-/// [`crate::gateway::pending`]), in the decision's transaction.
-fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
-    let (Some(a), Some(m), Some(op)) = (r.action, r.mandate.as_ref(), &d.operation_hash) else {
-        return Ok(());
-    };
-    // new to the owner: a value the owner's records could have vouched for
-    // (the parameter has a registry source) that only the request did (an
-    // account or currency only a mandate can give is not news)
-    let critical = |name: &str| {
-        a.table.action.param(name).is_some_and(|p| {
-            p.critical
-                && p.sources.iter().any(|s| {
-                    matches!(
-                        s,
-                        crate::ir::Source::Registry { .. } | crate::ir::Source::Lookup(_)
-                    )
-                })
-        })
-    };
+/// The critical values the approver is warned about (NEW): a value the
+/// owner's records could have vouched for (the parameter has a registry
+/// source) that only the request did, and that is in none of the owner's
+/// records for that parameter. A value the request named and the owner's
+/// registry also holds (the landlord's IBAN, named in the mandate and a
+/// saved beneficiary) is not news; neither is an account or currency only a
+/// mandate can give.
+fn new_to_owner(
+    r: &mut Run<'_>,
+    m: &Mandate,
+    a: &ActionRt,
+    d: &Decision,
+) -> Result<Vec<String>, StoreError> {
     let from_request = |o: &Value| match o {
         Value::String(s) => s.starts_with("mandate."),
         Value::Array(items) => items
@@ -237,12 +230,53 @@ fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
             .any(|i| i.as_str().is_some_and(|s| s.starts_with("mandate."))),
         _ => false,
     };
-    let new_values = d
-        .origins
-        .iter()
-        .filter(|(k, o)| critical(k) && from_request(o))
-        .map(|(k, _)| k.clone())
-        .collect();
+    // the lookups read the operation's own values (keys by parameter)
+    let saved = std::mem::replace(&mut r.resolved, d.resolved.clone());
+    let mut out = vec![];
+    for (k, o) in &d.origins {
+        let Some(p) = a.table.action.param(k) else {
+            continue;
+        };
+        let records: Vec<&crate::ir::Source> = p
+            .sources
+            .iter()
+            .filter(|s| !matches!(s, crate::ir::Source::Claim { .. }))
+            .collect();
+        if !p.critical || records.is_empty() || !from_request(o) {
+            continue;
+        }
+        let values = match d.resolved.get(k) {
+            Some(Value::Array(items)) => items.clone(),
+            Some(v) => vec![v.clone()],
+            None => vec![],
+        };
+        let mut known = true;
+        for v in &values {
+            let mut hit = false;
+            for s in &records {
+                if provenance::vouched_by(r, m, p, s, v)?.is_some() {
+                    hit = true;
+                    break;
+                }
+            }
+            known &= hit;
+        }
+        if !known {
+            out.push(k.clone());
+        }
+    }
+    r.resolved = saved;
+    Ok(out)
+}
+
+/// Records a PENDING decision's operation for the approvers (see
+/// [`crate::gateway::pending`]), in the decision's transaction.
+fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
+    // (the mandate cloned: the lookups below borrow the run)
+    let (Some(a), Some(m), Some(op)) = (r.action, r.mandate.clone(), &d.operation_hash) else {
+        return Ok(());
+    };
+    let new_values = new_to_owner(r, &m, a, d)?;
     crate::gateway::pending::record(
         r.tx,
         &crate::gateway::pending::PendingOp {

@@ -9,6 +9,7 @@ use super::{Arg, Run, StageResult};
 use crate::gateway::registry::Registries;
 use crate::gateway::{Deny, Mandate, Stage, normalize};
 use crate::ir::{Key, Lookup, Normalizer, Param, Source};
+use crate::store::StoreError;
 use serde_json::Value;
 
 pub(super) fn run(r: &mut Run<'_>) -> StageResult {
@@ -237,7 +238,6 @@ fn resolve_one(
     label: &str,
     arg: &Arg,
 ) -> Result<(Value, String), Deny> {
-    let norm = p.normalizer();
     let Some(a) = r.action else {
         return Err(Deny::new(Stage::Provenance, "no action"));
     };
@@ -295,70 +295,8 @@ fn resolve_one(
             return Err(Deny::new(Stage::Provenance, "nested value"));
         }
     };
-    // a path is vouched for by a trusted path it is, or is inside of: the
-    // value is normalised (`path`), so it names no `..` and each parent
-    // is a trusted folder it lies in
-    let inside = match (&p.ty.element(), value.as_str()) {
-        (crate::ir::Type::Path, Some(text)) => Some(normalize::path_and_parents(text)),
-        _ => None,
-    };
     for s in &sources {
-        if let Some(parents) = &inside {
-            let mut hit = false;
-            for dir in parents {
-                hit = match s {
-                    Source::Claim { claim } => m
-                        .claims
-                        .get(claim)
-                        .and_then(|c| matches(c, &Value::String(dir.clone()), norm))
-                        .is_some(),
-                    Source::Registry { registry } => {
-                        match a.pack.registries.iter().find(|x| &x.name == registry) {
-                            Some(reg) => {
-                                regs.member(r.tx, reg, dir, norm).map_err(store)?.is_some()
-                            }
-                            None => false,
-                        }
-                    }
-                    Source::Lookup(l) => lookup(r, m, &regs, l)
-                        .map_err(store)?
-                        .and_then(|field| matches(&field, &Value::String(dir.clone()), norm))
-                        .is_some(),
-                };
-                if hit {
-                    break;
-                }
-            }
-            if hit {
-                return Ok((value.clone(), s.name()));
-            }
-            continue;
-        }
-        let hit = match s {
-            Source::Claim { claim } => m.claims.get(claim).and_then(|c| matches(c, &value, norm)),
-            Source::Registry { registry } => {
-                match (
-                    a.pack.registries.iter().find(|x| &x.name == registry),
-                    value.as_str(),
-                ) {
-                    (Some(reg), Some(text)) => regs
-                        .member(r.tx, reg, text, norm)
-                        .map_err(store)?
-                        .map(Value::String),
-                    (Some(reg), None) => {
-                        let text = value.to_string();
-                        regs.member(r.tx, reg, &text, None)
-                            .map_err(store)?
-                            .map(|_| value.clone())
-                    }
-                    (None, _) => None,
-                }
-            }
-            Source::Lookup(l) => lookup(r, m, &regs, l)
-                .map_err(store)?
-                .and_then(|field| matches(&field, &value, norm)),
-        };
-        if let Some(trusted) = hit {
+        if let Some(trusted) = vouched_by(r, m, p, s, &value).map_err(store)? {
             return Ok((trusted, s.name()));
         }
     }
@@ -376,6 +314,63 @@ fn resolve_one(
         ),
     )
     .hint(p.hint.clone()))
+}
+
+/// The trusted spelling `s` vouches for `value` with, if it does: a claim
+/// or a registry member it equals under the parameter's normaliser, the
+/// field of the record a lookup reads; a path by a trusted path it is, or
+/// lies inside of (the value is normalised, so it names no `..` and each
+/// parent is a folder it lies in).
+pub(super) fn vouched_by(
+    r: &mut Run<'_>,
+    m: &Mandate,
+    p: &Param,
+    s: &Source,
+    value: &Value,
+) -> Result<Option<Value>, StoreError> {
+    if let (crate::ir::Type::Path, Some(text)) = (p.ty.element(), value.as_str()) {
+        for dir in normalize::path_and_parents(text) {
+            if vouches(r, m, p, s, &Value::String(dir))?.is_some() {
+                return Ok(Some(value.clone()));
+            }
+        }
+        return Ok(None);
+    }
+    vouches(r, m, p, s, value)
+}
+
+fn vouches(
+    r: &mut Run<'_>,
+    m: &Mandate,
+    p: &Param,
+    s: &Source,
+    value: &Value,
+) -> Result<Option<Value>, StoreError> {
+    let norm = p.normalizer();
+    let Some(a) = r.action else {
+        return Ok(None);
+    };
+    let regs = Registries {
+        world: &r.gw.world,
+        pack: &a.table.pack,
+        owner: &m.owner,
+    };
+    Ok(match s {
+        Source::Claim { claim } => m.claims.get(claim).and_then(|c| matches(c, value, norm)),
+        Source::Registry { registry } => {
+            match (
+                a.pack.registries.iter().find(|x| &x.name == registry),
+                value.as_str(),
+            ) {
+                (Some(reg), Some(text)) => regs.member(r.tx, reg, text, norm)?.map(Value::String),
+                (Some(reg), None) => regs
+                    .member(r.tx, reg, &value.to_string(), None)?
+                    .map(|_| value.clone()),
+                (None, _) => None,
+            }
+        }
+        Source::Lookup(l) => lookup(r, m, &regs, l)?.and_then(|field| matches(&field, value, norm)),
+    })
 }
 
 /// The refusal of a value under a mandate that narrows the parameter's
