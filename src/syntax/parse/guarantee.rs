@@ -7,13 +7,12 @@ use super::*;
 /// `every action with NAME: Type`) written at byte `offset` of a larger
 /// file: the MCP proxy's TOML states guarantees with it.
 pub fn parse_scope_at(text: &str, offset: usize) -> Result<GuaranteeScope, Vec<PackDiagnostic>> {
+    // `fragment` hands over the fragment's first inner pair: the scope
+    // itself (reading a scope inside it made every scope `every action`)
     fragment(text, offset, Rule::scope_fragment, |b, p| {
-        match p
-            .into_inner()
-            .find(|x| x.as_rule() == Rule::guarantee_scope)
-        {
-            Some(x) => b.guarantee_scope(x),
-            None => GuaranteeScope::Every(Span::new(offset, offset)),
+        match p.as_rule() {
+            Rule::guarantee_scope => b.guarantee_scope(p),
+            _ => GuaranteeScope::Every(Span::new(offset, offset)),
         }
     })
 }
