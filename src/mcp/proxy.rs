@@ -451,23 +451,21 @@ fn command_of(command: &str) -> std::path::PathBuf {
 }
 
 async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>, ProxyError> {
-    let (command, args, env, cwd, clear_env) = match &s.transport {
+    let (command, args, env, cwd) = match &s.transport {
         Transport::Stdio {
             command,
             args,
             env,
             cwd,
-            clear_env,
-        } => (command, args, env, cwd, clear_env),
+        } => (command, args, env, cwd),
         Transport::Http(remote) => {
             return Ok(crate::mcp::transport::connect(&s.name, remote).await?);
         }
     };
     let mut cmd = tokio::process::Command::new(command_of(command));
     cmd.args(args).current_dir(cwd);
-    if *clear_env {
-        cmd.env_clear();
-    }
+    // the server's environment is what its entry gives, nothing else
+    cmd.env_clear();
     for (k, v) in env {
         cmd.env(k, v);
     }

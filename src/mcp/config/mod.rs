@@ -13,6 +13,7 @@
 
 pub mod declared;
 mod diag;
+pub mod environ;
 mod file;
 mod load;
 mod lower;
@@ -66,13 +67,12 @@ pub enum Transport {
     Stdio {
         command: String,
         args: Vec<String>,
+        /// The server's whole environment (`environ.rs`): the base
+        /// variables the proxy's environment sets, those `env_pass`
+        /// forwards and `env`; nothing else of the proxy's.
         env: Vec<(String, String)>,
         /// Working directory (default: the config's folder).
         cwd: PathBuf,
-        /// `env_pass` was given: the server's environment is only `env`
-        /// (which holds the passed variables), nothing else of the
-        /// proxy's. Otherwise it inherits the proxy's environment.
-        clear_env: bool,
     },
     /// A remote server over Streamable HTTP (`url = "https://..."`):
     /// [`Remote`], checked when the config is loaded.

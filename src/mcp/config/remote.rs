@@ -73,6 +73,18 @@ pub(super) fn remote(
                 }
             }
         }
+        (None, Some(var)) if super::environ::BASE.contains(&var.get_ref().as_str()) => {
+            errs.push(ConfigError::ServerToken {
+                server: name.into(),
+                message: format!(
+                    "`token_env` names `{}`, which every stdio server is given",
+                    var.get_ref()
+                ),
+                span: sp(var),
+                help: Some("hold the token in a variable of its own (`CRM_MCP_TOKEN`)".into()),
+            });
+            None
+        }
         (None, Some(var)) => match std::env::var(var.get_ref()) {
             Ok(text) => match token_of(&text) {
                 Ok(t) => Some(t),
