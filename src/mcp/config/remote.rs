@@ -315,6 +315,23 @@ mod tests {
         assert_eq!(errs.len(), 1, "{errs:?}");
     }
 
+    /// A base variable, which every stdio server is given, is no place
+    /// for a token (issue #39, finding 2).
+    #[test]
+    fn a_token_env_naming_a_base_variable_is_refused() {
+        let sf: super::ServerFile = toml::from_str(
+            "name = \"bank\"\nurl = \"https://mcp.example.com/mcp\"\ntoken_env = \"HOME\"\n",
+        )
+        .unwrap();
+        let url = sf.url.clone().unwrap();
+        let errs = super::remote(std::path::Path::new("."), "bank", &sf, &url).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].to_string().contains("every stdio server is given"),
+            "{errs:?}"
+        );
+    }
+
     #[test]
     fn only_https_or_loopback_http() {
         for ok in [
