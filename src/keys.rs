@@ -305,6 +305,23 @@ pub fn load_public(path: &Path) -> Result<PublicKey, KeyError> {
     PublicKey::load(path)
 }
 
+/// The permission bits (`mode & 0o077`) with which users other than its
+/// owner may read or change a secret file (a bearer token), if any: such
+/// a file is not a secret any more. `None` too when the file's mode
+/// cannot be read (its reader says why it cannot read it).
+#[cfg(unix)]
+pub fn open_to_others(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then_some(mode)
+}
+
+/// Permission bits are Unix's: nothing to check elsewhere.
+#[cfg(not(unix))]
+pub fn open_to_others(_: &Path) -> Option<u32> {
+    None
+}
+
 fn with_suffix(name: &Path, suffix: &str) -> PathBuf {
     let mut s = name.as_os_str().to_os_string();
     s.push(suffix);

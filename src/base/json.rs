@@ -197,10 +197,15 @@ impl<'de> de::DeserializeSeed<'de> for Strict {
 /// characters. A reason the agent reads, or a person reads in a log, never
 /// carries an invisible character or a line break of the attacker's.
 pub fn echo(s: &str) -> String {
-    const MAX: usize = 80;
-    let mut out = String::with_capacity(s.len().min(4 * MAX));
+    echo_within(s, 80)
+}
+
+/// [`echo`], cut at `max` characters instead of 80 (a downstream server's
+/// error text, `crate::mcp::transport::said`).
+pub fn echo_within(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(4 * max));
     for (i, c) in s.chars().enumerate() {
-        if i == MAX {
+        if i == max {
             out.push('\u{2026}');
             break;
         }

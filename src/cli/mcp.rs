@@ -89,8 +89,14 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
                 c.store_path.display().to_string(),
             )
         });
+        let environment = checked.as_ref().map(|c| environment(&c.servers));
         let written = match args.format {
-            Format::Human => human(&report, &args.config, summary, out),
+            Format::Human => {
+                // which variables each server will see: with `--servers`,
+                // where the servers were started with them
+                let shown = environment.as_ref().filter(|_| args.servers);
+                human(&report, &args.config, summary, shown, out)
+            }
             Format::Json => {
                 let doc = json!({
                     "ok": !report.has_errors(),
@@ -98,6 +104,8 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
                     "errors": report.errors(),
                     "warnings": report.warnings(),
                     "servers": checked.as_ref().map(|c| c.servers.iter().map(|s| s.name.clone()).collect::<Vec<_>>()),
+                    // each stdio server's variables, by name (never a value)
+                    "environment": environment,
                     "tools": checked.as_ref().map(|c| c.tools.iter().map(|t| json!({
                         "server": t.server,
                         "tool": t.tool,
@@ -179,14 +187,38 @@ fn listen_config(
     })
 }
 
+/// The names of the variables each stdio server is started with, sorted
+/// (never a value).
+#[cfg(feature = "mcp")]
+fn environment(servers: &[crate::mcp::config::ServerConfig]) -> Environment {
+    servers
+        .iter()
+        .filter_map(|s| match &s.transport {
+            crate::mcp::config::Transport::Stdio { env, .. } => {
+                let mut names: Vec<String> = env.iter().map(|(k, _)| k.clone()).collect();
+                names.sort_unstable();
+                Some((s.name.clone(), names))
+            }
+            crate::mcp::config::Transport::Http(_) => None,
+        })
+        .collect()
+}
+
+#[cfg(feature = "mcp")]
+type Environment = std::collections::BTreeMap<String, Vec<String>>;
+
 #[cfg(feature = "mcp")]
 fn human(
     report: &ConfigReport,
     config: &std::path::Path,
     summary: Option<(usize, usize, usize, String)>,
+    environment: Option<&Environment>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     write!(out, "{}", report.render_human(super::use_color()))?;
+    for (server, names) in environment.into_iter().flatten() {
+        writeln!(out, "env   {server}: {}", names.join(" "))?;
+    }
     match summary {
         Some((servers, tools, actions, store)) => writeln!(
             out,

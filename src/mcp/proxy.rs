@@ -32,6 +32,7 @@ use crate::gateway::secret::SecretValues;
 use crate::gateway::{Decision, Gateway, Input, Outcome, ReceiptRef};
 use crate::mcp::config::declared::DeclaredTool;
 use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
+use crate::mcp::transport::said;
 use crate::mcp::{intent, session};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
@@ -392,6 +393,20 @@ struct Downstream {
     running: tokio::sync::RwLock<Arc<RunningService<RoleClient, ()>>>,
 }
 
+impl Downstream {
+    /// The secrets a message withholds from the server's text: the token
+    /// the config gave, and the one its `token_file` holds now.
+    fn tokens(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.config.tokens().iter().map(|t| t.to_string()).collect();
+        if let Transport::Http(r) = &self.config.transport
+            && let Some(Ok(now)) = r.token_now()
+        {
+            out.push(now.expose().to_string());
+        }
+        out
+    }
+}
+
 /// The proxy: an rmcp [`ServerHandler`].
 #[derive(Clone)]
 pub struct Proxy {
@@ -436,23 +451,21 @@ fn command_of(command: &str) -> std::path::PathBuf {
 }
 
 async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>, ProxyError> {
-    let (command, args, env, cwd, clear_env) = match &s.transport {
+    let (command, args, env, cwd) = match &s.transport {
         Transport::Stdio {
             command,
             args,
             env,
             cwd,
-            clear_env,
-        } => (command, args, env, cwd, clear_env),
+        } => (command, args, env, cwd),
         Transport::Http(remote) => {
             return Ok(crate::mcp::transport::connect(&s.name, remote).await?);
         }
     };
     let mut cmd = tokio::process::Command::new(command_of(command));
     cmd.args(args).current_dir(cwd);
-    if *clear_env {
-        cmd.env_clear();
-    }
+    // the server's environment is what its entry gives, nothing else
+    cmd.env_clear();
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -467,7 +480,7 @@ async fn start_server(s: &ServerConfig) -> Result<RunningService<RoleClient, ()>
         .await
         .map_err(|e| ProxyError::Handshake {
             server: s.name.clone(),
-            reason: e.to_string(),
+            reason: said::describe::<&str>(&e, &[]).text,
         })
 }
 
@@ -500,7 +513,7 @@ pub fn declarations(
                 .await
                 .map_err(|e| ProxyError::Handshake {
                     server: s.name.clone(),
-                    reason: e.to_string(),
+                    reason: said::describe(&e, &s.tokens()).text,
                 })?;
             let _ = client.cancel().await;
             out.insert(s.name.clone(), tools.iter().map(declared_tool).collect());
@@ -562,7 +575,7 @@ impl Proxy {
                 .await
                 .map_err(|e| ProxyError::Handshake {
                     server: s.name.clone(),
-                    reason: e.to_string(),
+                    reason: said::describe(&e, &s.tokens()).text,
                 })?;
             offered.insert(s.name.clone(), tools);
             clients.insert(
@@ -1052,20 +1065,33 @@ impl Proxy {
         if !current.peer().is_transport_closed() {
             return Ok(current);
         }
+        self.restart(server, d, &current).await.map_err(|e| {
+            format!("the downstream server `{server}` stopped and {e}; restart `ipc mcp`")
+        })
+    }
+
+    /// Starts (or connects to) `server` again in place of `stale`, once
+    /// for all the calls that found it so; a remote's `token_file` is read
+    /// again as it connects. `Err`: what failed, in words.
+    async fn restart(
+        &self,
+        server: &str,
+        d: &Downstream,
+        stale: &Arc<RunningService<RoleClient, ()>>,
+    ) -> Result<Arc<RunningService<RoleClient, ()>>, String> {
         let mut slot = d.running.write().await;
-        if !slot.peer().is_transport_closed() {
+        if !Arc::ptr_eq(&slot, stale) && !slot.peer().is_transport_closed() {
             return Ok(slot.clone());
         }
-        let fresh = start_server(&d.config).await.map_err(|e| {
-            format!(
-                "the downstream server `{server}` stopped and could not be started again ({e}); restart `ipc mcp`"
-            )
-        })?;
+        let fresh = start_server(&d.config)
+            .await
+            .map_err(|e| format!("could not be started again ({e})"))?;
         // what the server declares now: a tool declared otherwise than
         // when the config was checked against it is refused from now on
         let now = fresh.list_all_tools().await.map_err(|e| {
             format!(
-                "the downstream server `{server}` was started again but does not list its tools ({e}); restart `ipc mcp`"
+                "was started again but does not list its tools ({})",
+                said::describe(&e, &d.tokens()).text
             )
         })?;
         let now: Vec<DeclaredTool> = now.iter().map(declared_tool).collect();
@@ -1085,7 +1111,11 @@ impl Proxy {
         Ok(slot.clone())
     }
 
-    /// Calls a downstream tool; an MCP error or a dead server is `Err`.
+    /// Calls a downstream tool; an MCP error or a dead server is `Err`. A
+    /// remote server with a `token_file` that refuses the token (HTTP 401
+    /// or 403, the token was rotated) is connected to again with the
+    /// file's token and sent the same call once more: it refused the
+    /// first, so it executed nothing.
     async fn forward(
         &self,
         config: &ToolConfig,
@@ -1093,18 +1123,64 @@ impl Proxy {
     ) -> Result<CallToolResult, String> {
         let client = self.client(&config.server).await?;
         let params = CallToolRequestParams::new(config.tool.clone()).with_arguments(args);
+        let failed = match self.call(config, &client, params.clone()).await {
+            Ok(r) => return Ok(r),
+            Err(failed) => failed,
+        };
+        let Some(d) = self.inner.clients.get(&config.server) else {
+            return Err(failed.text);
+        };
+        if !(failed.refused && d.config.token_file().is_some()) {
+            return Err(failed.text);
+        }
+        let client = self
+            .restart(&config.server, d, &client)
+            .await
+            .map_err(|e| {
+                format!(
+                    "{}; connected to again with the token file's token, it {e}",
+                    failed.text
+                )
+            })?;
+        self.call(config, &client, params)
+            .await
+            .map_err(|again| again.text)
+    }
+
+    /// One `tools/call`; its failure in words (`said::describe`).
+    async fn call(
+        &self,
+        config: &ToolConfig,
+        client: &RunningService<RoleClient, ()>,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResult, said::Described> {
+        let tokens = self
+            .inner
+            .clients
+            .get(&config.server)
+            .map(Downstream::tokens)
+            .unwrap_or_default();
+        let (server, tool) = (&config.server, &config.tool);
         match tokio::time::timeout(DOWNSTREAM_TIMEOUT, client.call_tool(params)).await {
             Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(format!(
-                "the downstream server `{}` failed on `{}`: {e}",
-                config.server, config.tool
-            )),
-            Err(_) => Err(format!(
-                "the downstream server `{}` did not answer `{}` within {} s",
-                config.server,
-                config.tool,
-                DOWNSTREAM_TIMEOUT.as_secs()
-            )),
+            Ok(Err(e)) => {
+                let said = said::describe(&e, &tokens);
+                Err(said::Described {
+                    text: format!(
+                        "the downstream server `{server}` failed on `{tool}`: {}",
+                        said.text
+                    ),
+                    ..said
+                })
+            }
+            Err(_) => Err(said::Described {
+                text: format!(
+                    "the downstream server `{server}` did not answer `{tool}` within {} s",
+                    DOWNSTREAM_TIMEOUT.as_secs()
+                ),
+                refused: false,
+                tls: None,
+            }),
         }
     }
 }

@@ -139,7 +139,6 @@ pub fn demo_server(ipc: &Path, state: &Path, extra: &[&str], cwd: &Path) -> Serv
             args,
             env: vec![],
             cwd: cwd.to_path_buf(),
-            clear_env: false,
         },
     }
 }

@@ -152,15 +152,11 @@ impl TokenFile {
     pub(crate) fn open(path: &Path) -> Result<TokenFile, ServeError> {
         let st = stamp(path);
         let d = read_tokens(path)?;
-        if let Ok(m) = std::fs::metadata(path) {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = m.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                eprintln!(
-                    "warning: other users can read the token file `{}` (mode {mode:o}): `chmod 600` it",
-                    path.display()
-                );
-            }
+        if let Some(mode) = crate::keys::open_to_others(path) {
+            eprintln!(
+                "warning: other users can read the token file `{}` (mode {mode:o}): `chmod 600` it",
+                path.display()
+            );
         }
         Ok(TokenFile {
             path: path.to_path_buf(),

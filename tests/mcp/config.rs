@@ -994,4 +994,56 @@ fn a_path_through_a_link_out_of_the_trusted_folder_is_refused() {
         call.arguments["path"],
         json!(ws.join("notes/a.md").display().to_string())
     );
+
+/// Issue #39, findings 2 and 9: a remote server's `token_file` that other
+/// users can read or change is refused (its token is not the proxy's
+/// alone); readable by its owner only, it loads.
+#[test]
+fn a_token_file_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let fixtures = root().join("tests/fixtures/mcp");
+    let text = std::fs::read_to_string(fixtures.join("ok__remote.toml"))
+        .unwrap()
+        .replace("\"../../../", &format!("\"{}/", root().display()))
+        .replace(
+            "\"remote-ca.pem\"",
+            &format!(
+                "\"{}/remote-ca.pem\"\ntoken_file = \"token\"",
+                fixtures.display()
+            ),
+        );
+    let cfg = d.path().join("intentplane.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let token = d.path().join("token");
+    std::fs::write(&token, "tok-0123456789abcdef\n").unwrap();
+    for (mode, loads) in [
+        (0o600, true),
+        (0o400, true),
+        (0o644, false),
+        (0o640, false),
+        (0o604, false),
+        (0o620, false),
+    ] {
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (report, checked) = check(&cfg);
+        if loads {
+            assert!(!report.has_errors(), "{mode:o}: {report}");
+            assert!(checked.is_some());
+            continue;
+        }
+        let codes: Vec<String> = report.items.iter().map(|r| r.code()).collect();
+        assert_eq!(codes, ["ipc::mcp::server_token"], "{mode:o}: {report}");
+        // words, not lines: miette wraps by the terminal's width
+        let shown = report.to_string();
+        let shown: Vec<&str> = shown.split_whitespace().filter(|w| *w != "│").collect();
+        let shown = shown.join(" ");
+        for words in [
+            "other users can read",
+            &format!("mode {mode:o}"),
+            "chmod 600",
+        ] {
+            assert!(shown.contains(words), "{mode:o}: {words:?} in {shown}");
+        }
+    }
 }

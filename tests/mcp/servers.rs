@@ -335,6 +335,22 @@ async fn a_restarted_server_whose_declaration_changed_has_the_tool_refused() {
 /// that writes `env` to a file, then runs the demo server; `ipc mcp --check
 /// --servers` runs in an environment of the test's own (`vars`).
 fn server_env(dir: &Path, lines: &str, vars: &[(&str, &str)]) -> Vec<(String, String)> {
+    let (out, env) = started_env(dir, lines, vars);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    env
+}
+
+/// [`server_env`], whether or not the check passes (a server after the
+/// demo one may not be there), with the command's output.
+fn started_env(
+    dir: &Path,
+    lines: &str,
+    vars: &[(&str, &str)],
+) -> (std::process::Output, Vec<(String, String)>) {
     let dump = dir.join("env.txt");
     let server = format!(
         "command = \"/bin/sh\"\nargs = [\"-c\", \"env > '{}'; exec '{IPC}' demo mcp-server\"]\n{lines}",
@@ -350,17 +366,96 @@ fn server_env(dir: &Path, lines: &str, vars: &[(&str, &str)]) -> Vec<(String, St
         .envs(vars.iter().copied())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    std::fs::read_to_string(&dump)
-        .unwrap()
+    let env = std::fs::read_to_string(&dump)
+        .unwrap_or_default()
         .lines()
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+        .collect();
+    (out, env)
+}
+
+/// Issue #39, finding 2: a stdio server gets what its own entry asks for
+/// and the base variables, nothing else of the proxy's environment: never
+/// a remote server's `token_env`, nor a variable another server's
+/// `${VAR}` reads, whatever its `env_pass` says (that is refused at the
+/// line).
+#[test]
+fn a_stdio_server_gets_no_secret_of_another_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let vars = [
+        ("IPC_TEST_CRM_TOKEN", "crm-secret-0123456789"),
+        ("IPC_TEST_GH_TOKEN", "gh-secret-0123456789"),
+        ("IPC_TEST_UNNAMED", "anything"),
+        ("HOME", "/home/emma"),
+        ("LANG", "C.UTF-8"),
+    ];
+    let others = "\n[[servers]]\nname = \"crm\"\nurl = \"http://127.0.0.1:9/mcp\"\ntoken_env = \"IPC_TEST_CRM_TOKEN\"\n\n[[servers]]\nname = \"git\"\ncommand = \"/bin/true\"\nenv = { GH = \"${IPC_TEST_GH_TOKEN}\" }\n";
+    // the demo server asks for nothing: it gets the base, nothing more
+    let (_, env) = started_env(
+        dir.path(),
+        &format!("env = {{ OWN = \"x\" }}\n{others}"),
+        &vars,
+    );
+    let mut names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+    names.sort_unstable();
+    // (`PWD`, `SHLVL`, `_`: what the shell sets itself)
+    names.retain(|n| !["PWD", "SHLVL", "_"].contains(n));
+    assert_eq!(names, ["HOME", "LANG", "OWN", "PATH"], "{env:?}");
+    for (_, v) in &env {
+        assert!(!v.contains("secret"), "{env:?}");
+    }
+    // `env_pass` of another server's secret is refused at its line
+    for var in ["IPC_TEST_CRM_TOKEN", "IPC_TEST_GH_TOKEN"] {
+        let lines = format!("env_pass = [\"PATH\", \"{var}\"]\n{others}");
+        let cfg = config(
+            dir.path(),
+            &format!("{}\n{lines}", demo_server()),
+            SEND_MONEY,
+        );
+        let (code, doc) = check_json(&cfg, false);
+        assert_eq!(code, 1, "{var}: {doc:#}");
+        let d = with_code(&doc, "ipc::mcp::env_secret");
+        assert_eq!(d.len(), 1, "{var}: {doc:#}");
+        assert_eq!(d[0]["labels"][0]["line"], line_of(&cfg, "env_pass"));
+    }
+    // its own `${VAR}` may read one: then it is this server's too
+    let lines = format!(
+        "env = {{ MINE = \"${{IPC_TEST_GH_TOKEN}}\" }}\nenv_pass = [\"IPC_TEST_GH_TOKEN\"]\n{others}"
+    );
+    let (_, env) = started_env(dir.path(), &lines, &vars);
+    assert!(
+        env.contains(&("MINE".into(), "gh-secret-0123456789".into())),
+        "{env:?}"
+    );
+    // `--check` names (never shows) what each server will see
+    let cfg = config(
+        dir.path(),
+        &format!("{}\nenv = {{ OWN = \"v4lue\" }}", demo_server()),
+        SEND_MONEY,
+    );
+    let (code, doc) = check_json(&cfg, false);
+    assert_eq!(code, 0, "{doc:#}");
+    let seen = doc["environment"]["demo"].as_array().unwrap();
+    assert!(
+        seen.contains(&json!("OWN")) && seen.contains(&json!("PATH")),
+        "{doc:#}"
+    );
+    let out = Command::new(IPC)
+        .args(["mcp", "--config"])
+        .arg(&cfg)
+        .args(["--check", "--servers"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("env   demo: "))
+        .unwrap_or_default();
+    assert!(
+        line.split(' ').any(|w| w == "OWN") && !stdout.contains("v4lue"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -383,11 +478,12 @@ fn a_servers_env_expands_variables_forwards_named_ones_and_resolves_paths() {
     );
     // with `env_pass`, nothing else of the proxy's environment
     assert_eq!(get("IPC_TEST_SERVERS_OTHER"), None, "{env:?}");
-    // without it, the server inherits the proxy's environment
+    // without it, nothing of the proxy's environment either (issue #39,
+    // finding 2): the base variables alone
     let env = server_env(dir.path(), "", &vars);
     assert!(
-        env.iter()
-            .any(|(k, v)| k == "IPC_TEST_SERVERS_OTHER" && v == "not passed")
+        !env.iter().any(|(k, _)| k == "IPC_TEST_SERVERS_OTHER"),
+        "{env:?}"
     );
     // an unset variable is an error at its value's line, never ""
     for (bad, var) in [

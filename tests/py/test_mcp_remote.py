@@ -61,6 +61,13 @@ scale = 100
 """
 
 
+def write_token(path, text):
+    """A `token_file` as the proxy takes it: readable by its owner only
+    (one others can read is refused)."""
+    path.write_text(text)
+    os.chmod(path, 0o600)
+
+
 def write_config(tmp: pathlib.Path, server: str, tools: str = TOOLS) -> pathlib.Path:
     (tmp / "approvals").mkdir(exist_ok=True)
     text = f"""
@@ -197,7 +204,7 @@ def ipc(*args, env=None):
 
 
 def test_an_http_downstream_with_a_bearer_token(tmp_path, remote):
-    (tmp_path / "token").write_text(TOKEN + "\n")
+    write_token(tmp_path / "token", TOKEN + "\n")
     cfg = write_config(tmp_path, http_server(f"http://127.0.0.1:{remote.port}/mcp", 'token_file = "token"'))
     user = User("accept")
 
@@ -242,7 +249,7 @@ def test_no_token_and_an_unreachable_server_stop_the_proxy(tmp_path, remote):
     cfg = write_config(tmp_path, http_server(f"http://127.0.0.1:{remote.port}/mcp"))
     r = ipc("mcp", "--config", str(cfg))
     assert r.returncode == 1 and "ipc::mcp::unauthorized" in r.stderr, r
-    (tmp_path / "token").write_text(TOKEN)
+    write_token(tmp_path / "token", TOKEN)
     remote.stop()
     cfg = write_config(tmp_path, http_server(f"http://127.0.0.1:{remote.port}/mcp", 'token_file = "token"'))
     r = ipc("mcp", "--config", str(cfg))
@@ -251,7 +258,7 @@ def test_no_token_and_an_unreachable_server_stop_the_proxy(tmp_path, remote):
 
 
 def test_the_declared_schema_check_reads_an_http_downstream(tmp_path, remote):
-    (tmp_path / "token").write_text(TOKEN)
+    write_token(tmp_path / "token", TOKEN)
     tools = TOOLS.replace('arg = "recipient"', 'arg = "recipent"')
     cfg = write_config(tmp_path, http_server(f"http://127.0.0.1:{remote.port}/mcp", 'token_file = "token"'), tools)
     r = ipc("mcp", "--config", str(cfg), "--check", "--servers", "--format", "json")
@@ -267,7 +274,7 @@ def test_tls_with_a_private_authority(tmp_path):
     tls = authority(tmp_path)
     remote = Remote(tmp_path, tls)
     try:
-        (tmp_path / "token").write_text(TOKEN)
+        write_token(tmp_path / "token", TOKEN)
         url = f"https://localhost:{remote.port}/mcp"
         # the authority that signed the server's certificate: accepted
         cfg = write_config(tmp_path, http_server(url, 'token_file = "token"\nca_file = "tls/ca.pem"'))
@@ -291,7 +298,7 @@ def test_tls_with_a_private_authority(tmp_path):
 
 
 def test_plain_http_only_to_loopback(tmp_path):
-    (tmp_path / "token").write_text(TOKEN)
+    write_token(tmp_path / "token", TOKEN)
     cfg = write_config(tmp_path, http_server("http://mcp.example.com/mcp", 'token_file = "token"'))
     r = ipc("mcp", "--config", str(cfg), "--check")
     assert r.returncode == 1 and "ipc::mcp::server_url" in r.stdout, r

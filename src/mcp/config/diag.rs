@@ -298,6 +298,26 @@ pub enum ConfigError {
         help: Option<String>,
     },
 
+    /// `env_pass` names a variable that is another server's secret: the
+    /// variable a remote server's `token_env` names, or one a `${VAR}` in
+    /// another server's `env`, `args` or `cwd` reads. A stdio server is
+    /// never given another server's secret, whatever its `env_pass` says
+    /// (docs/decisions/mcp-server-environment.md).
+    #[error("server `{server}`: `env_pass` forwards `{var}`, a secret of the server `{owner}`")]
+    #[diagnostic(
+        code(ipc::mcp::env_secret),
+        help(
+            "remove `{var}` from `env_pass`; if this server must have it, name it in its own `env` (`NAME = \"${{{var}}}\"`)"
+        )
+    )]
+    EnvSecret {
+        server: String,
+        var: String,
+        owner: String,
+        #[label("another server's")]
+        span: SourceSpan,
+    },
+
     /// A remote server's `url` the proxy does not connect to: not a URL,
     /// not `https://` (plain `http://` is only for a loopback address,
     /// where nothing crosses a network), or with a user or password in it
@@ -314,8 +334,10 @@ pub enum ConfigError {
     },
 
     /// A remote server's bearer token cannot be had: its `token_file` is
-    /// missing, unreadable, empty or holds what a header cannot carry, or
-    /// both `token_file` and `token_env` are given. The proxy does not
+    /// missing, unreadable, readable or writable by other users (mode
+    /// `0600` is the rule), empty or holds what a header cannot carry;
+    /// `token_env` names a variable every stdio server is given; or both
+    /// `token_file` and `token_env` are given. The proxy does not
     /// start without it (never a call without the token the config asks
     /// for).
     #[error("server `{server}`: {message}")]

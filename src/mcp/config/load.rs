@@ -157,6 +157,12 @@ pub(super) fn expand_env(
     Ok(out)
 }
 
+/// `key` set to `value` in an environment, in place of any value before.
+fn set(env: &mut Vec<(String, String)>, key: &str, value: String) {
+    env.retain(|(k, _)| k != key);
+    env.push((key.to_string(), value));
+}
+
 /// A TOML value as JSON (dates as their text).
 fn to_json(v: &toml::Value) -> Value {
     match v {
@@ -473,6 +479,7 @@ impl Loader {
     }
 
     fn servers(&mut self, cfg: &ConfigFile) -> Vec<ServerConfig> {
+        let named = super::environ::Named::of(cfg);
         let mut out = vec![];
         let mut seen: HashMap<String, Span> = HashMap::new();
         for s in &cfg.servers {
@@ -541,12 +548,11 @@ impl Loader {
                             command
                         },
                         args,
-                        env: match self.server_env(&name, sf) {
+                        env: match self.server_env(&name, sf, &named) {
                             Some(e) => e,
                             None => continue,
                         },
                         cwd,
-                        clear_env: !sf.env_pass.is_empty(),
                     }
                 }
                 (None, Some(u)) => {
@@ -593,24 +599,38 @@ impl Loader {
         out
     }
 
-    /// A server's environment: `env_pass` forwarded from the proxy's, then
-    /// `env` expanded ([`Self::expand`]) and a value that
-    /// starts with `./` or `../` resolved against the config's folder. An
-    /// unset variable is an error here, never an empty string.
+    /// A server's whole environment (`environ.rs`): the base variables
+    /// the proxy's environment sets, then `env_pass` forwarded from it (a
+    /// variable another server names is refused), then `env` expanded
+    /// ([`Self::expand`]) and a value that starts with `./` or `../`
+    /// resolved against the config's folder. An unset variable is an
+    /// error here, never an empty string.
     fn server_env(
         &mut self,
         server: &str,
         sf: &super::file::ServerFile,
+        named: &super::environ::Named,
     ) -> Option<Vec<(String, String)>> {
-        let mut out = vec![];
+        let mut out = super::environ::base();
         let mut ok = true;
         for var in &sf.env_pass {
-            match std::env::var(var.get_ref()) {
-                Ok(v) => out.push((var.get_ref().clone(), v)),
+            let name = var.get_ref();
+            if let Some(owner) = named.owner_for(name, server) {
+                self.err(ConfigError::EnvSecret {
+                    server: server.to_string(),
+                    var: name.clone(),
+                    owner: owner.to_string(),
+                    span: sp(var.span()),
+                });
+                ok = false;
+                continue;
+            }
+            match std::env::var(name) {
+                Ok(v) => set(&mut out, name, v),
                 Err(_) => {
                     self.err(ConfigError::Env {
                         server: server.to_string(),
-                        var: var.get_ref().clone(),
+                        var: name.clone(),
                         span: sp(var.span()),
                         help: Some(
                             "`env_pass` forwards variables the proxy is started with: set it, or remove it from the list".into(),
@@ -628,8 +648,7 @@ impl Loader {
                     } else {
                         value
                     };
-                    out.retain(|(x, _)| x != k);
-                    out.push((k.clone(), value));
+                    set(&mut out, k, value);
                 }
                 None => ok = false,
             }

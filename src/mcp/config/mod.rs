@@ -13,6 +13,7 @@
 
 pub mod declared;
 mod diag;
+pub mod environ;
 mod file;
 mod load;
 mod lower;
@@ -39,6 +40,26 @@ pub struct ServerConfig {
     pub transport: Transport,
 }
 
+impl ServerConfig {
+    /// The secrets the proxy sends this server (a remote's bearer token),
+    /// withheld from any text of the server's a message quotes
+    /// (`crate::mcp::transport::said`).
+    pub fn tokens(&self) -> Vec<&str> {
+        match &self.transport {
+            Transport::Http(r) => r.token.iter().map(Bearer::expose).collect(),
+            Transport::Stdio { .. } => vec![],
+        }
+    }
+
+    /// A remote's `token_file` (read again at every connection).
+    pub fn token_file(&self) -> Option<&std::path::Path> {
+        match &self.transport {
+            Transport::Http(r) => r.token_file.as_deref(),
+            Transport::Stdio { .. } => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Transport {
     /// A child process speaking MCP on stdio. `command` is resolved
@@ -46,13 +67,12 @@ pub enum Transport {
     Stdio {
         command: String,
         args: Vec<String>,
+        /// The server's whole environment (`environ.rs`): the base
+        /// variables the proxy's environment sets, those `env_pass`
+        /// forwards and `env`; nothing else of the proxy's.
         env: Vec<(String, String)>,
         /// Working directory (default: the config's folder).
         cwd: PathBuf,
-        /// `env_pass` was given: the server's environment is only `env`
-        /// (which holds the passed variables), nothing else of the
-        /// proxy's. Otherwise it inherits the proxy's environment.
-        clear_env: bool,
     },
     /// A remote server over Streamable HTTP (`url = "https://..."`):
     /// [`Remote`], checked when the config is loaded.
@@ -69,6 +89,10 @@ pub struct Remote {
     pub url: String,
     /// Sent as `Authorization: Bearer TOKEN` on every request.
     pub token: Option<Bearer>,
+    /// `token_file`, where `token` was read from: read again when the
+    /// server refuses the token (a rotated token is taken without a
+    /// restart). `None`: `token_env`, or no token.
+    pub token_file: Option<PathBuf>,
     /// `ca_file`: the certificates (DER) of the private authority the
     /// server's certificate must be signed by, instead of the webpki
     /// roots. `None`: the webpki roots (Mozilla's).

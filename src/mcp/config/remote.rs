@@ -60,31 +60,44 @@ pub(super) fn remote(
         }
         (Some(f), None) => {
             let path = dir.join(f.get_ref());
-            match std::fs::read_to_string(&path) {
-                Ok(text) => token_of(name, &text, f, &mut errs, || {
-                    format!("the token file `{}`", path.display())
-                }),
-                Err(e) => {
+            match read_token_file(&path) {
+                Ok(t) => Some(t),
+                Err((message, help)) => {
                     errs.push(ConfigError::ServerToken {
                         server: name.into(),
-                        message: format!(
-                            "cannot read the token file `{}`: {}",
-                            path.display(),
-                            e.to_string().to_lowercase()
-                        ),
+                        message,
                         span: sp(f),
-                        help: Some(
-                            "write the server's bearer token to this file (relative to the config), readable by you only".into(),
-                        ),
+                        help: Some(help.into()),
                     });
                     None
                 }
             }
         }
+        (None, Some(var)) if super::environ::BASE.contains(&var.get_ref().as_str()) => {
+            errs.push(ConfigError::ServerToken {
+                server: name.into(),
+                message: format!(
+                    "`token_env` names `{}`, which every stdio server is given",
+                    var.get_ref()
+                ),
+                span: sp(var),
+                help: Some("hold the token in a variable of its own (`CRM_MCP_TOKEN`)".into()),
+            });
+            None
+        }
         (None, Some(var)) => match std::env::var(var.get_ref()) {
-            Ok(text) => token_of(name, &text, var, &mut errs, || {
-                format!("the variable `{}`", var.get_ref())
-            }),
+            Ok(text) => match token_of(&text) {
+                Ok(t) => Some(t),
+                Err(p) => {
+                    errs.push(ConfigError::ServerToken {
+                        server: name.into(),
+                        message: format!("the variable `{}` {p}", var.get_ref()),
+                        span: sp(var),
+                        help: Some(TOKEN_HELP.into()),
+                    });
+                    None
+                }
+            },
             Err(_) => {
                 errs.push(ConfigError::Env {
                     server: name.into(),
@@ -132,43 +145,69 @@ pub(super) fn remote(
     Ok(Remote {
         url: url.get_ref().clone(),
         token,
+        token_file: sf
+            .token_file
+            .as_ref()
+            .map(|f| std::path::absolute(dir.join(f.get_ref())).unwrap_or(dir.join(f.get_ref()))),
         ca,
     })
 }
 
+impl Remote {
+    /// The token `token_file` holds now (`None` without a `token_file`):
+    /// read at every connection, so that a token rotated in the file is
+    /// taken without a restart. `Err` says in words why it cannot be used.
+    pub fn token_now(&self) -> Option<Result<Bearer, String>> {
+        let path = self.token_file.as_ref()?;
+        Some(read_token_file(path).map_err(|(message, _)| message))
+    }
+}
+
+const TOKEN_HELP: &str =
+    "it holds the server's bearer token alone, sent as `Authorization: Bearer TOKEN`";
+
+/// The token a `token_file` holds, read now (at load, and again when the
+/// server refuses the one read before); else why not, and a help. A file
+/// other users may read or change is refused, as its token is not the
+/// proxy's alone.
+pub(crate) fn read_token_file(path: &Path) -> Result<Bearer, (String, &'static str)> {
+    let shown = path.display();
+    if let Some(mode) = crate::keys::open_to_others(path) {
+        return Err((
+            format!("other users can read or change the token file `{shown}` (mode {mode:o})"),
+            "`chmod 600` it: the token file must be readable and writable by the proxy's user only",
+        ));
+    }
+    let mut text = String::new();
+    let read = std::fs::File::open(path).and_then(|f| {
+        use std::io::Read;
+        // bounded: a file much longer than a token is not one
+        f.take(8 * MAX_TOKEN as u64).read_to_string(&mut text)
+    });
+    if let Err(e) = read {
+        return Err((
+            format!(
+                "cannot read the token file `{shown}`: {}",
+                e.to_string().to_lowercase()
+            ),
+            "write the server's bearer token to this file (relative to the config), readable by you only (`chmod 600`)",
+        ));
+    }
+    token_of(&text).map_err(|p| (format!("the token file `{shown}` {p}"), TOKEN_HELP))
+}
+
 /// A token as a file or variable holds it: surrounding whitespace (the
 /// file's last newline) dropped; it must be there and fit in a header.
-fn token_of<T>(
-    name: &str,
-    text: &str,
-    at: &S<T>,
-    errs: &mut Vec<ConfigError>,
-    what: impl Fn() -> String,
-) -> Option<Bearer> {
+fn token_of(text: &str) -> Result<Bearer, &'static str> {
     let t = text.trim();
-    let problem = if t.is_empty() {
-        Some("is empty")
+    if t.is_empty() {
+        Err("is empty")
     } else if t.len() > MAX_TOKEN {
-        Some("holds more than 8 KiB")
+        Err("holds more than 8 KiB")
     } else if !t.bytes().all(|b| b.is_ascii_graphic()) {
-        Some("holds characters a header cannot carry (a token is printable ASCII without spaces)")
+        Err("holds characters a header cannot carry (a token is printable ASCII without spaces)")
     } else {
-        None
-    };
-    match problem {
-        Some(p) => {
-            errs.push(ConfigError::ServerToken {
-                server: name.into(),
-                message: format!("{} {p}", what()),
-                span: sp(at),
-                help: Some(
-                    "it holds the server's bearer token alone, sent as `Authorization: Bearer TOKEN`"
-                        .into(),
-                ),
-            });
-            None
-        }
-        None => Some(Bearer(t.to_string())),
+        Ok(Bearer(t.to_string()))
     }
 }
 
@@ -274,6 +313,23 @@ mod tests {
         let url = sf.url.clone().unwrap();
         let errs = super::remote(std::path::Path::new("."), "bank", &sf, &url).unwrap_err();
         assert_eq!(errs.len(), 1, "{errs:?}");
+    }
+
+    /// A base variable, which every stdio server is given, is no place
+    /// for a token (issue #39, finding 2).
+    #[test]
+    fn a_token_env_naming_a_base_variable_is_refused() {
+        let sf: super::ServerFile = toml::from_str(
+            "name = \"bank\"\nurl = \"https://mcp.example.com/mcp\"\ntoken_env = \"HOME\"\n",
+        )
+        .unwrap();
+        let url = sf.url.clone().unwrap();
+        let errs = super::remote(std::path::Path::new("."), "bank", &sf, &url).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].to_string().contains("every stdio server is given"),
+            "{errs:?}"
+        );
     }
 
     #[test]

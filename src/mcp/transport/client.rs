@@ -7,13 +7,11 @@
 //! not verify, or that refuses the token is a [`RemoteError`]: at
 //! start-up the proxy does not start.
 
-use crate::mcp::config::Remote;
+use crate::mcp::config::{Bearer, Remote};
 use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::{
-    StreamableHttpClientTransportConfig, StreamableHttpError,
-};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,15 +84,28 @@ pub async fn connect(
         url: remote.url.clone(),
         reason,
     };
+    // a `token_file` is read at every connection: a rotated token is
+    // taken without a restart
+    let token = match remote.token_now() {
+        Some(Ok(t)) => Some(t),
+        Some(Err(reason)) => {
+            return Err(RemoteError::Unauthorized {
+                server: server.to_string(),
+                url: remote.url.clone(),
+                reason,
+            });
+        }
+        None => remote.token.clone(),
+    };
     let http = http_client(remote).map_err(connect_err)?;
     let mut config = StreamableHttpClientTransportConfig::with_uri(remote.url.as_str());
-    if let Some(t) = &remote.token {
+    if let Some(t) = &token {
         config = config.auth_header(t.expose());
     }
     let transport = StreamableHttpClientTransport::with_client(http, config);
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, ().serve(transport)).await {
         Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(classify(server, &remote.url, &e)),
+        Ok(Err(e)) => Err(classify(server, remote, token.as_ref(), &e)),
         Err(_) => Err(connect_err(format!(
             "no answer to MCP's initialisation within {} s",
             HANDSHAKE_TIMEOUT.as_secs()
@@ -136,80 +147,41 @@ fn http_client(remote: &Remote) -> Result<reqwest::Client, String> {
         .map_err(|e| e.to_string().to_lowercase())
 }
 
-/// Visits `e` and everything under it: its sources, and what rmcp's and
-/// std's wrappers hold without naming it as a source (the HTTP client's
-/// error in `StreamableHttpError::Client`, the error inside an
-/// `io::Error`).
-fn walk<'a>(e: &'a (dyn Error + 'static), seen: &mut Vec<&'a (dyn Error + 'static)>) {
-    if seen.len() > 32 {
-        return;
-    }
-    seen.push(e);
-    if let Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) =
-        e.downcast_ref::<rmcp::service::ClientInitializeError>()
-    {
-        walk(error, seen);
-    }
-    if let Some(StreamableHttpError::Client(c)) =
-        e.downcast_ref::<StreamableHttpError<reqwest::Error>>()
-    {
-        walk(c, seen);
-    }
-    if let Some(inner) = e
-        .downcast_ref::<std::io::Error>()
-        .and_then(|io| io.get_ref())
-    {
-        walk(inner, seen);
-    }
-    if let Some(s) = e.source() {
-        walk(s, seen);
-    }
-}
-
 /// A failed initialisation as a [`RemoteError`]: a certificate rustls
-/// refused, a 401 or 403, or else a connection error with the whole chain
-/// of causes as its reason.
-fn classify(server: &str, url: &str, e: &(dyn Error + 'static)) -> RemoteError {
-    let mut chain = vec![];
-    walk(e, &mut chain);
-    let mut reason: Vec<String> = vec![];
-    for c in &chain {
-        let t = c.to_string();
-        if !reason.iter().any(|r| r.contains(&t)) {
-            reason.retain(|r| !t.contains(r.as_str()));
-            reason.push(t);
-        }
-    }
-    let text = reason.join(": ");
-    let tls = chain
+/// refused, a 401 or 403, or else a connection error; the reason in words
+/// with the server's own text quoted and the token withheld
+/// ([`super::said`]).
+fn classify(
+    server: &str,
+    remote: &Remote,
+    token: Option<&Bearer>,
+    e: &(dyn Error + 'static),
+) -> RemoteError {
+    let tokens: Vec<&str> = remote
+        .token
         .iter()
-        .find_map(|c| c.downcast_ref::<rustls::Error>())
-        .map(|r| r.to_string());
-    let auth = chain.iter().any(|c| {
-        matches!(
-            c.downcast_ref::<StreamableHttpError<reqwest::Error>>(),
-            Some(StreamableHttpError::AuthRequired(_) | StreamableHttpError::InsufficientScope(_))
-        )
-    }) || text.contains("HTTP 401")
-        || text.contains("HTTP 403");
-    let (server, url) = (server.to_string(), url.to_string());
-    if let Some(reason) = tls {
+        .chain(token)
+        .map(Bearer::expose)
+        .collect();
+    let said = super::said::describe(e, &tokens);
+    let (server, url) = (server.to_string(), remote.url.clone());
+    if let Some(reason) = said.tls {
         RemoteError::Tls {
             server,
             url,
-            reason: reason.to_lowercase(),
+            reason,
         }
-    } else if auth {
+    } else if said.refused {
         RemoteError::Unauthorized {
             server,
             url,
-            reason: text,
+            reason: said.text,
         }
     } else {
         RemoteError::Connect {
             server,
             url,
-            reason: text,
+            reason: said.text,
         }
     }
 }

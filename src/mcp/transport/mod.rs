@@ -6,5 +6,6 @@
 
 pub mod client;
 pub mod listen;
+pub mod said;
 
 pub use client::{RemoteError, connect};
