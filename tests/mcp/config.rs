@@ -994,6 +994,7 @@ fn a_path_through_a_link_out_of_the_trusted_folder_is_refused() {
         call.arguments["path"],
         json!(ws.join("notes/a.md").display().to_string())
     );
+}
 
 /// Issue #39, findings 2 and 9: a remote server's `token_file` that other
 /// users can read or change is refused (its token is not the proxy's
