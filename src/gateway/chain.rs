@@ -57,9 +57,10 @@ const INDEX: &str = "#index";
 
 /// What a child mandate is asked to hold. Whatever is left out is the
 /// parent's (scopes, budget, calls, expiry, single claims), except a set
-/// claim, which is then empty (a child holds only the payees it names), and
-/// the narrowing: by default every critical value a claim can vouch for
-/// comes only from the child's claims ([`strict_within`]).
+/// claim, which is then empty (a child holds only the payees it names).
+/// Its narrowing is never asked for: every critical value a claim can vouch
+/// for comes only from the child's claims ([`strict_within`];
+/// `docs/decisions/child-sources-never-proposed.md`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChildRequest {
     /// `(claim, value)`; a set claim's name repeated for each member
@@ -72,7 +73,6 @@ pub struct ChildRequest {
     pub calls: Option<u64>,
     /// Seconds since the epoch.
     pub expires_at: Option<i64>,
-    pub sources: Option<Narrowing>,
     /// Default: random.
     pub id: Option<String>,
 }
@@ -80,8 +80,8 @@ pub struct ChildRequest {
 /// The request as JSON (`POST /v1/mandates`, an MCP tool's arguments):
 /// `claims` an object (a set claim's members as an array), `scopes` an
 /// array, `budget` an amount in major units (`"1500.00"`), `calls` a
-/// number, `expires_at` an RFC 3339 time or seconds since the epoch,
-/// `sources` a narrowing.
+/// number, `expires_at` an RFC 3339 time or seconds since the epoch. No
+/// `sources`: see [`ChildRequest`].
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WireRequest {
@@ -92,15 +92,20 @@ struct WireRequest {
     budget: Option<Value>,
     calls: Option<u64>,
     expires_at: Option<Value>,
-    sources: Option<Narrowing>,
 }
+
+/// Why a child request may not name `sources`.
+pub const SOURCES_REFUSED: &str = "`sources` cannot be proposed: a child's critical values come only from the values it names (its user confirms those, never a narrowing); a wider mandate is the administrator's (`ipc token issue --only`)";
 
 impl ChildRequest {
     /// Reads the JSON form (see the fields of the wire form in the module
     /// source: `claims`, `scopes`, `budget` in major units, `calls`,
-    /// `expires_at`, `sources`); an unknown field is refused.
+    /// `expires_at`); an unknown field is refused, `sources` with its reason.
     pub fn from_json(v: &Value) -> Result<ChildRequest, ChildError> {
         let bad = |reason: String| ChildError::Request { reason };
+        if v.get("sources").is_some() {
+            return Err(bad(SOURCES_REFUSED.into()));
+        }
         let w: WireRequest =
             serde_json::from_value(v.clone()).map_err(|e| bad(e.to_string().to_lowercase()))?;
         let mut claims = vec![];
@@ -130,7 +135,6 @@ impl ChildRequest {
             budget,
             calls: w.calls,
             expires_at,
-            sources: w.sources,
             id: None,
         })
     }
@@ -782,14 +786,7 @@ impl Gateway {
                 format_time(expires_at)
             )));
         }
-        let sources = match &req.sources {
-            Some(s) => {
-                super::narrowing::check(s, &pm.pack, &actions)
-                    .map_err(|e| bad(format!("narrowing: {e}")))?;
-                s.clone()
-            }
-            None => strict_within(pm, &actions),
-        };
+        let sources = strict_within(pm, &actions);
         let id = match &req.id {
             Some(id) => id.clone(),
             None => super::mandate::new_id().map_err(bad)?,
