@@ -367,3 +367,43 @@ fn a_child_request_naming_sources_is_refused_on_every_route() {
         );
     }
 }
+
+/// Finding 8 of issue 39: a child pushed out of the listing (past 200 of
+/// one parent) is still held, and confirmable by its id: `GET
+/// /v1/mandates?id=` and `ipc mandates show` find it by its id too.
+#[test]
+fn a_held_child_past_the_listing_is_found_by_its_id() {
+    let w = TestWorld::new();
+    let (db, b, wp, _, _) = cli_files(&w, "flood.db");
+    let parent = w.emma();
+    let s = serve(&w, &parent, &db);
+    let body = json!({"parent": parent, "request": rent_request()}).to_string();
+    let mut ids = vec![];
+    for _ in 0..=intentplane::gateway::pending::MAX_PER_MANDATE {
+        let r = request(&s, "POST", "/v1/mandates", &body, &[]);
+        assert_eq!(r.status, 200, "{}", r.body);
+        ids.push(r.body["mandate"].as_str().unwrap().to_string());
+    }
+    let listed = get(&s, "/v1/mandates").body;
+    let listed = listed["mandates"].as_array().unwrap();
+    assert!(!listed.iter().any(|r| r["mandate"] == ids[0].as_str()));
+    let r = get(&s, &format!("/v1/mandates?id={}", ids[0]));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "pending", "{}", r.body);
+    drop(s);
+    let out = ipc(
+        &[
+            "mandates", "show", &ids[0], "--bundle", &b, "--world", &wp, "--store", &db,
+            "--format", "json",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["status"], "pending", "{shown}");
+}
