@@ -117,6 +117,32 @@ fn main() {
         println!("verify {name:<24} {each:8.1} µs each");
     }
 
+    // holding a proposal for its user (SQLite) while another tenant has
+    // 1,000 held: a proposal reads only its own tenant's index
+    let gw = gateway(Arc::new(
+        SqliteStore::open(tmp.path().join("held.db")).expect("sqlite"),
+    ));
+    let mut other = root_token.mandate.clone();
+    other.id = "m-other".into();
+    other.user = "noah".into();
+    other.owner = "noah".into();
+    let other = MandateToken::sign(other, &issuer).expect("sign");
+    let mut d = gw
+        .propose_child(&other, &ChildRequest::default())
+        .expect("proposed");
+    for i in 0..1_000 {
+        d.mandate.id = format!("m-held-{i}");
+        gw.hold_child(&d, "bench").expect("held");
+    }
+    let holds = 200;
+    let t = Instant::now();
+    for _ in 0..holds {
+        let d = gw.propose_child(&root_token, &req).expect("proposed");
+        gw.hold_child(&d, "bench").expect("held");
+    }
+    let each = t.elapsed().as_secs_f64() * 1e6 / holds as f64;
+    println!("propose and hold a child, 1,000 of another tenant held (SQLite) {each:8.1} µs each");
+
     let inputs = |mandate: &Value, n: usize| -> Vec<Input> {
         (0..n)
             .map(|i| Input {

@@ -137,11 +137,12 @@ fn list(a: &ListArgs, out: &mut dyn Write) -> u8 {
 
 fn show(a: &IdArgs, out: &mut dyn Write) -> u8 {
     let Some(gw) = load(&a.gateway) else { return 1 };
-    let rows = match gw.mandate_listing() {
+    // by its id, listed or not
+    let row = match gw.mandate_row(&a.id) {
         Ok(r) => r,
         Err(e) => return failure(out, a.format, &e),
     };
-    let Some(row) = rows.into_iter().find(|r| r["mandate"] == a.id.as_str()) else {
+    let Some(row) = row else {
         let e = crate::gateway::ChildError::Request {
             reason: format!(
                 "the store holds no child mandate `{}`",
@@ -162,11 +163,9 @@ fn show(a: &IdArgs, out: &mut dyn Write) -> u8 {
             ),
             None => return failure(out, a.format, &no_parent(&a.id)),
         },
-        Err(_) => match gw.held_children() {
-            Ok(h) => match h.into_iter().find(|h| h.mandate.id == a.id) {
-                Some(h) => (h.parent, h.mandate),
-                None => return failure(out, a.format, &no_parent(&a.id)),
-            },
+        Err(_) => match gw.held_child(&a.id) {
+            Ok(Some(h)) => (h.parent, h.mandate),
+            Ok(None) => return failure(out, a.format, &no_parent(&a.id)),
             Err(e) => return failure(out, a.format, &e),
         },
     };

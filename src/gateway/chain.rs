@@ -34,6 +34,7 @@
 //! decision under a chain is an ordinary [`Gateway::decide`] with the child
 //! token as the mandate.
 
+use super::listing;
 use super::mandate::{Budget, Mandate, MandateToken, Narrowing, ParentRef};
 use super::registry::Registries;
 use super::{Gateway, ReceiptRef};
@@ -57,9 +58,10 @@ const INDEX: &str = "#index";
 
 /// What a child mandate is asked to hold. Whatever is left out is the
 /// parent's (scopes, budget, calls, expiry, single claims), except a set
-/// claim, which is then empty (a child holds only the payees it names), and
-/// the narrowing: by default every critical value a claim can vouch for
-/// comes only from the child's claims ([`strict_within`]).
+/// claim, which is then empty (a child holds only the payees it names).
+/// Its narrowing is never asked for: every critical value a claim can vouch
+/// for comes only from the child's claims ([`strict_within`];
+/// `docs/decisions/child-sources-never-proposed.md`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChildRequest {
     /// `(claim, value)`; a set claim's name repeated for each member
@@ -72,7 +74,6 @@ pub struct ChildRequest {
     pub calls: Option<u64>,
     /// Seconds since the epoch.
     pub expires_at: Option<i64>,
-    pub sources: Option<Narrowing>,
     /// Default: random.
     pub id: Option<String>,
 }
@@ -80,8 +81,8 @@ pub struct ChildRequest {
 /// The request as JSON (`POST /v1/mandates`, an MCP tool's arguments):
 /// `claims` an object (a set claim's members as an array), `scopes` an
 /// array, `budget` an amount in major units (`"1500.00"`), `calls` a
-/// number, `expires_at` an RFC 3339 time or seconds since the epoch,
-/// `sources` a narrowing.
+/// number, `expires_at` an RFC 3339 time or seconds since the epoch. No
+/// `sources`: see [`ChildRequest`].
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WireRequest {
@@ -92,15 +93,20 @@ struct WireRequest {
     budget: Option<Value>,
     calls: Option<u64>,
     expires_at: Option<Value>,
-    sources: Option<Narrowing>,
 }
+
+/// Why a child request may not name `sources`.
+pub const SOURCES_REFUSED: &str = "`sources` cannot be proposed: a child's critical values come only from the values it names (its user confirms those, never a narrowing); a wider mandate is the administrator's (`ipc token issue --only`)";
 
 impl ChildRequest {
     /// Reads the JSON form (see the fields of the wire form in the module
     /// source: `claims`, `scopes`, `budget` in major units, `calls`,
-    /// `expires_at`, `sources`); an unknown field is refused.
+    /// `expires_at`); an unknown field is refused, `sources` with its reason.
     pub fn from_json(v: &Value) -> Result<ChildRequest, ChildError> {
         let bad = |reason: String| ChildError::Request { reason };
+        if v.get("sources").is_some() {
+            return Err(bad(SOURCES_REFUSED.into()));
+        }
         let w: WireRequest =
             serde_json::from_value(v.clone()).map_err(|e| bad(e.to_string().to_lowercase()))?;
         let mut claims = vec![];
@@ -130,7 +136,6 @@ impl ChildRequest {
             budget,
             calls: w.calls,
             expires_at,
-            sources: w.sources,
             id: None,
         })
     }
@@ -782,14 +787,7 @@ impl Gateway {
                 format_time(expires_at)
             )));
         }
-        let sources = match &req.sources {
-            Some(s) => {
-                super::narrowing::check(s, &pm.pack, &actions)
-                    .map_err(|e| bad(format!("narrowing: {e}")))?;
-                s.clone()
-            }
-            None => strict_within(pm, &actions),
-        };
+        let sources = strict_within(pm, &actions);
         let id = match &req.id {
             Some(id) => id.clone(),
             None => super::mandate::new_id().map_err(bad)?,
@@ -988,6 +986,7 @@ impl Gateway {
             serde_json::to_value(&issued).map_err(|e| StoreError::Backend(e.to_string()))?;
         let body = self.mandate_receipt("issued", token, via, now)?;
         let id = token.mandate.id.clone();
+        let owner = token.mandate.owner.clone();
         self.in_tx(&mut |tx| {
             if tx.state_get(NS, &id)?.is_some() {
                 return Err(StoreError::Conflict(format!(
@@ -998,9 +997,9 @@ impl Gateway {
             tx.state_put(NS, &id, &stored)?;
             index_push(tx, NS, &id)?;
             // a held proposal of it is confirmed now
-            if tx.state_get(PENDING_NS, &id)?.is_some() {
+            if held_get(tx, &id)?.is_some() {
                 tx.state_put(PENDING_NS, &id, &Value::Null)?;
-                index_remove(tx, PENDING_NS, &id)?;
+                listing::remove(tx, PENDING_NS, &owner, &id)?;
             }
             tx.append_receipt_jcs(&body)
         })
@@ -1011,6 +1010,14 @@ impl Gateway {
     /// receipt (`"change": "proposed"`, `via` who proposed it).
     pub fn hold_child(&self, d: &Draft, via: &str) -> Result<ReceiptRef, ChildError> {
         d.issuable()?;
+        if listing::is_listing_key(&d.mandate.id) {
+            return Err(ChildError::Request {
+                reason: format!(
+                    "a held mandate's id cannot start with `#`: `{}`",
+                    echo(&d.mandate.id)
+                ),
+            });
+        }
         let now = self.now().map_err(|e| StoreError::Aborted(e.to_string()))?;
         let held = Held {
             parent: d.parent.clone(),
@@ -1036,7 +1043,9 @@ impl Gateway {
                 )));
             }
             tx.state_put(PENDING_NS, &id, &stored)?;
-            list_held(tx, &id, &d.mandate.owner, &d.parent.mandate.id)?;
+            // only this tenant's index is read: another's held children
+            // never slow a proposal
+            listing::add(tx, PENDING_NS, &d.mandate.owner, &id, &d.parent.mandate.id)?;
             tx.append_receipt_jcs(&body)
         })
     }
@@ -1059,16 +1068,18 @@ impl Gateway {
         })
     }
 
-    /// The children waiting for their user's confirmation, oldest first.
+    /// The children waiting for their user's confirmation in the listing,
+    /// oldest first.
     pub fn held_children(&self) -> Result<Vec<Held>, StoreError> {
-        let mut out = vec![];
+        let mut out: Vec<Held> = vec![];
         self.store.transaction(&mut |tx| {
             out.clear();
-            for id in index_all(tx, PENDING_NS)? {
+            for id in listing::keys(tx, PENDING_NS, &super::Tenants::All)? {
                 out.extend(held_get(tx, &id)?);
             }
             Ok(Value::Null)
         })?;
+        out.sort_by_key(|h| h.created_at);
         Ok(out)
     }
 
@@ -1102,9 +1113,10 @@ impl Gateway {
         };
         let body = self.mandate_receipt("declined", &unsigned, by, now)?;
         let id = id.to_string();
+        let owner = unsigned.mandate.owner.clone();
         self.in_tx(&mut |tx| {
             tx.state_put(PENDING_NS, &id, &Value::Null)?;
-            index_remove(tx, PENDING_NS, &id)?;
+            listing::remove(tx, PENDING_NS, &owner, &id)?;
             tx.append_receipt_jcs(&body)
         })
     }
@@ -1134,41 +1146,33 @@ impl Gateway {
     /// status, expires_at, token?}` (what `ipc mandates list` prints too).
     pub fn mandate_listing(&self) -> Result<Vec<Value>, ChildError> {
         let held = self.held_children()?;
-        let mut issued = vec![];
-        let mut revoked = vec![];
+        let mut out: Vec<Value> = held.iter().map(held_row).collect();
         self.store.transaction(&mut |tx| {
-            issued = recorded(tx)?;
-            revoked.clear();
-            for i in &issued {
-                let links = i
-                    .token
-                    .ancestors
-                    .iter()
-                    .map(|a| &a.mandate.id)
-                    .chain(std::iter::once(&i.token.mandate.id));
-                let mut any = false;
-                for id in links {
-                    any = any || tx.revoked(id)?;
-                }
-                revoked.push(any);
+            out.truncate(held.len());
+            for i in recorded(tx)? {
+                let revoked = chain_revoked(tx, &i.token)?;
+                out.push(issued_row(&i, revoked));
             }
             Ok(Value::Null)
         })?;
-        let mut out = vec![];
-        for h in held {
-            out.push(json!({
-                "mandate": h.mandate.id, "parent": h.parent.mandate.id, "user": h.mandate.user,
-                "owner": h.mandate.owner, "status": "pending", "expires_at": h.mandate.expires_at,
-            }));
-        }
-        for (i, r) in issued.into_iter().zip(revoked) {
-            let m = &i.token.mandate;
-            out.push(json!({
-                "mandate": m.id, "parent": m.parent.as_ref().map(|p| p.id.clone()), "user": m.user,
-                "owner": m.owner, "status": if r { "revoked" } else { "issued" },
-                "expires_at": m.expires_at, "via": i.via, "token": i.token,
-            }));
-        }
+        Ok(out)
+    }
+
+    /// One child mandate by its id, as [`Gateway::mandate_listing`] lists
+    /// it: issued, or held whether the listing still shows it or not (one
+    /// pushed out of its bounds is found by its id, as it is confirmed).
+    pub fn mandate_row(&self, id: &str) -> Result<Option<Value>, ChildError> {
+        let mut out = None;
+        self.store.transaction(&mut |tx| {
+            out = match get(tx, id)? {
+                Some(i) => {
+                    let revoked = chain_revoked(tx, &i.token)?;
+                    Some(issued_row(&i, revoked))
+                }
+                None => held_get(tx, id)?.as_ref().map(held_row),
+            };
+            Ok(Value::Null)
+        })?;
         Ok(out)
     }
 
@@ -1242,19 +1246,14 @@ pub struct Held {
 
 const PENDING_NS: &str = "mandates.pending";
 
+/// The ids under `ns`'s one index (the recorded children's).
 fn index_all(tx: &mut dyn Tx, ns: &str) -> Result<Vec<String>, StoreError> {
-    Ok(match tx.state_get(ns, INDEX)? {
-        Some(Value::Array(a)) => a
-            .into_iter()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect(),
-        _ => vec![],
-    })
+    listing::names(tx, ns, INDEX)
 }
 
-/// One held child, by id (an index key is none).
+/// One held child, by id (a key of the listing is none).
 fn held_get(tx: &mut dyn Tx, id: &str) -> Result<Option<Held>, StoreError> {
-    if id == INDEX {
+    if listing::is_listing_key(id) {
         return Ok(None);
     }
     match tx.state_get(PENDING_NS, id)?.filter(|v| !v.is_null()) {
@@ -1265,47 +1264,43 @@ fn held_get(tx: &mut dyn Tx, id: &str) -> Result<Option<Held>, StoreError> {
     }
 }
 
-/// Lists the held child `id` (of `owner`, a child of `parent`), keeping
-/// each tenant's part of the listing within the bounds of the operations
-/// pending approval ([`super::pending::bound`]): past them, the oldest of
-/// the same parent leaves the listing first, then the tenant's oldest; it
-/// stays confirmable by its id. One agent's flood of proposals pushes out
-/// only its own, never another tenant's.
-fn list_held(tx: &mut dyn Tx, id: &str, owner: &str, parent: &str) -> Result<(), StoreError> {
-    let all = index_all(tx, PENDING_NS)?;
-    let mut mine = vec![];
-    for h in &all {
-        if let Some(v) = tx.state_get(PENDING_NS, h)?
-            && v.pointer("/mandate/owner").and_then(Value::as_str) == Some(owner)
-        {
-            let p = v.pointer("/parent/mandate/id").and_then(Value::as_str);
-            mine.push((h.clone(), p.unwrap_or_default().to_string()));
+/// A held child as the listing shows it.
+fn held_row(h: &Held) -> Value {
+    json!({
+        "mandate": h.mandate.id, "parent": h.parent.mandate.id, "user": h.mandate.user,
+        "owner": h.mandate.owner, "status": "pending", "expires_at": h.mandate.expires_at,
+    })
+}
+
+/// An issued child as the listing shows it (`revoked`: a link of its chain
+/// is).
+fn issued_row(i: &Issued, revoked: bool) -> Value {
+    let m = &i.token.mandate;
+    json!({
+        "mandate": m.id, "parent": m.parent.as_ref().map(|p| p.id.clone()), "user": m.user,
+        "owner": m.owner, "status": if revoked { "revoked" } else { "issued" },
+        "expires_at": m.expires_at, "via": i.via, "token": i.token,
+    })
+}
+
+/// Whether `token` or one of its ancestors is revoked.
+fn chain_revoked(tx: &mut dyn Tx, token: &MandateToken) -> Result<bool, StoreError> {
+    for id in token
+        .ancestors
+        .iter()
+        .map(|a| &a.mandate.id)
+        .chain(std::iter::once(&token.mandate.id))
+    {
+        if tx.revoked(id)? {
+            return Ok(true);
         }
     }
-    mine.push((id.to_string(), parent.to_string()));
-    let before: Vec<String> = mine.iter().map(|(h, _)| h.clone()).collect();
-    super::pending::bound(&mut mine, parent);
-    let gone: Vec<&String> = before
-        .iter()
-        .filter(|h| !mine.iter().any(|(k, _)| k == *h))
-        .collect();
-    let kept: Vec<String> = all
-        .iter()
-        .chain(std::iter::once(&id.to_string()))
-        .filter(|h| !gone.contains(h))
-        .cloned()
-        .collect();
-    tx.state_put(PENDING_NS, INDEX, &Value::from(kept))
+    Ok(false)
 }
 
 fn index_push(tx: &mut dyn Tx, ns: &str, id: &str) -> Result<(), StoreError> {
     let mut all = index_all(tx, ns)?;
     all.push(id.to_string());
-    tx.state_put(ns, INDEX, &Value::from(all))
-}
-
-fn index_remove(tx: &mut dyn Tx, ns: &str, id: &str) -> Result<(), StoreError> {
-    let all: Vec<String> = index_all(tx, ns)?.into_iter().filter(|x| x != id).collect();
     tx.state_put(ns, INDEX, &Value::from(all))
 }
 
@@ -1336,3 +1331,7 @@ pub fn get(tx: &mut dyn Tx, id: &str) -> Result<Option<Issued>, StoreError> {
 #[cfg(test)]
 #[path = "chain_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "chain_held_tests.rs"]
+mod held_tests;

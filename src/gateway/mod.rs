@@ -14,6 +14,7 @@ pub mod chain;
 pub mod envelope;
 pub mod executors;
 pub mod facts;
+mod listing;
 pub mod mandate;
 pub mod narrowing;
 pub mod normalize;

@@ -17,14 +17,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 const NS: &str = "pending";
-/// The operation hashes recorded before the index was kept per tenant,
-/// oldest first: still read, never written.
-const LEGACY_INDEX: &str = "#index";
-/// The tenants (owners) with an index of their own.
-const TENANTS: &str = "#tenants";
-/// Per tenant, `#index/OWNER`: its operations, oldest first, each
-/// `[hash, mandate id]` (the store has no listing).
-const TENANT_INDEX: &str = "#index/";
 /// Most operations one tenant's index keeps, and most of one mandate in
 /// it (an index is rewritten on each new PENDING of its tenant). Past a
 /// bound the oldest of that tenant, or of that mandate, leaves the listing
@@ -173,43 +165,15 @@ pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<(), StoreError> {
         op.declined_until = p.declined_until;
         op.approvals = p.approvals;
     } else {
-        let mut index = tenant_index(tx, &op.owner)?;
-        if index.is_empty() {
-            let mut tenants = names(tx, TENANTS)?;
-            if !tenants.contains(&op.owner) {
-                tenants.push(op.owner.clone());
-                tx.state_put(NS, TENANTS, &Value::from(tenants))?;
-            }
-        }
-        index.push((op.operation_hash.clone(), op.mandate.clone()));
-        bound(&mut index, &op.mandate);
-        let v: Vec<Value> = index
-            .into_iter()
-            .map(|(h, m)| Value::from(vec![h, m]))
-            .collect();
-        tx.state_put(NS, &format!("{TENANT_INDEX}{}", op.owner), &Value::from(v))?;
+        super::listing::add(tx, NS, &op.owner, &op.operation_hash, &op.mandate)?;
     }
     let v = serde_json::to_value(&op).map_err(|e| StoreError::Aborted(e.to_string()))?;
     tx.state_put(NS, &op.operation_hash, &v)
 }
 
-/// Keeps one tenant's index within its bounds after `mandate` added one:
-/// that mandate's oldest leaves first, then the tenant's oldest.
-pub(crate) fn bound(index: &mut Vec<(String, String)>, mandate: &str) {
-    if index.iter().filter(|(_, m)| m == mandate).count() > MAX_PER_MANDATE
-        && let Some(i) = index.iter().position(|(_, m)| m == mandate)
-    {
-        index.remove(i);
-    }
-    if index.len() > MAX_PER_TENANT {
-        let cut = index.len() - MAX_PER_TENANT;
-        index.drain(..cut);
-    }
-}
-
 pub fn get(tx: &mut dyn Tx, hash: &str) -> Result<Option<PendingOp>, StoreError> {
-    // the index keys are no operation hash
-    if hash.starts_with('#') {
+    // the listing's keys are no operation hash
+    if super::listing::is_listing_key(hash) {
         return Ok(None);
     }
     match tx.state_get(NS, hash)? {
@@ -231,24 +195,12 @@ pub fn of(
     tx: &mut dyn Tx,
     tenants: &crate::gateway::Tenants,
 ) -> Result<Vec<PendingOp>, StoreError> {
-    use crate::gateway::Tenants;
-    let owners: Vec<String> = match tenants {
-        Tenants::All => names(tx, TENANTS)?,
-        Tenants::Only(set) => set.iter().cloned().collect(),
-    };
     let mut out = vec![];
-    for h in names(tx, LEGACY_INDEX)? {
+    for h in super::listing::keys(tx, NS, tenants)? {
         if let Some(op) = get(tx, &h)?
             && tenants.allows(&op.owner)
         {
             out.push(op);
-        }
-    }
-    for owner in owners {
-        for (h, _) in tenant_index(tx, &owner)? {
-            if let Some(op) = get(tx, &h)? {
-                out.push(op);
-            }
         }
     }
     out.sort_by_key(|op| op.created_at);
@@ -280,31 +232,6 @@ pub fn decline(
     let v = serde_json::to_value(&op).map_err(|e| StoreError::Aborted(e.to_string()))?;
     tx.state_put(NS, hash, &v)?;
     Ok(Some(op))
-}
-
-/// A list of names kept under `key`.
-fn names(tx: &mut dyn Tx, key: &str) -> Result<Vec<String>, StoreError> {
-    Ok(match tx.state_get(NS, key)? {
-        Some(Value::Array(items)) => items
-            .into_iter()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect(),
-        _ => vec![],
-    })
-}
-
-/// One tenant's index: `(hash, mandate id)`, oldest first.
-fn tenant_index(tx: &mut dyn Tx, owner: &str) -> Result<Vec<(String, String)>, StoreError> {
-    Ok(match tx.state_get(NS, &format!("{TENANT_INDEX}{owner}"))? {
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(|v| match v.as_array().map(Vec::as_slice) {
-                Some([Value::String(h), Value::String(m)]) => Some((h.clone(), m.clone())),
-                _ => None,
-            })
-            .collect(),
-        _ => vec![],
-    })
 }
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]

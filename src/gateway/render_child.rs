@@ -57,8 +57,27 @@ pub struct ChildShown {
     pub expires: String,
     /// In plain words: what the child allows.
     pub summary: String,
+    /// Not valid before (the time it was drafted).
+    pub issued: String,
+    /// Where each narrowed critical value may come from, in plain words.
+    pub sources: Vec<SourceShown>,
     /// What widens its parent (empty: it may be issued).
     pub widens: Vec<String>,
+}
+
+/// Critical parameters of the child's narrowing that take their values
+/// from the same sources, as shown: the signed `sources` in plain words
+/// (`docs/decisions/child-sources-never-proposed.md`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SourceShown {
+    /// `action.param` of each, escaped.
+    pub params: Vec<String>,
+    /// Where their values may come from, each in plain words, escaped.
+    pub from: Vec<String>,
+    /// Their values may come from more than a drafted child's default
+    /// allows (the values it names): only a child not drafted here (issued
+    /// with a key, or by an older version) can be so.
+    pub wider: bool,
 }
 
 /// `child` (a child of `parent`) as its confirmer sees it, reading the
@@ -189,10 +208,88 @@ pub fn show(
         expires_at: child.expires_at,
         expires: format_time(child.expires_at),
         summary: String::new(),
+        issued: format_time(child.issued_at),
+        sources: narrowing(pack, &actions, parent, child),
         widens: widens.iter().map(|w| escape(&w.to_string())).collect(),
     };
     s.summary = summary(&s);
     Ok(s)
+}
+
+/// The child's narrowing in plain words: each parameter it narrows, and
+/// each its parent or a drafted child's default narrows that it leaves
+/// wider, grouped by where their values may come from.
+fn narrowing(
+    pack: Option<&crate::bundle::format::TablePack>,
+    actions: &[&crate::ir::Action],
+    parent: &Mandate,
+    child: &Mandate,
+) -> Vec<SourceShown> {
+    let default = crate::gateway::chain::strict_within(parent, actions);
+    let mut out: Vec<SourceShown> = vec![];
+    let mut named = vec![];
+    let mut actions = actions.to_vec();
+    actions.sort_by(|a, b| a.name.cmp(&b.name));
+    for a in actions {
+        for p in a.params.iter().filter(|p| p.critical) {
+            let key = format!("{}.{}", a.name, p.name);
+            let declared: Vec<String> = p.sources.iter().map(Source::name).collect();
+            let within = default.get(&key).unwrap_or(&declared);
+            let Some(mine) = child
+                .sources
+                .get(&key)
+                .or(default.get(&key).map(|_| &declared))
+            else {
+                continue;
+            };
+            let wider = mine.iter().any(|s| !within.contains(s));
+            let from = p
+                .sources
+                .iter()
+                .filter(|s| mine.contains(&s.name()))
+                .map(|s| escape(&source_words(pack, s)))
+                .collect();
+            group(&mut out, escape(&key), from, wider);
+            named.push(key);
+        }
+    }
+    // an entry naming no critical parameter of the pack (refused at authn)
+    for (key, mine) in child.sources.iter().filter(|(k, _)| !named.contains(k)) {
+        let from = mine.iter().map(|s| escape(s)).collect();
+        group(&mut out, escape(key), from, true);
+    }
+    out
+}
+
+/// Adds `param` to the group of the same sources, or a group of its own.
+fn group(out: &mut Vec<SourceShown>, param: String, from: Vec<String>, wider: bool) {
+    match out.iter_mut().find(|g| g.from == from && g.wider == wider) {
+        Some(g) => g.params.push(param),
+        None => out.push(SourceShown {
+            params: vec![param],
+            from,
+            wider,
+        }),
+    }
+}
+
+/// A source in plain words: "the payee this mandate names", "any entry of
+/// your registry beneficiaries".
+fn source_words(pack: Option<&crate::bundle::format::TablePack>, s: &Source) -> String {
+    match s {
+        Source::Claim { claim } => format!("the {claim} this mandate names"),
+        Source::Registry { registry } => {
+            let global = pack
+                .and_then(|p| p.registries.iter().find(|r| &r.name == registry))
+                .is_none_or(|r| r.global);
+            let whose = if global { "the" } else { "your" };
+            format!("any entry of {whose} registry {registry}")
+        }
+        Source::Lookup(l) => format!(
+            "the {} of the entry of registry {} for {}",
+            l.field, l.registry, l.key
+        ),
+    }
 }
 
 /// "payments.write: payee DE44 5001 0517 5407 3249 31 (Landlord); ... up
@@ -231,8 +328,19 @@ fn summary(s: &ChildShown) -> String {
     } else {
         format!(" for {}", parts.join("; "))
     };
+    let wider: Vec<String> = s
+        .sources
+        .iter()
+        .filter(|w| w.wider)
+        .map(|w| format!("{} from {}", w.params.join(", "), w.from.join(" or ")))
+        .collect();
+    let beyond = if wider.is_empty() {
+        String::new()
+    } else {
+        format!("; BEYOND THE VALUES NAMED: {}", wider.join("; "))
+    };
     format!(
-        "{scopes}{what}, up to {} in at most {} calls, until {}",
+        "{scopes}{what}, up to {} in at most {} calls, until {}{beyond}",
         s.budget, s.calls, s.expires
     )
 }
@@ -252,6 +360,7 @@ impl ChildShown {
         label(&mut t, "budget", &self.budget);
         label(&mut t, "calls", &self.calls.to_string());
         label(&mut t, "expires", &self.expires);
+        label(&mut t, "valid from", &self.issued);
         t.push_str("claims\n");
         for c in &self.claims {
             let _ = writeln!(t, "  {}", c.name);
@@ -278,6 +387,21 @@ impl ChildShown {
                 let _ = writeln!(t, "      ({})", notes.join("; "));
             }
         }
+        if !self.sources.is_empty() {
+            t.push_str("values from\n");
+        }
+        for w in &self.sources {
+            let _ = writeln!(t, "  {}", w.params.join(", "));
+            for f in &w.from {
+                for (j, line) in fold(f).iter().enumerate() {
+                    let start = if j == 0 { "    - " } else { "    | " };
+                    let _ = writeln!(t, "{start}{line}");
+                }
+            }
+            if w.wider {
+                t.push_str("      (WIDER than the values this mandate names)\n");
+            }
+        }
         label(&mut t, "allows", "");
         for line in fold(&self.summary) {
             let _ = writeln!(t, "    | {line}");
@@ -291,3 +415,7 @@ impl ChildShown {
         t
     }
 }
+
+#[cfg(test)]
+#[path = "render_child_tests.rs"]
+mod tests;

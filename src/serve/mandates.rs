@@ -137,22 +137,17 @@ pub(super) async fn list(
         }
     }
     off_loop(&st, move |gw| {
-        let rows = gw.mandate_listing()?;
-        let mine: Vec<Value> = rows
-            .into_iter()
-            .filter(|r| {
-                r["owner"].as_str().is_some_and(|o| tenants.allows(o))
-                    && id.as_deref().is_none_or(|i| r["mandate"] == i)
-            })
-            .collect();
-        match &id {
-            Some(i) => match mine.into_iter().next() {
-                Some(one) => Ok(one),
-                None => Err(ChildError::Request {
-                    reason: format!("no child mandate `{}`", crate::base::json::echo(i)),
-                }),
-            },
-            None => Ok(json!({"ok": true, "mandates": mine})),
+        let allowed = |r: &Value| r["owner"].as_str().is_some_and(|o| tenants.allows(o));
+        let Some(i) = &id else {
+            let mine: Vec<Value> = gw.mandate_listing()?.into_iter().filter(allowed).collect();
+            return Ok(json!({"ok": true, "mandates": mine}));
+        };
+        // by its id, listed or not
+        match gw.mandate_row(i)?.filter(allowed) {
+            Some(one) => Ok(one),
+            None => Err(ChildError::Request {
+                reason: format!("no child mandate `{}`", crate::base::json::echo(i)),
+            }),
         }
     })
     .await

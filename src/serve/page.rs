@@ -607,6 +607,38 @@ mod tests {
         h
     }
 
+    /// Every field of a child as shown (`render_child.rs`, which renders
+    /// every field of the signed mandate) is on the page: a field added to
+    /// the rendering and left off the page fails here.
+    #[test]
+    fn the_page_shows_every_field_of_a_shown_child() {
+        use crate::gateway::testkit::{LANDLORD, TestWorld};
+        let tw = TestWorld::new();
+        let gw = tw.gateway();
+        let parent = serde_json::from_value(tw.emma()).unwrap();
+        let req = crate::gateway::ChildRequest {
+            claims: vec![("payee".into(), serde_json::json!(LANDLORD))],
+            ..Default::default()
+        };
+        let shown = serde_json::to_value(gw.draft_child(&parent, &req).unwrap().shown).unwrap();
+        let fields = |v: &serde_json::Value| -> Vec<String> {
+            v.as_object().unwrap().keys().cloned().collect()
+        };
+        // `expires_at` is `expires`, the same time in words
+        for k in fields(&shown).iter().filter(|k| *k != "expires_at") {
+            assert!(
+                APP_JS.contains(&format!("s.{k}")),
+                "the page leaves out `{k}`"
+            );
+        }
+        for k in fields(&shown["sources"][0]) {
+            assert!(
+                APP_JS.contains(&format!("g.{k}")),
+                "the page leaves out `sources.{k}`"
+            );
+        }
+    }
+
     #[test]
     fn only_this_servers_origin_is_same_origin() {
         let host = ("host", "127.0.0.1:8787");

@@ -488,6 +488,15 @@ def test_a_child_mandate_is_confirmed_and_signed_in_the_browser(browser, server,
     assert items.nth(0).locator(".new").count() == 0
     assert items.nth(1).locator(".new").text_content() == "NOT IN ANY REGISTRY OF YOURS"
     assert items.nth(1).locator(".line").text_content() == "DE89 3704 0044 0532 0130 00"
+    # what she signs decides where each payee may come from: shown too
+    # (issue 39, finding 1): only the payees she names, nothing wider
+    sources = box.locator("dd.sources")
+    assert sources.count() > 0
+    words = [sources.nth(i).text_content() for i in range(sources.count())]
+    assert any(w.startswith("payment.transfer.payee_iban") and "the payee this mandate names" in w
+               for w in words), words
+    assert not any("WIDER" in w or "registry" in w for w in words), words
+    assert box.locator("dd.pack").text_content() == "bank"
     # noah does not see it
     other = open_page(browser, server)
     sign_in(other, world, "noah")

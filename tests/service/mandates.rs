@@ -20,20 +20,26 @@ fn rent_request() -> Value {
            "scopes": ["payments.write"], "budget": "1500.00", "calls": 2})
 }
 
+/// `ipc serve` on loopback over the store `db`, with `parent` as its
+/// mandate.
+fn serve(w: &TestWorld, parent: &Value, db: &str) -> Server {
+    launch(
+        w,
+        parent,
+        "127.0.0.1:0",
+        db,
+        TOKEN,
+        &[],
+        std::process::Stdio::inherit(),
+    )
+}
+
 #[test]
 fn a_child_is_proposed_confirmed_in_the_browser_issued_and_revoked() {
     let w = TestWorld::new();
     let db = path_str(&w.dir.path().join("mandates.db"));
     let parent = w.emma();
-    let s = launch(
-        &w,
-        &parent,
-        "127.0.0.1:0",
-        &db,
-        TOKEN,
-        &[],
-        std::process::Stdio::inherit(),
-    );
+    let s = serve(&w, &parent, &db);
     let propose = |req: &Value| {
         request(
             &s,
@@ -200,6 +206,19 @@ fn cli_files(w: &TestWorld, db: &str) -> (String, String, String, String, String
     )
 }
 
+/// `ipc token child --stdio` with the gateway's options `gw` and the
+/// signing key `key`: its answer to each of `lines`.
+fn child_stdio(gw: &[&str], key: &str, lines: &str) -> Vec<Value> {
+    let out = ipc(
+        &[&["token", "child"][..], gw, &["--key", key, "--stdio"][..]].concat(),
+        lines,
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// The administrator's child on the command line: checked against its
 /// parent (one that widens is `ipc::mandate::widens`, nothing recorded),
 /// signed with the issuer's key, recorded with a receipt.
@@ -290,19 +309,7 @@ fn ipc_token_child_issues_as_mandates_issue_does() {
         "{}\nnot json\n",
         json!({"parent": parent_token, "request": {"claims": {"payee": [LANDLORD]}, "calls": 1}})
     );
-    let out = ipc(
-        &[
-            &["token", "child"][..],
-            &gw[..],
-            &["--key", &key, "--stdio"][..],
-        ]
-        .concat(),
-        &lines,
-    );
-    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let answers = child_stdio(&gw, &key, &lines);
     assert_eq!(answers.len(), 2, "{answers:?}");
     assert_eq!(answers[0]["token"]["mandate"]["budget"]["calls"], 1);
     assert!(answers[1]["error"].is_string(), "{answers:?}");
@@ -314,4 +321,89 @@ fn ipc_token_child_issues_as_mandates_issue_does() {
     );
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed["mandates"].as_array().unwrap().len(), 2, "{listed}");
+}
+
+/// Finding 1 of issue 39: a child's `sources` would be signed without
+/// being shown (a payee "any saved beneficiary" behind a summary naming
+/// the landlord). Every way a child is proposed refuses it, naming it,
+/// and holds nothing: `POST /v1/mandates` and the harness's `ipc token
+/// child --stdio` (the MCP tool refuses it as an unknown argument).
+#[test]
+fn a_child_request_naming_sources_is_refused_on_every_route() {
+    let w = TestWorld::new();
+    let (db, b, wp, p, key) = cli_files(&w, "sources.db");
+    let parent = w.emma();
+    let mut req = rent_request();
+    req["sources"] =
+        json!({"payment.transfer.payee_iban": ["mandate.payee", "registry.beneficiaries"]});
+    let s = serve(&w, &parent, &db);
+    let body = json!({"parent": parent, "request": req}).to_string();
+    let r = request(&s, "POST", "/v1/mandates", &body, &[]);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["code"], "ipc::mandate::request", "{}", r.body);
+    assert!(
+        r.body["error"].as_str().unwrap().contains("`sources`"),
+        "{}",
+        r.body
+    );
+    assert_eq!(get(&s, "/v1/mandates").body["mandates"], json!([]));
+    drop(s);
+    let parent_token: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let lines = format!(
+        "{}\n{}\n",
+        json!({"parent": parent_token, "request": req, "draft": true}),
+        json!({"parent": parent_token, "request": req})
+    );
+    let answers = child_stdio(
+        &["--bundle", &b, "--world", &wp, "--store", &db],
+        &key,
+        &lines,
+    );
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    for a in &answers {
+        assert!(
+            a["error"].as_str().is_some_and(|e| e.contains("`sources`")),
+            "{a}"
+        );
+    }
+}
+
+/// Finding 8 of issue 39: a child pushed out of the listing (past 200 of
+/// one parent) is still held, and confirmable by its id: `GET
+/// /v1/mandates?id=` and `ipc mandates show` find it by its id too.
+#[test]
+fn a_held_child_past_the_listing_is_found_by_its_id() {
+    let w = TestWorld::new();
+    let (db, b, wp, _, _) = cli_files(&w, "flood.db");
+    let parent = w.emma();
+    let s = serve(&w, &parent, &db);
+    let body = json!({"parent": parent, "request": rent_request()}).to_string();
+    let mut ids = vec![];
+    for _ in 0..=intentplane::gateway::pending::MAX_PER_MANDATE {
+        let r = request(&s, "POST", "/v1/mandates", &body, &[]);
+        assert_eq!(r.status, 200, "{}", r.body);
+        ids.push(r.body["mandate"].as_str().unwrap().to_string());
+    }
+    let listed = get(&s, "/v1/mandates").body;
+    let listed = listed["mandates"].as_array().unwrap();
+    assert!(!listed.iter().any(|r| r["mandate"] == ids[0].as_str()));
+    let r = get(&s, &format!("/v1/mandates?id={}", ids[0]));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "pending", "{}", r.body);
+    drop(s);
+    let out = ipc(
+        &[
+            "mandates", "show", &ids[0], "--bundle", &b, "--world", &wp, "--store", &db,
+            "--format", "json",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["status"], "pending", "{shown}");
 }

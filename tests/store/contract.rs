@@ -2194,3 +2194,80 @@ fn serialization_failures_without_end_decide_nothing_postgres() {
     assert!(snap.accounts.budgets.is_empty());
     assert_eq!(verify_store(&snap, None), Ok(1));
 }
+
+/// Opens a store again.
+type Opener = Box<dyn Fn() -> Arc<dyn Store>>;
+
+/// Held child mandates (issue 39, finding 8) behave alike on every store:
+/// one pushed out of its parent's listing is found and confirmed by its
+/// id, after the store is opened again, and another tenant's stays listed.
+#[test]
+fn a_held_child_past_the_listing_is_found_by_id_on_every_store() {
+    use intentplane::gateway::ChildRequest;
+    use intentplane::gateway::pending::MAX_PER_MANDATE;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("held.db");
+    #[allow(unused_mut)]
+    let mut stores: Vec<(&str, Opener)> = vec![
+        ("memory", {
+            let m: Arc<dyn Store> = Arc::new(MemoryStore::new());
+            Box::new(move || m.clone())
+        }),
+        (
+            "sqlite",
+            Box::new(move || Arc::new(SqliteStore::open(&db).unwrap())),
+        ),
+    ];
+    #[cfg(feature = "postgres")]
+    let pg = common::pg::fresh();
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = &pg {
+        let url = pg.url.clone();
+        stores.push((
+            "postgres",
+            Box::new(move || Arc::new(PgStore::open(&url).unwrap())),
+        ));
+    }
+    let w = TestWorld::new();
+    let token =
+        |v: Value| -> intentplane::gateway::MandateToken { serde_json::from_value(v).unwrap() };
+    let req = ChildRequest {
+        budget: Some(100),
+        calls: Some(1),
+        ..Default::default()
+    };
+    for (kind, open) in &stores {
+        let gw = w.gateway_with(open());
+        let noah = gw
+            .propose_child(&token(w.mandate(common::MandateSpec::bank("noah"))), &req)
+            .unwrap();
+        gw.hold_child(&noah, "http").unwrap();
+        let mut d = gw.propose_child(&token(w.emma()), &req).unwrap();
+        let first = d.mandate.id.clone();
+        for i in 0..=MAX_PER_MANDATE {
+            if i > 0 {
+                d.mandate.id = format!("m-flood-{i}");
+            }
+            gw.hold_child(&d, "http").unwrap();
+        }
+        let gw = w.gateway_with(open());
+        let held = gw.held_children().unwrap();
+        assert!(!held.iter().any(|h| h.mandate.id == first), "{kind}");
+        assert!(
+            held.iter().any(|h| h.mandate.id == noah.mandate.id),
+            "{kind}"
+        );
+        let row = gw.mandate_row(&first).unwrap().unwrap();
+        assert_eq!(row["status"], "pending", "{kind}: {row}");
+        let h = gw.held_child(&first).unwrap().unwrap();
+        let sig = w.key("emma").sign(
+            intentplane::canonical::to_jcs(&h.mandate)
+                .unwrap()
+                .as_bytes(),
+        );
+        let key_id = w.key("emma").public().id();
+        gw.confirm_child(&first, &key_id, &sig, "http").unwrap();
+        let row = gw.mandate_row(&first).unwrap().unwrap();
+        assert_eq!(row["status"], "issued", "{kind}: {row}");
+    }
+}

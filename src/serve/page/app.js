@@ -226,10 +226,18 @@
       dl.appendChild(el("dt", k));
       dl.appendChild(el("dd", v, cls));
     };
+    row("Pack", s.pack, "pack");
+    row("Owner", s.owner, "owner");
     row("Scopes", s.scopes.join(", "), "scopes");
     row("Budget", s.budget + " in at most " + s.calls + " calls", "budget");
+    row("Valid from", s.issued, "issued");
     row("Expires", s.expires, "expires");
     row("Narrows", s.parent, "parent");
+    // where each critical value may come from (the signed `sources`)
+    for (const g of s.sources) {
+      const words = g.params.join(", ") + ": " + g.from.join(" or ");
+      row("Values from", g.wider ? words + " (WIDER than the values named)" : words, g.wider ? "sources refusal" : "sources");
+    }
     for (const w of s.widens) row("Widens", w, "refusal");
     box.appendChild(dl);
     const yes = el("button", "Confirm and sign", "confirm");
