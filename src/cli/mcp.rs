@@ -20,8 +20,10 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct McpArgs {
-    /// The proxy's configuration (`intentplane.toml`).
-    #[arg(long, value_name = "FILE")]
+    /// The proxy's configuration (`intentplane.toml`); or the environment's
+    /// `IPC_MCP_CONFIG`, for a client that takes `--config` for itself (the
+    /// MCP Inspector's CLI).
+    #[arg(long, value_name = "FILE", env = "IPC_MCP_CONFIG")]
     pub config: PathBuf,
     /// Check the configuration and report; start nothing.
     #[arg(long)]

@@ -399,6 +399,44 @@ fn check_of_the_example_exits_0_and_creates_no_store() {
     assert!(!root().join("examples/mcp/intentplane.db").exists());
 }
 
+/// The config through `IPC_MCP_CONFIG`, for a client that takes
+/// `--config` for itself (the MCP Inspector's CLI: #40, item 9); `--config`
+/// wins when both are given; neither is an error, and `--help` names the
+/// variable.
+#[test]
+fn the_config_may_come_from_the_environment() {
+    let run = |args: &[&str], env: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ipc"));
+        c.args(args).current_dir(root()).env("NO_COLOR", "1");
+        match env {
+            Some(v) => c.env("IPC_MCP_CONFIG", v),
+            None => c.env_remove("IPC_MCP_CONFIG"),
+        };
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, _) = run(&["mcp", "--check"], Some(EXAMPLE));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("ok    examples/mcp/intentplane.toml"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = run(
+        &["mcp", "--config", EXAMPLE, "--check"],
+        Some("/nowhere.toml"),
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let (code, _, stderr) = run(&["mcp", "--check"], None);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--config <FILE>"), "{stderr}");
+    let (_, help, _) = run(&["mcp", "--help"], None);
+    assert!(help.contains("[env: IPC_MCP_CONFIG"), "{help}");
+}
+
 #[test]
 fn check_of_a_bad_config_exits_1_with_the_diagnostic() {
     let (code, stdout, _) = ipc(&[
