@@ -401,6 +401,35 @@ impl World {
         Ok(())
     }
 
+    /// Adds one owner's records, written as in a registry file, to a
+    /// registry already loaded (a scenario file's own records): a set's
+    /// values join the owner's, a record replaces the one under its key.
+    pub fn add_records(
+        &mut self,
+        pack: &str,
+        reg: &ir::Registry,
+        owner: &str,
+        recs: Value,
+    ) -> Result<(), String> {
+        let new = checked_owner_records(reg, owner, recs)?;
+        let have = self
+            .registries
+            .entry(pack.to_string())
+            .or_default()
+            .entry(reg.name.clone())
+            .or_default()
+            .entry(owner.to_string())
+            .or_default();
+        for v in new.values {
+            if !have.values.iter().any(|h| h.1 == v.1) {
+                have.values.push(v);
+            }
+        }
+        have.names.extend(new.names);
+        have.keyed.extend(new.keyed);
+        Ok(())
+    }
+
     /// Two names never share one key: four eyes are two people, and a
     /// person with two names would be both.
     pub fn check_approver_keys(&self) -> Result<(), String> {
@@ -447,20 +476,26 @@ fn load_registry(file: &Path, reg: &ir::Registry) -> Result<HashMap<String, Reco
     };
     let mut out = HashMap::new();
     for (owner, recs) in owners {
-        if reg.global != (owner == "*") {
-            return Err(bad(if reg.global {
-                format!(
-                    "`{}` is global: its only owner is `*`, not `{owner}`",
-                    reg.name
-                )
-            } else {
-                format!("`{}` is per owner: `*` is not an owner", reg.name)
-            }));
-        }
-        let r = owner_records(reg, &owner, recs).map_err(&bad)?;
+        let r = checked_owner_records(reg, &owner, recs).map_err(&bad)?;
         out.insert(owner, r);
     }
     Ok(out)
+}
+
+/// One owner's records, checked against the declaration: the owner (`*`
+/// for a global registry, and only then) and every value or record.
+fn checked_owner_records(reg: &ir::Registry, owner: &str, recs: Value) -> Result<Records, String> {
+    if reg.global != (owner == "*") {
+        return Err(if reg.global {
+            format!(
+                "`{}` is global: its only owner is `*`, not `{owner}`",
+                reg.name
+            )
+        } else {
+            format!("`{}` is per owner: `*` is not an owner", reg.name)
+        });
+    }
+    owner_records(reg, owner, recs)
 }
 
 /// The rows of one owner in a registry table as records, checked as the

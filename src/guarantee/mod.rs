@@ -16,6 +16,8 @@
 
 #[cfg(feature = "solver")]
 mod scenario;
+#[cfg(feature = "solver")]
+mod world;
 
 use crate::bundle::Bundle;
 use crate::codegen::CTX_APPROVAL_LEVEL;

@@ -10,6 +10,7 @@
 //! record, the provenance of a value) is said in the test's `description`.
 
 use super::PackGuarantees;
+use super::world::Records;
 use crate::base::json::format_time;
 use crate::base::money::Money;
 use crate::codegen::table::TableAction;
@@ -35,6 +36,16 @@ impl Data<'_> {
             crate::base::json::read_file(&dir.join("registries").join(format!("{registry}.json")))
                 .ok()?;
         v.as_object().cloned()
+    }
+
+    /// Every registry file of the pack: name to owner to records.
+    fn all(&self) -> Map<String, Value> {
+        self.p
+            .pack
+            .registries
+            .iter()
+            .filter_map(|r| Some((r.name.clone(), Value::Object(self.file(&r.name)?))))
+            .collect()
     }
 
     /// A member of a registry (a value, or a record's key), with its owner.
@@ -86,8 +97,11 @@ impl Data<'_> {
     }
 }
 
+/// The largest amount a scenario can write, in minor units.
+const MAX_MINOR: i64 = crate::base::json::MAX_EXACT_INTEGER as i64;
+
 /// A well-formed value of a type, for when the solver's is not one.
-fn sample(ty: &Type) -> Value {
+pub(super) fn sample(ty: &Type) -> Value {
     match ty {
         Type::Iban => "DE89370400440532013000".into(),
         Type::Email => "someone@example.com".into(),
@@ -109,11 +123,11 @@ fn canonical(ty: &Type, s: &str) -> Option<String> {
 
 /// The solver's value as the caller's tool would send it, or a
 /// well-formed one of the type.
-fn as_given(ty: &Type, v: &Value) -> Value {
+pub(super) fn as_given(ty: &Type, v: &Value) -> Value {
     match (ty, v) {
         (Type::Money, Value::Number(n)) => n
             .as_i64()
-            .map(|m| Value::String(Money::from_minor(m).to_string()))
+            .map(|m| Value::String(Money::from_minor(m.clamp(-MAX_MINOR, MAX_MINOR)).to_string()))
             .unwrap_or_else(|| v.clone()),
         (Type::Date, Value::Number(n)) => {
             let s = n
@@ -215,6 +229,12 @@ pub(super) fn scenario(
     let mut args = Map::new();
     let mut claims = Map::new();
     let mut notes: Vec<String> = vec![];
+    let mut records = Records {
+        pack: p.pack,
+        data: data.all(),
+        added: Map::new(),
+        owner: data.some_owner().unwrap_or_else(|| "user".into()),
+    };
     // membership the counterexample needs: a member of the pack's data, or
     // a value that is none
     let mut wanted: Vec<(&str, &str, bool)> = vec![];
@@ -272,16 +292,22 @@ pub(super) fn scenario(
                 }
             }
         }
-        let value = value.unwrap_or_else(|| as_given(&prm.ty, v));
+        let value = value.unwrap_or_else(|| as_given(&prm.ty, &spendable(a, prm, v)));
+        if let Some(o) = &owner {
+            records.owner = o.clone();
+        }
+        let looked_up =
+            prm.critical && written_where_looked_up(&mut records, prm, &value, &args, &claims);
         if prm.critical {
-            let from_registry = prm.sources.iter().any(|s| match s {
-                Source::Registry { registry } => value.as_str().is_some_and(|v| {
-                    data.members(registry)
-                        .iter()
-                        .any(|m| canonical(&prm.ty, m).as_deref() == Some(v) || m == v)
-                }),
-                _ => false,
-            });
+            let from_registry = looked_up
+                || prm.sources.iter().any(|s| match s {
+                    Source::Registry { registry } => value.as_str().is_some_and(|v| {
+                        data.members(registry)
+                            .iter()
+                            .any(|m| canonical(&prm.ty, m).as_deref() == Some(v) || m == v)
+                    }),
+                    _ => false,
+                });
             let claim = prm.sources.iter().find_map(|s| match s {
                 Source::Claim { claim } => Some(claim.clone()),
                 _ => None,
@@ -317,7 +343,9 @@ pub(super) fn scenario(
         if membership(&f.expr).is_some() {
             continue;
         }
-        if let Some(v) = ctx.get(&f.name) {
+        if let Some(v) = ctx.get(&f.name)
+            && !records.make_fact(&f.expr, v, &args, &mut claims)
+        {
             notes.push(format!("fact `{}` = {v}", f.name));
         }
     }
@@ -339,7 +367,7 @@ pub(super) fn scenario(
         && let Some(Value::Number(n)) = ctx.get(b)
         && let Some(m) = n.as_i64()
     {
-        mandate["budget"] = Value::String(Money::from_minor(m.max(0)).to_string());
+        mandate["budget"] = Value::String(Money::from_minor(m.clamp(0, MAX_MINOR)).to_string());
     }
     let expect = match g.level {
         None => json!({"decision": "DENY", "stage": "policy"}),
@@ -370,12 +398,46 @@ pub(super) fn scenario(
         description.push_str(&format!("; the world must also give: {}", notes.join(", ")));
     }
     test["description"] = Value::String(description);
-    json!({
+    let mut file = json!({
         "pack": p.pack.name,
         "clock": format_time(now),
         "mandates": {"guarantee": mandate},
         "tests": [test],
-    })
+    });
+    if !records.added.is_empty() {
+        file["registries"] = Value::Object(records.added);
+    }
+    file
+}
+
+/// The amount an action spends is never negative: the budget stage
+/// refuses one before the policy decides.
+fn spendable(a: &ir::Action, prm: &ir::Param, v: &Value) -> Value {
+    match v.as_i64() {
+        Some(m) if a.budget.as_deref() == Some(prm.name.as_str()) => Value::from(m.max(0)),
+        _ => v.clone(),
+    }
+}
+
+/// A value whose trusted source is a lookup (`registry.R[KEY].FIELD`),
+/// written into that record under the key the proposal uses; whether it
+/// was.
+fn written_where_looked_up(
+    records: &mut Records<'_>,
+    prm: &ir::Param,
+    value: &Value,
+    args: &Map<String, Value>,
+    claims: &Map<String, Value>,
+) -> bool {
+    for s in &prm.sources {
+        let Source::Lookup(l) = s else { continue };
+        let Some(key) = records.source_key(&l.key, args, claims) else {
+            continue;
+        };
+        records.set_field(&l.registry, &key, &l.field, value.clone());
+        return true;
+    }
+    false
 }
 
 #[cfg(test)]

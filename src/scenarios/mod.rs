@@ -73,6 +73,11 @@ pub struct Suite {
     /// The folder of the pack's registries (`<pack>/registries` next to the
     /// `scenarios` folder by default).
     pub registries: PathBuf,
+    /// The file's own records (`"registries"`): registry to owner to
+    /// values (a set registry) or key to record (a keyed one), added to the
+    /// pack's registry data for every test of the file, a record replacing
+    /// the one under its key. Typed when the suite runs.
+    pub records: RecordsSpec,
     pub mandates: BTreeMap<String, MandateSpec>,
     /// Who may be the second pair of eyes, for which owners and roles (as
     /// the world's `[approvers.NAME]`); anyone else approves only as the
@@ -80,6 +85,9 @@ pub struct Suite {
     pub approvers: BTreeMap<String, ApproverSpec>,
     pub tests: Vec<TestCase>,
 }
+
+/// Registry to owner to that owner's records, as in a registry file.
+pub type RecordsSpec = BTreeMap<String, BTreeMap<String, Value>>;
 
 /// A scenario file's approver: the owners and roles it may approve for.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -226,6 +234,8 @@ struct FileRaw {
     mandates: BTreeMap<String, Value>,
     #[serde(default)]
     approvers: BTreeMap<String, ApproverSpec>,
+    #[serde(default)]
+    registries: BTreeMap<String, Value>,
     tests: Vec<Value>,
 }
 
@@ -332,6 +342,19 @@ impl Suite {
             }
             mandates.insert(name, spec);
         }
+        let mut records = RecordsSpec::new();
+        for (name, owners) in raw.registries {
+            let owners = serde_json::from_value(owners).map_err(|e| {
+                invalid(
+                    None,
+                    format!(
+                        "registries: `{name}`: expected an object from owner to records ({})",
+                        serde_reason(e)
+                    ),
+                )
+            })?;
+            records.insert(name, owners);
+        }
         if raw.tests.is_empty() {
             return Err(invalid(None, "no tests".into()));
         }
@@ -429,6 +452,7 @@ impl Suite {
             pack: raw.pack,
             clock,
             registries,
+            records,
             mandates,
             approvers: raw.approvers,
             tests,
@@ -523,6 +547,29 @@ mod tests {
         }
         let e = parse(&OK.replace("\"stage\"", "\"stag\"")).unwrap_err();
         assert!(e.to_string().contains("test `one`"), "{e}");
+    }
+
+    #[test]
+    fn a_files_records_must_be_owner_to_records() {
+        let text = OK.replacen(
+            "\"tests\"",
+            "\"registries\": {\"sanctions\": [\"x\"]}, \"tests\"",
+            1,
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("registries: `sanctions`: expected an object from owner to records"),
+            "{e}"
+        );
+        let ok = OK.replacen(
+            "\"tests\"",
+            "\"registries\": {\"sanctions\": {\"*\": [\"x\"]}}, \"tests\"",
+            1,
+        );
+        assert_eq!(
+            parse(&ok).unwrap().records["sanctions"]["*"],
+            serde_json::json!(["x"])
+        );
     }
 
     #[test]

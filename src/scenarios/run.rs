@@ -223,6 +223,7 @@ impl<'a> Prepared<'a> {
             w.load_registries(&suite.pack, &suite.registries, table)
                 .map_err(|e| e.to_string())?;
         }
+        add_file_records(&mut w, suite, pack)?;
         let issuer = SecretKey::generate().map_err(|e| e.to_string())?;
         let mut people = BTreeMap::new();
         for p in suite.people() {
@@ -527,6 +528,28 @@ impl<'a> Prepared<'a> {
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
+}
+
+/// The suite's own records (`"registries"`) over the pack's, each typed
+/// against its declaration; a registry the pack lacks is an error.
+fn add_file_records(w: &mut World, suite: &Suite, pack: &TablePack) -> Result<(), String> {
+    for (name, owners) in &suite.records {
+        let reg = pack
+            .registries
+            .iter()
+            .find(|r| &r.name == name)
+            .ok_or_else(|| {
+                format!(
+                    "registries: pack `{}` declares no registry `{name}`",
+                    suite.pack
+                )
+            })?;
+        for (owner, recs) in owners {
+            w.add_records(&suite.pack, reg, owner, recs.clone())
+                .map_err(|e| format!("registries: `{name}`, owner `{owner}`: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 fn mandate_id(name: &str, spec: &MandateSpec) -> String {

@@ -17,6 +17,7 @@ mod cli;
 mod codegen;
 mod demo;
 mod docs;
+mod guarantee_scenarios;
 mod guarantees;
 mod mutate;
 mod scenarios;
