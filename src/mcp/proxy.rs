@@ -509,6 +509,29 @@ pub fn declarations(
     })
 }
 
+/// The session recorded in the store, continued or started anew (see
+/// [`session::resume`]), and the child mandates the user granted in it;
+/// synchronous: it reads and writes the store.
+fn resume_session(
+    mut setup: Setup,
+    fresh: bool,
+) -> Result<(Setup, session::Start, HashMap<String, Value>), ProxyError> {
+    let now = setup
+        .world
+        .clock
+        .map_or_else(crate::gateway::unix_now, Ok)?;
+    let start = session::resume(
+        setup.store.as_ref(),
+        &setup.bundle.hash,
+        now,
+        &setup.config_path,
+        &mut setup.session,
+        fresh,
+    )?;
+    let children = intent::resume(setup.store.as_ref(), &setup.config_path, &setup.session)?;
+    Ok((setup, start, children))
+}
+
 impl Proxy {
     /// Builds the gateway (executing externally), starts every downstream
     /// server and checks that each configured tool exists there; the
@@ -519,19 +542,15 @@ impl Proxy {
 
     /// [`Proxy::start`]; `fresh`: a new session, the recorded one revoked
     /// (`ipc mcp --new-session`).
-    pub async fn start_session(mut setup: Setup, fresh: bool) -> Result<Proxy, ProxyError> {
-        let now = setup
-            .world
-            .clock
-            .map_or_else(crate::gateway::unix_now, Ok)?;
-        let start = session::resume(
-            setup.store.as_ref(),
-            &setup.bundle.hash,
-            now,
-            &setup.config_path,
-            &mut setup.session,
-            fresh,
-        )?;
+    pub async fn start_session(setup: Setup, fresh: bool) -> Result<Proxy, ProxyError> {
+        // the store is synchronous (PostgreSQL's client runs a runtime of
+        // its own, which cannot start on an async worker): read off them
+        let (setup, start, children) =
+            tokio::task::spawn_blocking(move || resume_session(setup, fresh))
+                .await
+                .map_err(|e| ProxyError::Session {
+                    reason: format!("reading the session did not finish: {e}"),
+                })??;
         let mandates: Vec<Value> = setup
             .tools
             .iter()
@@ -547,7 +566,6 @@ impl Proxy {
                 ToolMode::Passthrough => None,
             })
             .collect();
-        let children = intent::resume(setup.store.as_ref(), &setup.config_path, &setup.session)?;
         let request_tool = setup
             .session
             .mandate_requests
@@ -888,16 +906,9 @@ impl Proxy {
                 return Ok(d);
             }
         }
-        let user = &self.inner.session.user;
         if d.level.unwrap_or(0) >= 2
-            && !elicit::second_half(&self.inner.gateway, &op, user, &approvals)
+            && let Some(next) = self.four_eyes_missing(&d, &op, &approvals).await?
         {
-            let next = elicit::four_eyes_next(
-                &self.inner.gateway,
-                &d,
-                &self.inner.session,
-                &self.inner.config_path,
-            );
             return Err(refusal_with(&d, &next).into());
         }
         if self.inner.session.user_key.is_none() {
@@ -929,6 +940,29 @@ impl Proxy {
             routed,
             self.input(routed, proposal.clone(), None, approvals),
         )
+        .await
+        .map_err(|e| CallToolResponse::from(error_result(e)))
+    }
+
+    /// A four-eyes operation `op` without its second half (out of band):
+    /// what the agent is told happens next; `None` when it is at hand.
+    async fn four_eyes_missing(
+        &self,
+        d: &Decision,
+        op: &str,
+        approvals: &[Value],
+    ) -> Result<Option<String>, CallToolResponse> {
+        let (inner, d, op, approvals) = (
+            self.inner.clone(),
+            d.clone(),
+            op.to_string(),
+            approvals.to_vec(),
+        );
+        self.blocking(move |gw| {
+            let (s, config) = (&inner.session, &inner.config_path);
+            (!elicit::second_half(gw, &op, &s.user, &approvals))
+                .then(|| elicit::four_eyes_next(gw, &d, s, config))
+        })
         .await
         .map_err(|e| CallToolResponse::from(error_result(e)))
     }
@@ -984,12 +1018,19 @@ impl Proxy {
                     "the same operation ({op}) is running now; wait for its result instead of calling again"
                 )),
                 Seen::Answered(o) => stored_result(&o),
-                Seen::Unknown => match self.inner.gateway.outcome(&op) {
-                    Ok(Some(o)) => stored_result(&o),
-                    Ok(None) => error_result(format!(
+                Seen::Unknown => match self
+                    .blocking({
+                        let op = op.clone();
+                        move |gw| gw.outcome(&op)
+                    })
+                    .await
+                {
+                    Ok(Ok(Some(o))) => stored_result(&o),
+                    Ok(Ok(None)) => error_result(format!(
                         "outcome unknown, ask the user: the operation {op} was allowed and dispatched before, but no outcome was recorded (the downstream or the proxy stopped during the call); it is not sent again"
                     )),
-                    Err(e) => error_result(format!("the store failed: {e}")),
+                    Ok(Err(e)) => error_result(format!("the store failed: {e}")),
+                    Err(e) => error_result(e),
                 },
             };
         }
