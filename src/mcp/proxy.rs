@@ -4,7 +4,8 @@
 //!
 //! - `tools/list` shows only the configured tools, each with its
 //!   downstream's schema; any other tool is hidden and a call to it refused.
-//! - A `passthrough` tool is forwarded as is.
+//! - A `passthrough` tool is forwarded as is, while the session's
+//!   mandates stand (not expired, not revoked: [`standing`]).
 //! - A mapped tool: the arguments become a proposal (`ToolConfig::to_proposal`),
 //!   the gateway decides (nine stages, the session's mandate); on ALLOW the
 //!   downstream tool is called with the decision's *trusted* values in the
@@ -25,6 +26,7 @@
 
 pub mod elicit;
 mod request;
+mod standing;
 
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
@@ -163,6 +165,8 @@ struct Inner {
     /// Per pack, the child mandate the user granted last (kept in the
     /// store too): the pack's calls are decided under it.
     children: Mutex<HashMap<String, Value>>,
+    /// The session's mandates, checked before a passthrough is forwarded.
+    standing: standing::Standing,
 }
 
 /// The operations whose downstream call runs in this process (`None`) or
@@ -644,6 +648,7 @@ impl Proxy {
                 pack,
             });
         }
+        let standing = standing::Standing::of(&gateway, &setup.session.mandates);
         let gateway = Arc::new(gateway);
         Ok(Proxy {
             inner: Arc::new(Inner {
@@ -658,6 +663,7 @@ impl Proxy {
                 changed: Mutex::default(),
                 request_tool,
                 children: Mutex::new(children),
+                standing,
             }),
         })
     }
@@ -1385,6 +1391,9 @@ impl Proxy {
         if self.declaration_changed(&routed.config.tool) {
             return self.refuse_changed(routed, request).await;
         }
+        if let Some(why) = self.session_ended().await {
+            return self.refuse(&request.name, request, &why).await;
+        }
         let args = request.arguments.clone().unwrap_or_default();
         let arguments = Value::Object(args.clone());
         let (result, answer) = match self.forward(&routed.config, args).await {
@@ -1415,6 +1424,23 @@ impl Proxy {
             )),
             Err(e) => error_result(e),
         }
+    }
+
+    /// Why no call is forwarded any more: a mandate of the session expired
+    /// or was revoked (or that cannot be known); `None` while it stands.
+    async fn session_ended(&self) -> Option<String> {
+        let inner = self.inner.clone();
+        let why = match self.blocking(move |gw| inner.standing.check(gw)).await {
+            Ok(Ok(None)) => return None,
+            Ok(Ok(Some(why))) => why,
+            Ok(Err(e)) | Err(e) => format!("the session's mandates cannot be checked: {e}"),
+        };
+        let next = if self.inner.session.issued {
+            "every call is refused until a new session is started (`ipc mcp --new-session`)"
+        } else {
+            "every call is refused until `[session] token` names a mandate that stands (`ipc token issue`)"
+        };
+        Some(format!("{why}; {next}"))
     }
 
     /// Runs `f` with the gateway on the blocking pool (it is synchronous

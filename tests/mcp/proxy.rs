@@ -319,6 +319,58 @@ async fn passthrough_is_forwarded_without_a_decision_and_leaves_a_receipt() {
     assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
 
+/// The user's kill switch stops the agent's reads too (issue #39, finding
+/// 3): once the session's mandate is revoked, or has expired, a
+/// passthrough is refused before it reaches the server, with a receipt and
+/// a reason the agent reads; a payment is refused at `authn` as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_or_expired_session_forwards_no_read() {
+    let h = harness(Opts::default()).await;
+    let r = h.call("read_inbox", Map::new()).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let id = h.proxy.mandate_of("send_money").unwrap()["mandate"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.store
+        .transaction(&mut |tx| {
+            tx.revoke(&id)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    for tool in ["read_inbox", "list_vendors"] {
+        let r = h.call(tool, Map::new()).await;
+        assert!(is_error(&r), "{}", text(&r));
+        let t = text(&r);
+        assert!(t.contains(&format!("`{id}` has been revoked")), "{t}");
+        assert!(t.contains("--new-session") || t.contains("token"), "{t}");
+        let rec = h.receipts().last().cloned().unwrap();
+        assert_eq!(rec["kind"], "refused", "{rec}");
+        assert_eq!(rec["tool"], tool);
+        assert!(t.contains("receipt #"), "{t}");
+    }
+    assert_eq!(h.executed("read_inbox").len(), 1, "forwarded once, before");
+    assert!(h.executed("list_vendors").is_empty());
+    let r = h
+        .call("send_money", send(testkit_landlord(), json!(10), "x"))
+        .await;
+    assert!(text(&r).contains("DENY at stage `authn`"), "{}", text(&r));
+
+    // a session whose mandate has expired (the test world's clock is fixed)
+    let mut spec = MandateSpec::bank("emma");
+    spec.ttl = 0;
+    let h = harness(Opts {
+        spec: Some(spec),
+        ..Opts::default()
+    })
+    .await;
+    let r = h.call("read_inbox", Map::new()).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("has expired"), "{}", text(&r));
+    assert_eq!(h.receipts().last().unwrap()["kind"], "refused");
+    assert!(h.executed("read_inbox").is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_email_iban_is_refused_with_a_readable_reason() {
     let h = harness(Opts::default()).await;
