@@ -20,7 +20,7 @@ use std::time::Duration;
 const IPC: &str = env!("CARGO_BIN_EXE_ipc");
 const LANDLORD: &str = "DE44500105175407324931";
 
-struct Env {
+pub(crate) struct Env {
     dir: tempfile::TempDir,
     /// The store's location: an SQLite file in `dir`, or a PostgreSQL URL.
     store: String,
@@ -41,7 +41,7 @@ impl Drop for Env {
 
 /// The store a test runs on.
 #[derive(Clone, Copy)]
-enum On {
+pub(crate) enum On {
     Sqlite,
     #[cfg(feature = "postgres")]
     Postgres,
@@ -50,13 +50,13 @@ enum On {
 impl Env {
     /// A config with `budget` (major units) and the demo server started
     /// with `extra` arguments, on an SQLite file.
-    fn new(budget: &str, extra: &[&str]) -> Env {
+    pub(crate) fn new(budget: &str, extra: &[&str]) -> Env {
         Self::on(On::Sqlite, budget, extra).expect("an SQLite store")
     }
 
     /// [`Env::new`] on the store `on`; `None` (skipped, loudly) for
     /// PostgreSQL without `IPC_TEST_PG`.
-    fn on(on: On, budget: &str, extra: &[&str]) -> Option<Env> {
+    pub(crate) fn on(on: On, budget: &str, extra: &[&str]) -> Option<Env> {
         let dir = tempfile::tempdir().unwrap();
         let (store, pg) = match on {
             On::Sqlite => (
@@ -82,11 +82,11 @@ impl Env {
         Some(env)
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn config(&self) -> PathBuf {
+    pub(crate) fn config(&self) -> PathBuf {
         self.path().join("intentplane.toml")
     }
 
@@ -172,7 +172,7 @@ passthrough = "unguarded"
     }
 
     /// The downstream's executed calls of `send_money`.
-    fn sent(&self) -> Vec<Value> {
+    pub(crate) fn sent(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.path().join("state.json")).unwrap_or_default();
         let st: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         st["calls"]
@@ -196,7 +196,7 @@ passthrough = "unguarded"
         })
     }
 
-    fn receipts(&self, kind: &str) -> Vec<Value> {
+    pub(crate) fn receipts(&self, kind: &str) -> Vec<Value> {
         self.all_receipts()
             .into_iter()
             .filter(|b| b["kind"] == kind)
@@ -268,7 +268,7 @@ impl Running {
     }
 }
 
-async fn stderr_of(child: &mut tokio::process::Child) -> String {
+pub(crate) async fn stderr_of(child: &mut tokio::process::Child) -> String {
     use tokio::io::AsyncReadExt;
     let mut s = String::new();
     if let Some(mut e) = child.stderr.take() {
@@ -277,7 +277,7 @@ async fn stderr_of(child: &mut tokio::process::Child) -> String {
     s
 }
 
-fn pay(amount: f64, subject: &str) -> Map<String, Value> {
+pub(crate) fn pay(amount: f64, subject: &str) -> Map<String, Value> {
     json!({"recipient": LANDLORD, "amount": amount, "currency": "EUR", "subject": subject})
         .as_object()
         .cloned()
