@@ -20,7 +20,9 @@
 //!   (see `gateway::outcome`), written in the background after the agent
 //!   has its answer ([`Outcomes`]); a retried operation is answered from
 //!   the store (or from the outcomes not yet written), never run twice, and
-//!   one without a recorded outcome is "outcome unknown, ask the user".
+//!   one without a recorded outcome is "outcome not recorded yet" (another
+//!   instance on the same store may be running it: a retry reads its
+//!   result once recorded; else, the outcome is unknown: ask the user).
 //! - The session is durable ([`crate::mcp::session`]): a restart with the
 //!   same config and store continues the same mandates.
 
@@ -52,6 +54,9 @@ use std::time::Duration;
 /// The largest tool arguments accepted (their JSON text): anything larger
 /// is a DENY with a receipt, never parsed further.
 pub const MAX_ARGS_BYTES: usize = 64 * 1024;
+
+/// How a retried operation without a recorded outcome is answered.
+const NOT_RECORDED: &str = "outcome not recorded yet";
 
 /// How long a downstream call may take before it counts as failed.
 const DOWNSTREAM_TIMEOUT: Duration = Duration::from_secs(120);
@@ -1033,7 +1038,7 @@ impl Proxy {
                 {
                     Ok(Ok(Some(o))) => stored_result(&o),
                     Ok(Ok(None)) => error_result(format!(
-                        "outcome unknown, ask the user: the operation {op} was allowed and dispatched before, but no outcome was recorded (the downstream or the proxy stopped during the call); it is not sent again"
+                        "{NOT_RECORDED}: the operation {op} was allowed and dispatched before, by another instance of the proxy on this store that may still be running it, or by one that stopped during the call; it is not sent again; call again in a moment to read its result once recorded; if none is ever recorded, the outcome is unknown: ask the user"
                     )),
                     Ok(Err(e)) => error_result(format!("the store failed: {e}")),
                     Err(e) => error_result(e),

@@ -312,7 +312,8 @@ async fn a_passthrough_answered_before_a_sigkill_keeps_its_receipt() {
 
 /// The proxy is killed after the decision committed and the downstream
 /// executed, before the downstream answered: started again on the same
-/// config and store, the agent's retry is "outcome unknown, ask the user"
+/// config and store, the agent's retry is "outcome not recorded yet ... ask
+/// the user"
 /// and the downstream is never called a second time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cut_off_by_sigkill_is_never_sent_again_after_a_restart() {
@@ -360,7 +361,7 @@ async fn cut_off_by_sigkill(on: On) {
         let r = again.call(a.clone()).await;
         assert_eq!(r.is_error, Some(true), "round {round}: {}", text(&r));
         assert!(
-            text(&r).contains("outcome unknown, ask the user"),
+            text(&r).contains("outcome not recorded yet") && text(&r).contains("ask the user"),
             "round {round}: {}",
             text(&r)
         );
