@@ -4,7 +4,8 @@
 //!
 //! - `tools/list` shows only the configured tools, each with its
 //!   downstream's schema; any other tool is hidden and a call to it refused.
-//! - A `passthrough` tool is forwarded as is.
+//! - A `passthrough` tool is forwarded as is, while the session's
+//!   mandates stand (not expired, not revoked: [`standing`]).
 //! - A mapped tool: the arguments become a proposal (`ToolConfig::to_proposal`),
 //!   the gateway decides (nine stages, the session's mandate); on ALLOW the
 //!   downstream tool is called with the decision's *trusted* values in the
@@ -19,12 +20,15 @@
 //!   (see `gateway::outcome`), written in the background after the agent
 //!   has its answer ([`Outcomes`]); a retried operation is answered from
 //!   the store (or from the outcomes not yet written), never run twice, and
-//!   one without a recorded outcome is "outcome unknown, ask the user".
+//!   one without a recorded outcome is "outcome not recorded yet" (another
+//!   instance on the same store may be running it: a retry reads its
+//!   result once recorded; else, the outcome is unknown: ask the user).
 //! - The session is durable ([`crate::mcp::session`]): a restart with the
 //!   same config and store continues the same mandates.
 
 pub mod elicit;
 mod request;
+mod standing;
 
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
@@ -51,6 +55,9 @@ use std::time::Duration;
 /// The largest tool arguments accepted (their JSON text): anything larger
 /// is a DENY with a receipt, never parsed further.
 pub const MAX_ARGS_BYTES: usize = 64 * 1024;
+
+/// How a retried operation without a recorded outcome is answered.
+const NOT_RECORDED: &str = "outcome not recorded yet";
 
 /// How long a downstream call may take before it counts as failed.
 const DOWNSTREAM_TIMEOUT: Duration = Duration::from_secs(120);
@@ -164,6 +171,8 @@ struct Inner {
     /// Per pack, the child mandate the user granted last (kept in the
     /// store too): the pack's calls are decided under it.
     children: Mutex<HashMap<String, Value>>,
+    /// The session's mandates, checked before a passthrough is forwarded.
+    standing: standing::Standing,
 }
 
 /// The operations whose downstream call runs in this process (`None`) or
@@ -522,6 +531,29 @@ pub fn declarations(
     })
 }
 
+/// The session recorded in the store, continued or started anew (see
+/// [`session::resume`]), and the child mandates the user granted in it;
+/// synchronous: it reads and writes the store.
+fn resume_session(
+    mut setup: Setup,
+    fresh: bool,
+) -> Result<(Setup, session::Start, HashMap<String, Value>), ProxyError> {
+    let now = setup
+        .world
+        .clock
+        .map_or_else(crate::gateway::unix_now, Ok)?;
+    let start = session::resume(
+        setup.store.as_ref(),
+        &setup.bundle.hash,
+        now,
+        &setup.config_path,
+        &mut setup.session,
+        fresh,
+    )?;
+    let children = intent::resume(setup.store.as_ref(), &setup.config_path, &setup.session)?;
+    Ok((setup, start, children))
+}
+
 impl Proxy {
     /// Builds the gateway (executing externally), starts every downstream
     /// server and checks that each configured tool exists there; the
@@ -532,19 +564,15 @@ impl Proxy {
 
     /// [`Proxy::start`]; `fresh`: a new session, the recorded one revoked
     /// (`ipc mcp --new-session`).
-    pub async fn start_session(mut setup: Setup, fresh: bool) -> Result<Proxy, ProxyError> {
-        let now = setup
-            .world
-            .clock
-            .map_or_else(crate::gateway::unix_now, Ok)?;
-        let start = session::resume(
-            setup.store.as_ref(),
-            &setup.bundle.hash,
-            now,
-            &setup.config_path,
-            &mut setup.session,
-            fresh,
-        )?;
+    pub async fn start_session(setup: Setup, fresh: bool) -> Result<Proxy, ProxyError> {
+        // the store is synchronous (PostgreSQL's client runs a runtime of
+        // its own, which cannot start on an async worker): read off them
+        let (setup, start, children) =
+            tokio::task::spawn_blocking(move || resume_session(setup, fresh))
+                .await
+                .map_err(|e| ProxyError::Session {
+                    reason: format!("reading the session did not finish: {e}"),
+                })??;
         let mandates: Vec<Value> = setup
             .tools
             .iter()
@@ -560,7 +588,6 @@ impl Proxy {
                 ToolMode::Passthrough => None,
             })
             .collect();
-        let children = intent::resume(setup.store.as_ref(), &setup.config_path, &setup.session)?;
         let request_tool = setup
             .session
             .mandate_requests
@@ -639,6 +666,7 @@ impl Proxy {
                 pack,
             });
         }
+        let standing = standing::Standing::of(&gateway, &setup.session.mandates);
         let gateway = Arc::new(gateway);
         Ok(Proxy {
             inner: Arc::new(Inner {
@@ -653,6 +681,7 @@ impl Proxy {
                 changed: Mutex::default(),
                 request_tool,
                 children: Mutex::new(children),
+                standing,
             }),
         })
     }
@@ -901,16 +930,9 @@ impl Proxy {
                 return Ok(d);
             }
         }
-        let user = &self.inner.session.user;
         if d.level.unwrap_or(0) >= 2
-            && !elicit::second_half(&self.inner.gateway, &op, user, &approvals)
+            && let Some(next) = self.four_eyes_missing(&d, &op, &approvals).await?
         {
-            let next = elicit::four_eyes_next(
-                &self.inner.gateway,
-                &d,
-                &self.inner.session,
-                &self.inner.config_path,
-            );
             return Err(refusal_with(&d, &next).into());
         }
         if self.inner.session.user_key.is_none() {
@@ -942,6 +964,29 @@ impl Proxy {
             routed,
             self.input(routed, proposal.clone(), None, approvals),
         )
+        .await
+        .map_err(|e| CallToolResponse::from(error_result(e)))
+    }
+
+    /// A four-eyes operation `op` without its second half (out of band):
+    /// what the agent is told happens next; `None` when it is at hand.
+    async fn four_eyes_missing(
+        &self,
+        d: &Decision,
+        op: &str,
+        approvals: &[Value],
+    ) -> Result<Option<String>, CallToolResponse> {
+        let (inner, d, op, approvals) = (
+            self.inner.clone(),
+            d.clone(),
+            op.to_string(),
+            approvals.to_vec(),
+        );
+        self.blocking(move |gw| {
+            let (s, config) = (&inner.session, &inner.config_path);
+            (!elicit::second_half(gw, &op, &s.user, &approvals))
+                .then(|| elicit::four_eyes_next(gw, &d, s, config))
+        })
         .await
         .map_err(|e| CallToolResponse::from(error_result(e)))
     }
@@ -997,12 +1042,19 @@ impl Proxy {
                     "the same operation ({op}) is running now; wait for its result instead of calling again"
                 )),
                 Seen::Answered(o) => stored_result(&o),
-                Seen::Unknown => match self.inner.gateway.outcome(&op) {
-                    Ok(Some(o)) => stored_result(&o),
-                    Ok(None) => error_result(format!(
-                        "outcome unknown, ask the user: the operation {op} was allowed and dispatched before, but no outcome was recorded (the downstream or the proxy stopped during the call); it is not sent again"
+                Seen::Unknown => match self
+                    .blocking({
+                        let op = op.clone();
+                        move |gw| gw.outcome(&op)
+                    })
+                    .await
+                {
+                    Ok(Ok(Some(o))) => stored_result(&o),
+                    Ok(Ok(None)) => error_result(format!(
+                        "{NOT_RECORDED}: the operation {op} was allowed and dispatched before, by another instance of the proxy on this store that may still be running it, or by one that stopped during the call; it is not sent again; call again in a moment to read its result once recorded; if none is ever recorded, the outcome is unknown: ask the user"
                     )),
-                    Err(e) => error_result(format!("the store failed: {e}")),
+                    Ok(Err(e)) => error_result(format!("the store failed: {e}")),
+                    Err(e) => error_result(e),
                 },
             };
         }
@@ -1420,6 +1472,9 @@ impl Proxy {
         if self.declaration_changed(&routed.config.tool) {
             return self.refuse_changed(routed, request).await;
         }
+        if let Some(why) = self.session_ended().await {
+            return self.refuse(&request.name, request, &why).await;
+        }
         let args = request.arguments.clone().unwrap_or_default();
         let arguments = Value::Object(args.clone());
         let (result, answer) = match self.forward(&routed.config, args).await {
@@ -1450,6 +1505,23 @@ impl Proxy {
             )),
             Err(e) => error_result(e),
         }
+    }
+
+    /// Why no call is forwarded any more: a mandate of the session expired
+    /// or was revoked (or that cannot be known); `None` while it stands.
+    async fn session_ended(&self) -> Option<String> {
+        let inner = self.inner.clone();
+        let why = match self.blocking(move |gw| inner.standing.check(gw)).await {
+            Ok(Ok(None)) => return None,
+            Ok(Ok(Some(why))) => why,
+            Ok(Err(e)) | Err(e) => format!("the session's mandates cannot be checked: {e}"),
+        };
+        let next = if self.inner.session.issued {
+            "every call is refused until a new session is started (`ipc mcp --new-session`)"
+        } else {
+            "every call is refused until `[session] token` names a mandate that stands (`ipc token issue`)"
+        };
+        Some(format!("{why}; {next}"))
     }
 
     /// Runs `f` with the gateway on the blocking pool (it is synchronous

@@ -12,6 +12,7 @@ mod commits;
 mod config;
 mod downstream;
 mod intent;
+mod listen;
 mod proxy;
 mod remote;
 mod servers;

@@ -101,6 +101,8 @@ struct Opts {
     balance: Option<&'static str>,
     /// The session's `decline_for` (default: the config's default).
     decline_for: Option<i64>,
+    /// The store's location (default: an SQLite file in the test's folder).
+    store: Option<String>,
 }
 
 impl Default for Opts {
@@ -114,6 +116,7 @@ impl Default for Opts {
             extra: vec![],
             balance: None,
             decline_for: None,
+            store: None,
         }
     }
 }
@@ -126,8 +129,12 @@ async fn harness(o: Opts) -> Harness {
         st["balance"] = json!(b);
         std::fs::write(&state, st.to_string()).unwrap();
     }
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(tw.dir.path().join("store.db")).unwrap());
+    let store: Arc<dyn Store> = match &o.store {
+        Some(at) => {
+            tokio::task::block_in_place(|| intentplane::store::open(Path::new(at), true).unwrap())
+        }
+        None => Arc::new(SqliteStore::open(tw.dir.path().join("store.db")).unwrap()),
+    };
     let server = testkit::demo_server(Path::new(IPC), &state, &o.extra, tw.dir.path());
     let spec = o.spec.unwrap_or_else(|| MandateSpec::bank("emma"));
     let mut setup = testkit::setup(&tw, spec, server, o.tools, store.clone(), o.user_key);
@@ -317,6 +324,58 @@ async fn passthrough_is_forwarded_without_a_decision_and_leaves_a_receipt() {
     assert_eq!(rec["tool"], "list_vendors");
     assert_eq!(rec["is_error"], json!(is_error(&r)));
     assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
+}
+
+/// The user's kill switch stops the agent's reads too (issue #39, finding
+/// 3): once the session's mandate is revoked, or has expired, a
+/// passthrough is refused before it reaches the server, with a receipt and
+/// a reason the agent reads; a payment is refused at `authn` as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_or_expired_session_forwards_no_read() {
+    let h = harness(Opts::default()).await;
+    let r = h.call("read_inbox", Map::new()).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let id = h.proxy.mandate_of("send_money").unwrap()["mandate"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.store
+        .transaction(&mut |tx| {
+            tx.revoke(&id)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    for tool in ["read_inbox", "list_vendors"] {
+        let r = h.call(tool, Map::new()).await;
+        assert!(is_error(&r), "{}", text(&r));
+        let t = text(&r);
+        assert!(t.contains(&format!("`{id}` has been revoked")), "{t}");
+        assert!(t.contains("--new-session") || t.contains("token"), "{t}");
+        let rec = h.receipts().last().cloned().unwrap();
+        assert_eq!(rec["kind"], "refused", "{rec}");
+        assert_eq!(rec["tool"], tool);
+        assert!(t.contains("receipt #"), "{t}");
+    }
+    assert_eq!(h.executed("read_inbox").len(), 1, "forwarded once, before");
+    assert!(h.executed("list_vendors").is_empty());
+    let r = h
+        .call("send_money", send(testkit_landlord(), json!(10), "x"))
+        .await;
+    assert!(text(&r).contains("DENY at stage `authn`"), "{}", text(&r));
+
+    // a session whose mandate has expired (the test world's clock is fixed)
+    let mut spec = MandateSpec::bank("emma");
+    spec.ttl = 0;
+    let h = harness(Opts {
+        spec: Some(spec),
+        ..Opts::default()
+    })
+    .await;
+    let r = h.call("read_inbox", Map::new()).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("has expired"), "{}", text(&r));
+    assert_eq!(h.receipts().last().unwrap()["kind"], "refused");
+    assert!(h.executed("read_inbox").is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -666,7 +725,25 @@ async fn above_the_hard_cap_or_the_budget_nothing_executes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_calls_spend_one_budget() {
-    let h = harness(Opts::default()).await;
+    concurrent_calls_spend_one_budget(&harness(Opts::default()).await).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_calls_spend_one_budget_postgres() {
+    let Some(pg) = tokio::task::block_in_place(crate::common::pg::fresh) else {
+        return;
+    };
+    let h = harness(Opts {
+        store: Some(pg.url.clone()),
+        ..Opts::default()
+    })
+    .await;
+    let (_pg, h) = (OffAsync(Some(pg)), OffAsync(Some(h)));
+    concurrent_calls_spend_one_budget(h.0.as_ref().unwrap()).await;
+}
+
+async fn concurrent_calls_spend_one_budget(h: &Harness) {
     let a = h.call("send_money", send(testkit_landlord(), json!(900), "a"));
     let b = h.call("send_money", send(testkit_landlord(), json!(900), "b"));
     let c = h.call("send_money", send(testkit_landlord(), json!(900), "c"));
@@ -785,11 +862,103 @@ async fn a_decision_without_a_recorded_outcome_is_outcome_unknown() {
     let r = h.call("send_money", a).await;
     assert!(is_error(&r));
     assert!(
-        text(&r).contains("outcome unknown, ask the user"),
+        text(&r).contains("outcome not recorded yet") && text(&r).contains("ask the user"),
         "{}",
         text(&r)
     );
     assert!(h.executed("send_money").is_empty());
+}
+
+/// Four proxies on one store (four `ipc mcp` of one session) and the same
+/// operation (issue #39, finding 10): the first executes it; the others,
+/// while its outcome is not yet in the store, are told so and to call
+/// again, not "outcome unknown"; once it is recorded, their retries read
+/// its result. The downstream runs it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_proxies_on_one_store_execute_once_and_the_others_read_its_result() {
+    let tw = TestWorld::new();
+    let store = tw.dir.path().join("store.db").display().to_string();
+    four_proxies(&tw, &store).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_proxies_on_one_store_execute_once_and_the_others_read_its_result_postgres() {
+    let Some(pg) = tokio::task::block_in_place(crate::common::pg::fresh) else {
+        return;
+    };
+    let pg = OffAsync(Some(pg));
+    four_proxies(&TestWorld::new(), &pg.0.as_ref().unwrap().url).await;
+}
+
+/// Dropped off the async workers (a PostgreSQL schema: its client runs a
+/// runtime of its own), also when a failed assertion unwinds.
+#[cfg(feature = "postgres")]
+struct OffAsync<T>(Option<T>);
+
+#[cfg(feature = "postgres")]
+impl<T> Drop for OffAsync<T> {
+    fn drop(&mut self) {
+        let t = self.0.take();
+        tokio::task::block_in_place(|| drop(t));
+    }
+}
+
+async fn four_proxies(tw: &TestWorld, store: &str) {
+    let state = tw.dir.path().join("demo-state.json");
+    let id = MandateSpec::bank("emma").id;
+    let mut proxies = vec![];
+    for _ in 0..4 {
+        let at = Path::new(store);
+        let store = tokio::task::block_in_place(|| intentplane::store::open(at, true).unwrap());
+        let server = testkit::demo_server(Path::new(IPC), &state, &[], tw.dir.path());
+        let mut spec = MandateSpec::bank("emma");
+        spec.id = id.clone();
+        let setup = testkit::setup(tw, spec, server, testkit::demo_tools(), store, true);
+        let proxy = Proxy::start(setup).await.expect("the proxy starts");
+        // an outcome stays in memory until the flush below
+        proxy.set_outcome_idle(std::time::Duration::from_secs(3600));
+        let (a, b) = tokio::io::duplex(1 << 20);
+        tokio::spawn(proxy.clone().serve_on(a));
+        let client = User::new(None).serve(b).await.expect("client connects");
+        proxies.push((proxy, client));
+    }
+    let a = send(testkit_landlord(), json!(100), "rent");
+    let call = |i: usize| {
+        let client = &proxies[i].1;
+        let a = a.clone();
+        async move {
+            client
+                .call_tool(CallToolRequestParams::new("send_money").with_arguments(a))
+                .await
+                .expect("the call gets a result")
+        }
+    };
+    let first = call(0).await;
+    assert!(!is_error(&first), "{}", text(&first));
+    let (b, c, d) = tokio::join!(call(1), call(2), call(3));
+    for r in [&b, &c, &d] {
+        let t = text(r);
+        assert!(is_error(r), "{t}");
+        assert!(t.contains("outcome not recorded yet"), "{t}");
+        assert!(
+            t.contains("another instance") && t.contains("call again"),
+            "{t}"
+        );
+        assert!(!t.contains("outcome unknown"), "{t}");
+    }
+    proxies[0].0.flush().await;
+    for i in 1..4 {
+        let r = call(i).await;
+        assert_eq!(text(&r), text(&first), "proxy {i} reads the result");
+        assert!(!is_error(&r));
+    }
+    assert_eq!(crate::common::mcp::executed(&state, "send_money").len(), 1);
+    for (p, _) in &proxies {
+        p.flush().await;
+    }
+    // (a PostgreSQL store is closed off the async workers)
+    tokio::task::block_in_place(|| drop(proxies));
 }
 
 /// A proxy for the clerk of acme and a vendor's IBAN change (four eyes):

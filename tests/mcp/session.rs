@@ -10,7 +10,6 @@
 use crate::common::mcp::text;
 use intentplane::gateway::approval::SignedApproval;
 use intentplane::store::Store;
-use intentplane::store::sqlite::SqliteStore;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -21,27 +20,73 @@ use std::time::Duration;
 const IPC: &str = env!("CARGO_BIN_EXE_ipc");
 const LANDLORD: &str = "DE44500105175407324931";
 
-struct Env {
+pub(crate) struct Env {
     dir: tempfile::TempDir,
+    /// The store's location: an SQLite file in `dir`, or a PostgreSQL URL.
+    store: String,
+    /// The PostgreSQL schema, dropped with the test.
+    #[cfg(feature = "postgres")]
+    _pg: Option<crate::common::pg::Schema>,
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for Env {
+    /// The schema is dropped off the async workers.
+    fn drop(&mut self) {
+        if let Some(pg) = self._pg.take() {
+            tokio::task::block_in_place(|| drop(pg));
+        }
+    }
+}
+
+/// The store a test runs on.
+#[derive(Clone, Copy)]
+pub(crate) enum On {
+    Sqlite,
+    #[cfg(feature = "postgres")]
+    Postgres,
 }
 
 impl Env {
     /// A config with `budget` (major units) and the demo server started
-    /// with `extra` arguments.
-    fn new(budget: &str, extra: &[&str]) -> Env {
+    /// with `extra` arguments, on an SQLite file.
+    pub(crate) fn new(budget: &str, extra: &[&str]) -> Env {
+        Self::on(On::Sqlite, budget, extra).expect("an SQLite store")
+    }
+
+    /// [`Env::new`] on the store `on`; `None` (skipped, loudly) for
+    /// PostgreSQL without `IPC_TEST_PG`.
+    pub(crate) fn on(on: On, budget: &str, extra: &[&str]) -> Option<Env> {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, pg) = match on {
+            On::Sqlite => (
+                dir.path().join("intentplane.db").display().to_string(),
+                None,
+            ),
+            #[cfg(feature = "postgres")]
+            On::Postgres => {
+                let s = tokio::task::block_in_place(crate::common::pg::fresh)?;
+                (s.url.clone(), Some(s))
+            }
+        };
+        #[cfg(not(feature = "postgres"))]
+        let _: Option<()> = pg;
         let env = Env {
-            dir: tempfile::tempdir().unwrap(),
+            dir,
+            store,
+            #[cfg(feature = "postgres")]
+            _pg: pg,
         };
         std::fs::create_dir_all(env.path().join("approvals")).unwrap();
         env.write_config(budget, extra);
-        env
+        Some(env)
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn config(&self) -> PathBuf {
+    pub(crate) fn config(&self) -> PathBuf {
         self.path().join("intentplane.toml")
     }
 
@@ -58,7 +103,7 @@ impl Env {
         let text = format!(
             r#"packs = ["{r}/packs/bank"]
 world = "{r}/examples/mcp/world.toml"
-store = "{t}/intentplane.db"
+store = "{store}"
 
 [[servers]]
 name = "demo"
@@ -96,7 +141,8 @@ server = "demo"
 tool = "read_inbox"
 passthrough = "unguarded"
 "#,
-            args = args.join(", ")
+            args = args.join(", "),
+            store = self.store,
         );
         std::fs::write(self.config(), text).unwrap();
     }
@@ -115,12 +161,18 @@ passthrough = "unguarded"
         let mut child = cmd.spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let stdin = child.stdin.take().unwrap();
-        let client = ().serve((stdout, stdin)).await.expect("the proxy answers");
+        let client = match ().serve((stdout, stdin)).await {
+            Ok(c) => c,
+            Err(e) => panic!(
+                "the proxy does not answer ({e}): {}",
+                stderr_of(&mut child).await
+            ),
+        };
         Running { child, client }
     }
 
     /// The downstream's executed calls of `send_money`.
-    fn sent(&self) -> Vec<Value> {
+    pub(crate) fn sent(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.path().join("state.json")).unwrap_or_default();
         let st: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         st["calls"]
@@ -134,18 +186,49 @@ passthrough = "unguarded"
             .unwrap_or_default()
     }
 
-    fn store(&self) -> SqliteStore {
-        SqliteStore::open(self.path().join("intentplane.db")).unwrap()
+    /// `f` on the store, opened, used and closed off the async workers
+    /// (PostgreSQL's client runs a runtime of its own, which cannot start
+    /// inside another's).
+    fn with_store<T>(&self, f: impl FnOnce(&dyn Store) -> T) -> T {
+        tokio::task::block_in_place(|| {
+            let store = intentplane::store::open(Path::new(&self.store), false).unwrap();
+            f(store.as_ref())
+        })
     }
 
-    fn receipts(&self, kind: &str) -> Vec<Value> {
-        self.store()
-            .receipts()
-            .unwrap()
+    pub(crate) fn receipts(&self, kind: &str) -> Vec<Value> {
+        self.all_receipts()
             .into_iter()
-            .map(|r| r.body)
             .filter(|b| b["kind"] == kind)
             .collect()
+    }
+
+    fn all_receipts(&self) -> Vec<Value> {
+        self.with_store(|s| s.receipts().unwrap())
+            .into_iter()
+            .map(|r| r.body)
+            .collect()
+    }
+
+    /// Whether each of these mandates is revoked in the store.
+    fn revoked(&self, ids: &[&str]) -> Vec<bool> {
+        let mut revoked = vec![];
+        self.with_store(|s| {
+            s.transaction(&mut |tx| {
+                revoked = ids
+                    .iter()
+                    .map(|id| tx.revoked(id))
+                    .collect::<Result<_, _>>()?;
+                Ok(Value::Null)
+            })
+        })
+        .unwrap();
+        revoked
+    }
+
+    /// The whole store verifies.
+    fn verifies(&self) -> bool {
+        self.with_store(|s| intentplane::store::verify_store(&s.snapshot().unwrap(), None).is_ok())
     }
 }
 
@@ -185,7 +268,7 @@ impl Running {
     }
 }
 
-async fn stderr_of(child: &mut tokio::process::Child) -> String {
+pub(crate) async fn stderr_of(child: &mut tokio::process::Child) -> String {
     use tokio::io::AsyncReadExt;
     let mut s = String::new();
     if let Some(mut e) = child.stderr.take() {
@@ -194,7 +277,7 @@ async fn stderr_of(child: &mut tokio::process::Child) -> String {
     s
 }
 
-fn pay(amount: f64, subject: &str) -> Map<String, Value> {
+pub(crate) fn pay(amount: f64, subject: &str) -> Map<String, Value> {
     json!({"recipient": LANDLORD, "amount": amount, "currency": "EUR", "subject": subject})
         .as_object()
         .cloned()
@@ -224,18 +307,29 @@ async fn a_passthrough_answered_before_a_sigkill_keeps_its_receipt() {
     }
     p.kill().await;
     assert_eq!(env.receipts("passthrough").len(), 3);
-    let snapshot = env.store().snapshot().unwrap();
-    let report = intentplane::store::verify_store(&snapshot, None);
-    assert!(report.is_ok(), "{report:?}");
+    assert!(env.verifies());
 }
 
 /// The proxy is killed after the decision committed and the downstream
 /// executed, before the downstream answered: started again on the same
-/// config and store, the agent's retry is "outcome unknown, ask the user"
+/// config and store, the agent's retry is "outcome not recorded yet ... ask
+/// the user"
 /// and the downstream is never called a second time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cut_off_by_sigkill_is_never_sent_again_after_a_restart() {
-    let env = Env::new("1000.00", &["--hang-on", "send_money"]);
+    cut_off_by_sigkill(On::Sqlite).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_off_by_sigkill_is_never_sent_again_after_a_restart_postgres() {
+    cut_off_by_sigkill(On::Postgres).await;
+}
+
+async fn cut_off_by_sigkill(on: On) {
+    let Some(env) = Env::on(on, "1000.00", &["--hang-on", "send_money"]) else {
+        return;
+    };
     let first = env.start(&[]).await;
     let a = pay(30.0, "rent, cut off");
     let client = first.client.peer().clone();
@@ -267,7 +361,7 @@ async fn a_call_cut_off_by_sigkill_is_never_sent_again_after_a_restart() {
         let r = again.call(a.clone()).await;
         assert_eq!(r.is_error, Some(true), "round {round}: {}", text(&r));
         assert!(
-            text(&r).contains("outcome unknown, ask the user"),
+            text(&r).contains("outcome not recorded yet") && text(&r).contains("ask the user"),
             "round {round}: {}",
             text(&r)
         );
@@ -284,7 +378,19 @@ async fn a_call_cut_off_by_sigkill_is_never_sent_again_after_a_restart() {
 /// SIGKILL), then the 300.00 left: never more than the budget executed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_budget_holds_across_restarts() {
-    let env = Env::new("1000.00", &[]);
+    budget_across_restarts(On::Sqlite).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_budget_holds_across_restarts_postgres() {
+    budget_across_restarts(On::Postgres).await;
+}
+
+async fn budget_across_restarts(on: On) {
+    let Some(env) = Env::on(on, "1000.00", &[]) else {
+        return;
+    };
     let mut ops = vec![];
     for round in 0..4 {
         let p = env.start(&[]).await;
@@ -321,11 +427,9 @@ async fn the_budget_holds_across_restarts() {
     assert!(total <= 1000.0, "{total}");
     // every decision was under the same mandate
     let mandates: std::collections::BTreeSet<String> = env
-        .store()
-        .receipts()
-        .unwrap()
+        .all_receipts()
         .into_iter()
-        .filter_map(|r| r.body["mandate"]["id"].as_str().map(str::to_string))
+        .filter_map(|b| b["mandate"]["id"].as_str().map(str::to_string))
         .collect();
     assert_eq!(mandates.len(), 1, "{mandates:?}");
 }
@@ -334,7 +438,21 @@ async fn the_budget_holds_across_restarts() {
 /// the same call after the restart is the same operation, and executes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_approval_survives_a_restart() {
-    let env = Env::new("5000.00", &[]);
+    pending_across_restarts(On::Sqlite).await;
+}
+
+/// (the step-up reads the pending operation to show it: off the async
+/// workers, as every store call)
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_approval_survives_a_restart_postgres() {
+    pending_across_restarts(On::Postgres).await;
+}
+
+async fn pending_across_restarts(on: On) {
+    let Some(env) = Env::on(on, "5000.00", &[]) else {
+        return;
+    };
     let a = pay(1500.0, "deposit");
     let p = env.start(&[]).await;
     // this client declares no elicitation: the step-up stays pending
@@ -408,14 +526,6 @@ async fn a_new_session_revokes_the_previous_one() {
     assert_eq!(s.len(), 3);
     assert_eq!(s[2]["reason"], "asked");
     assert_eq!(s[2]["revoked"], json!([b]));
-    let store = env.store();
-    let mut revoked = vec![];
-    store
-        .transaction(&mut |tx| {
-            revoked = vec![tx.revoked(&a)?, tx.revoked(&b)?];
-            Ok(Value::Null)
-        })
-        .unwrap();
-    assert_eq!(revoked, [true, true]);
-    assert!(intentplane::store::verify_store(&store.snapshot().unwrap(), None).is_ok());
+    assert_eq!(env.revoked(&[&a, &b]), [true, true]);
+    assert!(env.verifies());
 }

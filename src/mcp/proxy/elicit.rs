@@ -248,7 +248,7 @@ fn on_result(d: &Decision, r: &ElicitResult) -> Answer {
 /// the client speaks.
 pub async fn ask(
     sealer: &Sealer,
-    gw: &Gateway,
+    gw: &std::sync::Arc<Gateway>,
     d: &Decision,
     request: &CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
@@ -260,7 +260,12 @@ pub async fn ask(
     // built (and checked: what is shown hashes to `op`) on every call, so
     // in the 2026-07-28 era an answer is accepted only if the operation
     // still shows what it was asked with
-    let p = match params(gw, d) {
+    // read off the async workers: the store is synchronous
+    let (gw, pending) = (gw.clone(), d.clone());
+    let built = tokio::task::spawn_blocking(move || params(&gw, &pending))
+        .await
+        .unwrap_or_else(|e| Err(format!("it did not finish: {e}")));
+    let p = match built {
         Ok(p) => p,
         Err(e) => return respond(d, &format!("cannot build the confirmation: {e}")),
     };

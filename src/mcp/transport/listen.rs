@@ -6,13 +6,16 @@
 //! gateway, one store, one session (its mandates, budget and approvals),
 //! so a token must be allowed to act for the session's owner. A call is
 //! decided exactly as over stdio; a step-up is asked of the client that
-//! made the call.
+//! made the call, and answered only by it: an MCP session belongs to the
+//! token that opened it ([`crate::mcp::transport::sessions`]).
 
 use crate::gateway::Tenants;
 use crate::mcp::config::Setup;
 use crate::mcp::proxy::Proxy;
 use crate::mcp::session;
+use crate::mcp::transport::sessions::{Sessions, bound};
 use crate::serve::HttpConfig;
+use axum::middleware::from_fn_with_state;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::io::Write;
@@ -56,12 +59,14 @@ pub fn run(
         let max_body = config.max_request_body_bytes;
         let stop = config.cancellation_token.clone();
         let p = proxy.clone();
-        let service = StreamableHttpService::new(
-            move || Ok(p.clone()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
-        let router = axum::Router::new().route_service(PATH, service);
+        let manager = Arc::new(LocalSessionManager::default());
+        let service = StreamableHttpService::new(move || Ok(p.clone()), manager.clone(), config);
+        // a session is its opener's: another token's request on it is an
+        // unknown session
+        let sessions = Arc::new(Sessions::new(manager));
+        let router = axum::Router::new()
+            .route_service(PATH, service)
+            .layer(from_fn_with_state(sessions, bound));
         let admit: crate::serve::Admit = Box::new(move |t: &Tenants| admit(&owners, t));
         let served = crate::serve::serve_gated(&http, router, max_body, admit, out).await;
         stop.cancel();
