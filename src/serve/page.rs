@@ -300,6 +300,7 @@ pub(super) fn routes() -> Vec<Route<Page>> {
         Route::get("/approve", index),
         Route::get("/approve/app.js", app_js),
         Route::get("/approve/app.css", app_css),
+        Route::get("/favicon.ico", favicon),
         Route::post("/v1/approver/challenge", challenge),
         Route::post("/v1/approver/session", session),
         Route::get("/v1/approver/operations", operations),
@@ -402,6 +403,23 @@ async fn app_js() -> Response {
 
 async fn app_css() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
+}
+
+/// `GET /favicon.ico`: no icon (204). A browser asks for it on every
+/// load of the page; left to the API's router it was a 403 counted as a
+/// refused `origin`, the counter an operator alerts on.
+async fn favicon() -> Response {
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=86400"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
 }
 
 /// `POST /v1/approver/challenge {"approver"}`: a challenge to sign.
@@ -518,6 +536,13 @@ async fn operations(State(st): State<Page>, headers: HeaderMap) -> Response {
             let view = crate::gateway::render::show(gw, op, now)?;
             let mut v = serde_json::to_value(&view).unwrap_or(serde_json::Value::Null);
             v["status"] = json!(op.status(*executed, now));
+            // the pack's own words for the action, the card's title
+            v["description"] = json!(
+                gw.actions
+                    .get(&op.action)
+                    .map(|a| crate::gateway::render::escape(&a.table.action.description))
+                    .unwrap_or_default()
+            );
             v["approvable"] = json!(view.refusal.is_none());
             shown.push(v);
         }

@@ -123,6 +123,20 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
 
+    def text(self, path, token=TOKEN):
+        """GET `path` as text (`/metrics`)."""
+        req = urllib.request.Request(self.base + path)
+        req.add_header("Authorization", f"Bearer {token}")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read().decode()
+
+    def refused(self, reason):
+        """`ipc_http_refused_total{reason}` as `/metrics` says it now (0 when absent)."""
+        for line in self.text("/metrics").splitlines():
+            if line.startswith(f'ipc_http_refused_total{{reason="{reason}"}} '):
+                return int(line.split()[-1])
+        return 0
+
     def decide(self, proposal, m):
         status, d = self.call("POST", "/v1/decide", {"proposal": proposal, "mandate": m})
         assert status == 200, d
@@ -150,8 +164,8 @@ def browser():
         b.close()
 
 
-def open_page(browser, server):
-    ctx = browser.new_context()
+def open_page(browser, server, width=None):
+    ctx = browser.new_context(viewport={"width": width, "height": 844}) if width else browser.new_context()
     page = ctx.new_page()
     # every Content-Security-Policy violation the page causes, for the tests
     # to assert there is none: the page works under its own strict policy
@@ -222,7 +236,7 @@ def test_the_approver_sees_only_theirs_in_major_units_and_approves(browser, serv
     assert c.locator('tr[data-param="currency"] .origin').get_attribute("data-kind") == "mandate"
     # no doubled labels, no Markdown backticks
     assert c.locator('tr[data-param="amount"] .origin').text_content() == "the agent's proposal"
-    assert c.locator("h3").text_content() == "payment.transfer for emmawaiting"
+    assert c.locator("h3").text_content() == "Send money from the bound account \u2014 for emmawaiting"
     assert "`" not in c.text_content()
     assert c.locator(".status").text_content() == "waiting"
     assert "large transfer" in c.locator(".why").text_content()
@@ -279,6 +293,7 @@ def test_a_decline_is_signed_recorded_and_final(browser, server, world):
     page = open_page(browser, server)
     sign_in(page, world, "emma")
     card(page, op).locator("button.decline").click()
+    card(page, op).locator("button.confirm-decline").click()
     message(page, "Declined")
     status(page, op, "declined")
     c = card(page, op)
@@ -334,7 +349,7 @@ def test_four_eyes_needs_the_user_then_the_treasury(browser, server, world):
     c.wait_for()
     assert "treasury" in c.locator(".approve-by").text_content()
     assert "by role treasury" in c.locator(".why").first.text_content()
-    assert c.locator("h3").text_content() == "vendor.change_iban for clerk of acmewaiting"
+    assert c.locator("h3").text_content() == "Change the bank account of a vendor \u2014 for clerk of acmewaiting"
     c.locator("button.approve").click()
     message(clerk, "Approved")
     assert server.decide(CHANGE_IBAN, m)["decision"] == "PENDING"
@@ -520,8 +535,144 @@ def test_a_child_mandate_is_confirmed_and_signed_in_the_browser(browser, server,
     page.click("#refresh")
     second = page.locator(f'article[data-mandate="{r["mandate"]}"]')
     second.locator("button.decline").click()
+    second.locator("button.confirm-decline").click()
     message(page, "Declined mandate " + r["mandate"])
     from playwright.sync_api import expect
 
     expect(page.locator("article.mandate")).to_have_count(0)
     assert page.evaluate("() => window.__csp") == []
+
+
+# A subject as long as the pack allows (140), without a space to break at.
+LONG_SUBJECT = "Rechnung-" + "0123456789" * 13 + "x"
+
+
+def overflow(page):
+    """What runs off the page or off a card sideways: an empty list when
+    everything fits."""
+    return page.evaluate("""() => {
+        const out = [];
+        const d = document.documentElement;
+        if (d.scrollWidth > d.clientWidth) out.push('page ' + d.scrollWidth + ' > ' + d.clientWidth);
+        for (const c of document.querySelectorAll('article')) {
+            if (c.scrollWidth > c.clientWidth) {
+                out.push((c.dataset.op || c.dataset.mandate) + ' ' + c.scrollWidth + ' > ' + c.clientWidth);
+            }
+        }
+        return out;
+    }""")
+
+
+def pending_card(browser, server, world, who, proposal, width=None, **kw):
+    """`proposal` decided PENDING under a mandate of `who` (`kw`: the
+    mandate's), and the page `who` signed in on (`width` px wide): the
+    page, the operation's card, its hash."""
+    d = server.decide(proposal, mandate(world, who, **kw))
+    assert d["decision"] == "PENDING", d
+    page = open_page(browser, server, width=width)
+    sign_in(page, world, who)
+    c = card(page, d["operation_hash"])
+    c.wait_for()
+    return page, c, d["operation_hash"]
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_the_page_fits_a_phone_and_a_desktop(browser, server, world, width):
+    """Issue #40, item 18: at 390 px the values table and the source paths
+    ran off the card (`scrollWidth` 652): the approver had to scroll
+    sideways to read a payment. Now nothing is wider than the screen, on a
+    phone and on a desktop: a transfer with a long subject and a long IBAN,
+    and a vendor's new IBAN from `registry.callbacks[callback_id].iban`."""
+    p = transfer(LANDLORD, "1500.00")
+    p["args"]["subject"] = LONG_SUBJECT
+    page, c, _ = pending_card(browser, server, world, "emma", p, width)
+    assert page.evaluate("() => document.documentElement.clientWidth") == width
+    assert overflow(page) == []
+    # the long subject is shown whole, not clipped away
+    lines = c.locator('tr[data-param="subject"] .value .line').all_text_contents()
+    assert "".join(lines) == LONG_SUBJECT
+    # the four-eyes change: the longest source path of the shipped packs
+    clerk, c, _ = pending_card(browser, server, world, "clerk", CHANGE_IBAN, width, pack="ap", owner="acme")
+    assert "registry.callbacks[callback_id].iban" in c.locator('tr[data-param="new_iban"] .origin').text_content()
+    assert overflow(clerk) == []
+    # a decline waiting for its confirmation fits too
+    c.locator("button.decline").click()
+    c.locator("button.confirm-decline").wait_for()
+    assert overflow(clerk) == []
+
+
+def test_loading_the_page_is_refused_nothing(browser, server, world):
+    """Issue #40, item 18: every load of the page asked for `/favicon.ico`,
+    which the API's guard refused with 403 (a console error, and
+    `ipc_http_refused_total{reason="origin"}`, the counter an operator
+    alerts on, moved). Now the icon is answered (no content), and loading
+    and using the page moves no refusal counter."""
+    d = server.decide(transfer(LANDLORD, "1500.00"), mandate(world, "emma"))
+    before = server.refused("origin")
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    refused = []
+    page.on("response", lambda r: r.status >= 400 and refused.append(f"{r.status} {r.url}"))
+    errors = []
+    page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+    page.goto(server.base + "/approve")
+    sign_in(page, world, "emma")
+    card(page, d["operation_hash"]).wait_for()
+    # the icon as a browser asks for it (an image, same origin), whether or
+    # not this headless browser asks by itself
+    with page.expect_response(lambda r: "/favicon.ico" in r.url) as icon:
+        page.evaluate("() => { new Image().src = '/favicon.ico?' + Date.now(); }")
+    assert icon.value.status == 204, icon.value.status
+    assert refused == [], refused
+    assert errors == [], errors
+    assert server.refused("origin") == before
+    # the icon is the page's: another site's request for it is refused
+    req = urllib.request.Request(server.base + "/favicon.ico", headers={"Sec-Fetch-Site": "cross-site"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 403
+
+
+def test_a_decline_asks_to_be_confirmed(browser, server, world):
+    """Issue #40, item 18: Decline was final after one click, beside
+    Approve and looking like it. Now it is styled apart, and a first click
+    only asks: nothing is signed nor sent until "Confirm decline"; "Keep"
+    takes the question back."""
+    from playwright.sync_api import expect
+
+    p = transfer(LANDLORD, "1700.00")
+    page, c, op = pending_card(browser, server, world, "emma", p)
+    style = "(e) => getComputedStyle(e).backgroundColor + ' ' + getComputedStyle(e).color"
+    assert c.locator("button.approve").evaluate(style) != c.locator("button.decline").evaluate(style)
+    assert c.locator("button.confirm-decline").count() == 0
+    c.locator("button.decline").click()
+    confirm = c.locator("button.confirm-decline")
+    expect(confirm).to_have_text("Confirm decline")
+    assert c.locator(".confirm-text").text_content().startswith("Decline this operation?")
+    # nothing was sent: still waiting, no decline receipt
+    _, receipts = server.call("GET", "/v1/receipts?last=5")
+    assert not any(r["body"].get("change") == "decline" for r in receipts), receipts
+    assert c.locator(".status").text_content() == "waiting"
+    # "Keep" takes it back
+    c.locator("button.keep").click()
+    expect(confirm).to_have_count(0)
+    expect(c.locator("button.decline")).to_be_visible()
+    # and the second step declines
+    c.locator("button.decline").click()
+    c.locator("button.confirm-decline").click()
+    message(page, "Declined")
+    status(page, op, "declined")
+    _, receipts = server.call("GET", "/v1/receipts?last=5")
+    assert any(r["body"].get("change") == "decline" and r["body"].get("by") == "emma" for r in receipts)
+
+
+def test_each_card_leads_with_the_action_in_words(browser, server, world):
+    """Issue #40, item 18: a card's title was `payment.transfer for emma`.
+    Now it is the pack's own description of the action, for whom; the
+    action's name follows, smaller."""
+    _, c, _ = pending_card(browser, server, world, "emma", transfer(LANDLORD, "1500.00"))
+    assert c.locator("h3 .title").text_content() == "Send money from the bound account \u2014 for emma"
+    assert c.locator(".action").text_content() == "payment.transfer (bank)"
+    _, c, _ = pending_card(browser, server, world, "clerk", CHANGE_IBAN, pack="ap", owner="acme")
+    assert c.locator("h3 .title").text_content() == "Change the bank account of a vendor \u2014 for clerk of acme"
+    assert c.locator(".action").text_content() == "vendor.change_iban (ap)"

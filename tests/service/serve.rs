@@ -856,6 +856,49 @@ fn the_approval_page_is_served_and_only_its_own_origin_may_call_it() {
     assert_eq!(r.status, 403);
 }
 
+/// Issue #40, item 18: a browser asks for `/favicon.ico` with every load of
+/// the page; the API's router refused it (403) and counted a refused
+/// `origin`, the counter an operator alerts on. Now it is the page's: no
+/// content, nothing counted; another site's request for it is refused.
+#[test]
+fn the_browsers_icon_request_is_answered_and_not_counted_as_refused() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let host = format!("127.0.0.1:{port}");
+    // as Chromium asks for it: an image, same origin, no token, no Origin
+    let browser = [
+        ("Authorization", None),
+        ("Content-Type", None),
+        ("Host", Some(host.as_str())),
+        ("Sec-Fetch-Site", Some("same-origin")),
+        ("Sec-Fetch-Mode", Some("no-cors")),
+        ("Sec-Fetch-Dest", Some("image")),
+    ];
+    for _ in 0..3 {
+        let r = request(&s, "GET", "/favicon.ico", "", &browser);
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+    let text = get(&s, "/metrics").body.as_str().unwrap().to_string();
+    assert!(!text.contains("ipc_http_refused_total{"), "{text}");
+    let r = request(
+        &s,
+        "GET",
+        "/favicon.ico",
+        "",
+        &[
+            ("Authorization", None),
+            ("Sec-Fetch-Site", Some("cross-site")),
+        ],
+    );
+    assert_eq!(r.status, 403);
+    let text = get(&s, "/metrics").body.as_str().unwrap().to_string();
+    assert!(
+        text.contains("ipc_http_refused_total{reason=\"origin\"} 1"),
+        "{text}"
+    );
+}
+
 /// Sign-in is a challenge signed by the approver's key; a session sees and
 /// acts on the operations its approver may approve, nothing else, and
 /// signs as itself only. The agent's bearer token opens none of it.

@@ -137,11 +137,14 @@
     const box = el("article", null, "op " + op.status);
     box.dataset.op = op.operation_hash;
     const whom = op.owner === op.user ? op.user : op.user + " of " + op.owner;
-    const h = el("h3", op.action + " for " + whom);
+    // the pack's own words for the action first, its name below
+    const h = el("h3");
+    h.appendChild(el("span", (op.description || op.action) + " \u2014 for " + whom, "title"));
     h.appendChild(el("span", op.status, "status " + op.status));
     box.appendChild(h);
+    box.appendChild(el("p", op.action + " (" + op.pack + ")", "action"));
     const t = el("table");
-    const head = el("tr");
+    const head = el("tr", null, "head");
     ["", "value", "from"].forEach((x) => head.appendChild(el("th", x)));
     t.appendChild(head);
     for (const v of op.values) {
@@ -181,13 +184,50 @@
     yes.type = "button";
     yes.disabled = !open || mine || !op.approvable;
     yes.addEventListener("click", () => act("approve", op));
+    box.appendChild(buttons(yes, declineButton(!open,
+      "Decline this operation? It is final: it can no longer be approved.",
+      () => act("decline", op))));
+    return box;
+  }
+
+  // A card's buttons, in a row that wraps on a narrow screen.
+  function buttons(...children) {
+    const row = el("div", null, "actions");
+    for (const c of children) row.appendChild(c);
+    return row;
+  }
+
+  // Decline in two steps, since it is final: the first click only asks
+  // (the question, "Confirm decline" and "Keep" take the button's place);
+  // nothing is signed or sent before "Confirm decline".
+  function declineButton(disabled, question, decline) {
+    const slot = el("span", null, "decline-slot");
     const no = el("button", "Decline", "decline");
     no.type = "button";
-    no.disabled = !open;
-    no.addEventListener("click", () => act("decline", op));
-    box.appendChild(yes);
-    box.appendChild(no);
-    return box;
+    no.disabled = disabled;
+    const ask = el("span", null, "decline-ask");
+    ask.appendChild(el("span", question, "confirm-text"));
+    const sure = el("button", "Confirm decline", "confirm-decline");
+    sure.type = "button";
+    const keep = el("button", "Keep", "keep");
+    keep.type = "button";
+    ask.appendChild(sure);
+    ask.appendChild(keep);
+    no.addEventListener("click", () => {
+      slot.replaceChildren(ask);
+      sure.focus();
+    });
+    keep.addEventListener("click", () => {
+      slot.replaceChildren(no);
+      no.focus();
+    });
+    sure.addEventListener("click", () => {
+      sure.disabled = true;
+      keep.disabled = true;
+      decline();
+    });
+    slot.appendChild(no);
+    return slot;
   }
 
   // A child mandate waiting for this user: what it allows in plain words,
@@ -244,11 +284,9 @@
     yes.type = "button";
     yes.disabled = s.widens.length > 0;
     yes.addEventListener("click", () => decideMandate("confirm", m));
-    const no = el("button", "Decline", "decline");
-    no.type = "button";
-    no.addEventListener("click", () => decideMandate("decline", m));
-    box.appendChild(yes);
-    box.appendChild(no);
+    box.appendChild(buttons(yes, declineButton(false,
+      "Decline this mandate? The agent gets nothing from it.",
+      () => decideMandate("decline", m))));
     return box;
   }
 
