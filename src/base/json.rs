@@ -201,7 +201,7 @@ pub fn echo(s: &str) -> String {
 }
 
 /// [`echo`], cut at `max` characters instead of 80 (a downstream server's
-/// error text, `crate::mcp::transport::said`).
+/// error text, quoted by the MCP proxy's `transport::said`).
 pub fn echo_within(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(4 * max));
     for (i, c) in s.chars().enumerate() {
