@@ -9,7 +9,7 @@ use super::Cx;
 use super::params::literal_value;
 use crate::diagnostics::{PackDiagnostic, suggest};
 use crate::ir::{self, BinOp, Expr, Type, Value};
-use crate::syntax::ast::{self, ExprKind, PathStep};
+use crate::syntax::ast::{self, ExprKind, LitKind, PathStep};
 use std::collections::HashMap;
 
 /// The type of an expression while checking: a string literal fits any
@@ -312,12 +312,24 @@ impl Cx {
                 help,
             });
         };
+        // Money against Int: which side is the mistake. An amount written
+        // without decimals (`amount > 1000`) is the common one; an amount
+        // literal against a value that is a whole number (`count > 1000.00`,
+        // `a: Int`) is the opposite one, and its help says so
         let money_help = || {
-            let money_int = matches!(
-                (lt, rt),
-                (Ty::T(Type::Money), Ty::T(Type::Int)) | (Ty::T(Type::Int), Ty::T(Type::Money))
-            );
-            money_int.then(|| "amounts are written with two decimals: `1_000.00`".to_string())
+            let money_literal = |e: &ast::Expr| matches!(e.kind, ExprKind::Lit(LitKind::Money(_)));
+            match (lt, rt) {
+                (Ty::T(Type::Int), Ty::T(Type::Money)) if money_literal(r) => Some(
+                    "the left side is a whole number (`Int`), not an amount: compare it with a whole number (`1000`), or declare it `Money`".to_string(),
+                ),
+                (Ty::T(Type::Money), Ty::T(Type::Int)) if money_literal(l) => Some(
+                    "the right side is a whole number (`Int`), not an amount: compare it with a whole number (`1000`), or declare it `Money`".to_string(),
+                ),
+                (Ty::T(Type::Money), Ty::T(Type::Int)) | (Ty::T(Type::Int), Ty::T(Type::Money)) => {
+                    Some("amounts are written with two decimals: `1_000.00`".to_string())
+                }
+                _ => None,
+            }
         };
         match op {
             BinOp::And | BinOp::Or => {

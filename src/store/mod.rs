@@ -171,6 +171,15 @@ pub trait Store: Send + Sync {
         self.transaction(f)
     }
 
+    /// Runs `f`, which only reads, in one transaction: it writes nothing,
+    /// so there is nothing to sync (an MCP passthrough's check that the
+    /// session's mandates stand, on the call's path). The default is
+    /// [`Store::transaction`]; a store whose transactions write for their
+    /// own sake reads here without doing so.
+    fn read_only(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+        self.transaction(f)
+    }
+
     /// Every receipt, in chain order (for `ipc receipts verify / show`).
     fn receipts(&self) -> Result<Vec<ReceiptRecord>, StoreError>;
 

@@ -29,6 +29,12 @@ macro_rules! reads_from_inner {
         fn snapshot(&self) -> Result<intentplane::store::Snapshot, intentplane::store::StoreError> {
             self.inner.snapshot()
         }
+        fn read_only(
+            &self,
+            f: &mut intentplane::store::TxFn<'_>,
+        ) -> Result<serde_json::Value, intentplane::store::StoreError> {
+            self.inner.read_only(f)
+        }
     };
 }
 #[allow(unused_imports)]

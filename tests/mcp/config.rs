@@ -850,14 +850,14 @@ fn the_shipped_examples_name_nothing_outside_the_checkout() {
                 "{config}: cwd {}",
                 cwd.display()
             );
-            let paths = args.iter().chain(env.iter().map(|(_, v)| v));
-            for p in paths.filter(|p| p.starts_with('/')) {
-                // PATH and HOME are the user's, passed through
-                if std::env::var("PATH").as_deref() == Ok(p.as_str())
-                    || std::env::var("HOME").as_deref() == Ok(p.as_str())
-                {
-                    continue;
-                }
+            // a variable passed through from the environment (the base
+            // set: PATH, HOME, TMPDIR, ...; `env_pass`) is the user's, not
+            // the example's
+            let shipped = env
+                .iter()
+                .filter(|(k, v)| std::env::var(k).as_deref() != Ok(v.as_str()))
+                .map(|(_, v)| v);
+            for p in args.iter().chain(shipped).filter(|p| p.starts_with('/')) {
                 assert!(Path::new(p).starts_with(&examples), "{config}: {p}");
             }
         }

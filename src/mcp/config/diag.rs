@@ -408,14 +408,71 @@ impl Reported {
     pub fn render(&self, color: bool) -> String {
         match &self.diag {
             Diag::Config(d) => render_human_report(d, &self.file, &self.source, color),
+            Diag::Pack(d) if self.in_toml() => {
+                render_human_report(&InToml(d.clone()), &self.file, &self.source, color)
+            }
             Diag::Pack(d) => render_human_report(d, &self.file, &self.source, color),
         }
     }
     pub fn to_json(&self) -> JsonDiagnostic {
         match &self.diag {
             Diag::Config(d) => to_json(d, &self.file, &self.source),
+            Diag::Pack(d) if self.in_toml() => {
+                to_json(&InToml(d.clone()), &self.file, &self.source)
+            }
             Diag::Pack(d) => to_json(d, &self.file, &self.source),
         }
+    }
+    /// A pack diagnostic found in the config's inline tools (its spans
+    /// are the TOML's), not in a pack file the config names.
+    fn in_toml(&self) -> bool {
+        self.file.ends_with(".toml")
+    }
+}
+
+/// A pack diagnostic of a config's inline tools, with its help in the
+/// TOML's spelling where the pack language's would mislead (#40, item 12):
+/// everything else is the pack diagnostic's own.
+#[derive(Debug, Clone)]
+struct InToml(PackDiagnostic);
+
+impl InToml {
+    fn toml_help(&self) -> Option<&'static str> {
+        match self.0.code_str().as_str() {
+            "ipc::critical_without_source" => Some(
+                "name where its legitimate values live: `sources = [\"mandate:CLAIM\", \"registry:NAME\"]` in this `[tools.params.NAME]` table",
+            ),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for InToml {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for InToml {}
+
+impl miette::Diagnostic for InToml {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.0.code()
+    }
+    fn severity(&self) -> Option<miette::Severity> {
+        self.0.severity()
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        match self.toml_help() {
+            Some(h) => Some(Box::new(h)),
+            None => self.0.help(),
+        }
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        self.0.labels()
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.0.source_code()
     }
 }
 

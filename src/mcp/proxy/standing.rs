@@ -52,7 +52,7 @@ impl Standing {
         }
         let mut revoked = None;
         gw.store()
-            .transaction(&mut |tx| {
+            .read_only(&mut |tx| {
                 revoked = None;
                 for l in links {
                     if tx.revoked(&l.id)? {
