@@ -51,6 +51,7 @@ pub(super) fn router(state: &Shared, extra: Router<Shared>) -> Router {
     build(routes())
         .merge(extra)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), guard))
         .with_state(state.clone())
 }
@@ -410,6 +411,19 @@ async fn metrics(State(st): State<Shared>) -> Response {
         ),
     )
         .into_response()
+}
+
+/// A route asked with a method it does not take (`GET /v1/decide`): a
+/// 405 with a JSON body, as every error of the API (#40, item 20).
+pub(super) async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "`{}` does not take `{}` (docs/http-api.md lists each route's method)",
+            shown(uri.path()),
+            shown(method.as_str())
+        ),
+    )
 }
 
 async fn not_found(uri: Uri) -> Response {

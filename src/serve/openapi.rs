@@ -147,6 +147,17 @@ mod tests {
                 }
                 let (status, body) = call(&rt, &app, &m, path);
                 assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{m} {path}: {body}");
+                // the API's: a JSON body that says what went wrong
+                if path.starts_with("/v1/") {
+                    let v: serde_json::Value = serde_json::from_str(&body)
+                        .unwrap_or_else(|e| panic!("{m} {path}: {e}: {body:?}"));
+                    assert!(
+                        v["error"]
+                            .as_str()
+                            .is_some_and(|e| e.contains("does not take")),
+                        "{m} {path}: {body}"
+                    );
+                }
             }
         }
         for path in [

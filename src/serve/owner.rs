@@ -24,6 +24,7 @@ pub(super) fn routes() -> Vec<Route<Shared>> {
 /// The owner's router behind its check.
 pub(super) fn router(state: &Shared) -> Router {
     build(routes())
+        .method_not_allowed_fallback(super::api::method_not_allowed)
         .layer(from_fn_with_state(state.clone(), guard))
         .with_state(state.clone())
 }

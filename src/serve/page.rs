@@ -316,6 +316,7 @@ pub(super) fn routes() -> Vec<Route<Page>> {
 /// The page's router behind its check.
 pub(super) fn router(page: Page) -> Router {
     build(routes())
+        .method_not_allowed_fallback(super::api::method_not_allowed)
         .layer(from_fn_with_state(page.clone(), guard))
         .with_state(page)
 }
