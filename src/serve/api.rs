@@ -113,6 +113,14 @@ async fn decide(
         Ok(t) => t,
         Err(r) => return r,
     };
+    // an empty request is no proposal at all (the words of an empty line
+    // of `ipc serve --stdio` would speak of lines here): #40, item 20
+    if text.trim().is_empty() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the request's body is empty: POST one JSON object, `{\"proposal\": {\"action\": …, \"args\": {…}}}` with its `mandate` unless the server holds one (docs/http-api.md)",
+        );
+    }
     let input = crate::gateway::envelope::parse_line(&text, st.mandate.as_ref());
     let start = Instant::now();
     let Ok(_slot) = st.slots.acquire().await else {

@@ -355,6 +355,17 @@ fn browsers_and_rebound_hosts_are_refused() {
     let local = format!("127.0.0.1:{port}");
     let ok = [("Host", Some(local.as_str()))];
     assert_eq!(request(&s, "GET", "/v1/health", "", &ok).status, 200);
+    // an empty body: a 400 in words about the request, not about lines
+    // (#40, item 20), and nothing decided
+    for empty in ["", " \n"] {
+        let r = request(&s, "POST", "/v1/decide", empty, &[]);
+        assert_eq!(r.status, 400, "{}", r.body);
+        let e = r.body["error"].as_str().unwrap_or_default();
+        assert!(
+            e.contains("the request's body is empty") && !e.contains("line"),
+            "{e}"
+        );
+    }
     assert!(
         receipts(&s, "last=10").is_empty(),
         "nothing refused was decided"
