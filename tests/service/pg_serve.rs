@@ -367,13 +367,20 @@ impl Cluster {
             );
             return None;
         }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
+        // a new folder of its own, in the temp folder when other users can
+        // pass through it (as root the cluster runs as another user, who
+        // must reach the folder), else in /tmp, which every Unix has
+        let tmp = std::env::temp_dir();
+        let traversable = std::fs::metadata(&tmp)
+            .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o001 != 0);
+        let base = if traversable { tmp } else { "/tmp".into() };
+        let dir = tempfile::Builder::new()
+            .prefix("ipc-restart-pg.")
+            .tempdir_in(base)
             .unwrap()
-            .subsec_nanos();
-        // straight under /tmp: as root the cluster runs as another user,
-        // who must reach the folder
-        let dir = format!("/tmp/ipc-restart-pg.{}.{nanos}", std::process::id());
+            .keep()
+            .display()
+            .to_string();
         let out = Command::new(Self::script())
             .args(["start", &dir])
             .output()
