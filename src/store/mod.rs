@@ -174,8 +174,8 @@ pub trait Store: Send + Sync {
     /// Runs `f`, which only reads, in one transaction: it writes nothing,
     /// so there is nothing to sync (an MCP passthrough's check that the
     /// session's mandates stand, on the call's path). The default is
-    /// [`Store::transaction`]; a store whose transactions write for their
-    /// own sake reads here without doing so.
+    /// [`Store::transaction`]; SQLite reads on its reader connection,
+    /// outside the writer's group commit.
     fn read_only(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
         self.transaction(f)
     }

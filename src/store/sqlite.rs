@@ -486,6 +486,25 @@ impl Store for SqliteStore {
         }
     }
 
+    /// A deferred read transaction on the reader connection: no write
+    /// lock, no batch to join, nothing to sync. Rolled back: it wrote
+    /// nothing, and nothing it tries to write is kept.
+    fn read_only(&self, f: &mut TxFn<'_>) -> Result<Value, StoreError> {
+        let conn = self.lock_reader();
+        // a body that panicked earlier may have left its transaction open
+        if !conn.is_autocommit() {
+            conn.execute_batch("ROLLBACK").map_err(backend)?;
+        }
+        conn.execute_batch("BEGIN").map_err(backend)?;
+        let mut head = Head::default();
+        let run = f(&mut SqlTx {
+            conn: &conn,
+            head: &mut head,
+        });
+        conn.execute_batch("ROLLBACK").map_err(backend)?;
+        run
+    }
+
     /// Alone in a batch of its own at `synchronous = NORMAL` (the WAL is
     /// written, not synced: it survives the process, and the next `FULL`
     /// commit's sync of the WAL file takes it along), then set back to

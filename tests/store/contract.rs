@@ -2271,3 +2271,33 @@ fn a_held_child_past_the_listing_is_found_by_id_on_every_store() {
         assert_eq!(row["status"], "issued", "{kind}: {row}");
     }
 }
+
+/// `Store::read_only` on SQLite (the MCP proxy's check, before each
+/// passthrough, that the session's mandates stand): it sees what is
+/// committed, joins no writer's batch, and keeps nothing it tries to write.
+#[test]
+fn a_read_only_transaction_sees_the_committed_state_and_keeps_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteStore::open(dir.path().join("s.db")).unwrap();
+    s.transaction(&mut |tx| {
+        tx.revoke("m-1")?;
+        Ok(serde_json::Value::Null)
+    })
+    .unwrap();
+    let seen = s
+        .read_only(&mut |tx| Ok(serde_json::Value::Bool(tx.revoked("m-1")?)))
+        .unwrap();
+    assert_eq!(seen, serde_json::Value::Bool(true));
+    let _ = s.read_only(&mut |tx| {
+        tx.revoke("m-2")?;
+        Ok(serde_json::Value::Null)
+    });
+    let kept = s
+        .transaction(&mut |tx| Ok(serde_json::Value::Bool(tx.revoked("m-2")?)))
+        .unwrap();
+    assert_eq!(
+        kept,
+        serde_json::Value::Bool(false),
+        "a read-only write was kept"
+    );
+}
