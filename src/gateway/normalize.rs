@@ -49,20 +49,17 @@ pub enum Compared {
 ///   is refused;
 /// - a path: its lexical spelling (`path`), or refused.
 pub fn comparable(n: Normalizer, s: &str) -> Compared {
-    if n != Normalizer::Email
-        && let Ok(c) = apply(n, s)
-    {
-        return Compared::Canonical(c);
+    // an address is folded first: `mailto:a@b.c` passes `email` as the
+    // address `mailto:a@b.c`
+    if n == Normalizer::Email {
+        return loose_email(s);
     }
-    match n {
-        Normalizer::Iban => loose_iban(s),
-        Normalizer::Email => loose_email(s),
-        Normalizer::Phone => loose_phone(s),
-        Normalizer::Path => match path(s) {
-            Ok(c) => Compared::Canonical(c),
-            Err(e) => Compared::Refused(e),
-        },
-        Normalizer::Lower | Normalizer::Upper | Normalizer::Trim => Compared::AsWritten,
+    match (apply(n, s), n) {
+        (Ok(c), _) => Compared::Canonical(c),
+        (Err(_), Normalizer::Iban) => loose_iban(s),
+        (Err(_), Normalizer::Phone) => loose_phone(s),
+        (Err(e), Normalizer::Path) => Compared::Refused(e),
+        (Err(_), _) => Compared::AsWritten,
     }
 }
 

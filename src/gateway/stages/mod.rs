@@ -230,8 +230,21 @@ fn new_to_owner(
             .any(|i| i.as_str().is_some_and(|s| s.starts_with("mandate."))),
         _ => false,
     };
-    // the lookups read the operation's own values (keys by parameter)
+    // the lookups read the operation's own values (keys by parameter);
+    // the run's own are put back whatever the outcome
     let saved = std::mem::replace(&mut r.resolved, d.resolved.clone());
+    let out = unknown_to_owner(r, m, a, d, from_request);
+    r.resolved = saved;
+    out
+}
+
+fn unknown_to_owner(
+    r: &mut Run<'_>,
+    m: &Mandate,
+    a: &ActionRt,
+    d: &Decision,
+    from_request: impl Fn(&Value) -> bool,
+) -> Result<Vec<String>, StoreError> {
     let mut out = vec![];
     for (k, o) in &d.origins {
         let Some(p) = a.table.action.param(k) else {
@@ -265,7 +278,6 @@ fn new_to_owner(
             out.push(k.clone());
         }
     }
-    r.resolved = saved;
     Ok(out)
 }
 
