@@ -60,6 +60,15 @@ fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> 
             .trim_end()
             .to_string()
     })?;
+    // the key is checked before anything is shown or asked: an approver
+    // who confirms and is then told the key is wrong has read for nothing
+    let key = match approver_key(&gw, args) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(1);
+        }
+    };
     let op = match gw.pending_op(&args.operation) {
         Ok(op) => op,
         Err(e) => {
@@ -107,10 +116,9 @@ fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> 
             return Ok(1);
         }
     }
-    let Some(key_path) = &args.key else {
+    let Some(key) = key else {
         return Err("give the approver's key with `--key`".into());
     };
-    let key = crate::keys::load_secret(key_path).map_err(|e| e.to_string())?;
     let expires = gw
         .now()
         .map_err(|e| e.to_string())?
@@ -141,4 +149,35 @@ fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> 
         None => writeln!(out, "{text}").map_err(|e| e.to_string())?,
     }
     Ok(0)
+}
+
+/// The approver's secret key, read and matched against the world's
+/// `[approvers]` entry for `--as` before the operation is shown: a name the
+/// world does not know, an unreadable file or another person's key is said
+/// at once. `None` with `--decline` (no key is needed to refuse).
+fn approver_key(
+    gw: &crate::gateway::Gateway,
+    args: &ApproveArgs,
+) -> Result<Option<crate::keys::SecretKey>, String> {
+    let Some(path) = &args.key else {
+        return Ok(None);
+    };
+    let Some(approver) = gw.world().approvers.get(&args.approver) else {
+        return Err(format!(
+            "`{}` is not an approver: the world's `[approvers]` does not name it",
+            args.approver
+        ));
+    };
+    let key =
+        crate::keys::load_secret(path).map_err(|e| format!("the key `{}`: {e}", path.display()))?;
+    let (have, want) = (key.public().id(), approver.key.id());
+    if have != want {
+        return Err(format!(
+            "the key `{}` is not `{}`'s: it is `{have}`, the world's `[approvers]` holds `{want}` for `{}`",
+            path.display(),
+            args.approver,
+            args.approver
+        ));
+    }
+    Ok(Some(key))
 }

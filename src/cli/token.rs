@@ -184,7 +184,7 @@ fn only_arg(text: &str) -> Result<(String, Vec<String>), String> {
 }
 
 pub fn issue(a: &IssueArgs) -> Result<MandateToken, IssueError> {
-    let bundle = authentic_bundle(a)?;
+    let (bundle, world) = authentic_bundle(a)?;
     let key = crate::keys::load_secret(&a.key).map_err(|e| e.to_string())?;
     let pack = bundle
         .table
@@ -223,23 +223,88 @@ pub fn issue(a: &IssueArgs) -> Result<MandateToken, IssueError> {
         .collect();
     // refused up front, as a diagnostic, before anything is signed
     crate::gateway::narrowing::of_spec(&spec, &pack.name, &actions)?;
-    Ok(crate::gateway::mandate::issue(&spec, pack, &actions, &key)?)
+    let token = crate::gateway::mandate::issue(&spec, pack, &actions, &key)?;
+    for w in warnings(&spec, a.owner.is_some(), pack, &actions, world.as_ref()) {
+        eprintln!("warning: {w}");
+    }
+    Ok(token)
+}
+
+/// What a signed token will be refused for that its issuer can see now
+/// (#40, item 14): an owner the world holds no records of (the default,
+/// the user, when `--owner` is left out), and a critical value of a
+/// granted action that can come only from claims this token does not
+/// carry. Warnings: the token is still written (a world may gain records).
+fn warnings(
+    spec: &MandateSpec,
+    owner_given: bool,
+    pack: &crate::bundle::format::TablePack,
+    actions: &[&crate::ir::Action],
+    world: Option<&crate::gateway::world::World>,
+) -> Vec<String> {
+    let owner = spec.owner.as_deref().unwrap_or(&spec.user);
+    let mut out = vec![];
+    let owned = pack.registries.iter().any(|r| !r.global);
+    match world {
+        Some(w) if owned && !w.may_hold_records_of(&pack.name, owner) => out.push(format!(
+            "the owner `{owner}`{} has no records in the world's registries of `{}`: every value that must come from them is refused; give `--owner TENANT`",
+            if owner_given { "" } else { " (the user: no `--owner` was given)" },
+            pack.name
+        )),
+        None if owned && !owner_given => out.push(format!(
+            "the owner is the user `{owner}` (no `--owner` was given); give `--world` to check that the world holds their records"
+        )),
+        _ => {}
+    }
+    let given = |c: &str| spec.claims.iter().any(|(n, _)| n == c);
+    for a in actions.iter().filter(|a| spec.scopes.contains(&a.scope)) {
+        for p in a.params.iter().filter(|p| p.critical) {
+            let only_claims: Option<Vec<&str>> = p
+                .sources
+                .iter()
+                .map(|s| match s {
+                    crate::ir::Source::Claim { claim } => Some(claim.as_str()),
+                    _ => None,
+                })
+                .collect();
+            if let Some(claims) = only_claims
+                && !claims.is_empty()
+                && !claims.iter().any(|c| given(c))
+            {
+                out.push(format!(
+                    "`{}`'s `{}` comes only from the claim{} `{}`, which this token does not carry: the action is always refused; give `--claim {}=VALUE`",
+                    a.name,
+                    p.name,
+                    if claims.len() > 1 { "s" } else { "" },
+                    claims.join("`, `"),
+                    claims[0]
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The bundle, once its signature is checked against the key given or the
 /// world's pinned `bundle_keys` (as `ipc run` does): its table types the
 /// claims and decides what `--strict` narrows, so an edited bundle must
 /// never shape a signed mandate.
-fn authentic_bundle(a: &IssueArgs) -> Result<Bundle, IssueError> {
+fn authentic_bundle(
+    a: &IssueArgs,
+) -> Result<(Bundle, Option<crate::gateway::world::World>), IssueError> {
     let bundle = Bundle::load(&a.bundle, None)?;
     let given = match &a.bundle_key {
         Some(p) => Some(crate::keys::load_public(p).map_err(|e| e.to_string())?),
         None => None,
     };
-    let pinned = match &a.world {
-        Some(w) => crate::gateway::world::World::load(w, &bundle.table)?.bundle_keys,
-        None => Default::default(),
+    let world = match &a.world {
+        Some(w) => Some(crate::gateway::world::World::load(w, &bundle.table)?),
+        None => None,
     };
+    let pinned = world
+        .as_ref()
+        .map(|w| w.bundle_keys.clone())
+        .unwrap_or_default();
     let path = a.bundle.display().to_string();
     bundle.authenticate(&path, given.as_ref(), &pinned, a.allow_unsigned)?;
     if given.is_none() && pinned.is_empty() {
@@ -247,7 +312,7 @@ fn authentic_bundle(a: &IssueArgs) -> Result<Bundle, IssueError> {
             "warning: `{path}` is read unverified (--allow-unsigned): anyone who can write it shapes the mandate"
         );
     }
-    Ok(bundle)
+    Ok((bundle, world))
 }
 
 fn revoke(a: &RevokeArgs, out: &mut dyn Write) -> Result<(), String> {

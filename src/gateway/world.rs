@@ -193,6 +193,10 @@ pub struct World {
     /// Keys a bundle may be signed with, by key id.
     pub bundle_keys: HashMap<String, PublicKey>,
     pub approvers: HashMap<String, Approver>,
+    /// The public key file each approver of the world file was read from,
+    /// as a path from here: words only (an approver is told which secret
+    /// key to sign with), never a decision.
+    pub approver_key_files: HashMap<String, PathBuf>,
     /// Owner (tenant) to the keys that sign its record changes.
     pub owner_keys: HashMap<String, Vec<PublicKey>>,
     pub store: Option<PathBuf>,
@@ -212,6 +216,7 @@ impl World {
             mandate_keys: HashMap::new(),
             bundle_keys: HashMap::new(),
             approvers: HashMap::new(),
+            approver_key_files: HashMap::new(),
             owner_keys: HashMap::new(),
             store: None,
             registries: HashMap::new(),
@@ -263,15 +268,22 @@ impl World {
             w.bundle_keys.insert(key.id(), key);
         }
         for (name, entry) in &wf.approvers {
-            let a = match entry {
-                ApproverEntry::Key(k) => Approver::user(crate::keys::load_public(&base.join(k))?),
-                ApproverEntry::Full(f) => Approver {
-                    key: crate::keys::load_public(&base.join(&f.key))?,
-                    owners: f.owners.clone(),
-                    roles: f.roles.clone(),
-                },
+            let (file, a) = match entry {
+                ApproverEntry::Key(k) => (
+                    base.join(k),
+                    Approver::user(crate::keys::load_public(&base.join(k))?),
+                ),
+                ApproverEntry::Full(f) => (
+                    base.join(&f.key),
+                    Approver {
+                        key: crate::keys::load_public(&base.join(&f.key))?,
+                        owners: f.owners.clone(),
+                        roles: f.roles.clone(),
+                    },
+                ),
             };
             w.approvers.insert(name.clone(), a);
+            w.approver_key_files.insert(name.clone(), file);
         }
         for (owner, f) in &wf.owners {
             let keys = f
@@ -453,6 +465,20 @@ impl World {
             .get(pack)
             .and_then(|m| m.get(registry))
             .map(String::as_str)
+    }
+
+    /// Whether this world may hold records of `owner` for `pack`: some
+    /// registry file names the owner, or the pack's registries live in
+    /// tables (not read here). `false` says a mandate's owner is likely
+    /// wrong (`--owner` left to default to the user), and a refusal says so.
+    pub fn may_hold_records_of(&self, pack: &str, owner: &str) -> bool {
+        self.registry_tables
+            .get(pack)
+            .is_some_and(|t| !t.is_empty())
+            || self
+                .registries
+                .get(pack)
+                .is_some_and(|m| m.values().any(|owners| owners.contains_key(owner)))
     }
 
     pub fn records(&self, pack: &str, registry: &str, owner: &str) -> Option<&Records> {

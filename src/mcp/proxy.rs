@@ -936,9 +936,14 @@ impl Proxy {
             return Err(refusal_with(&d, &next).into());
         }
         if self.inner.session.user_key.is_none() {
+            let (s, config) = (&self.inner.session, &self.inner.config_path);
+            let line = elicit::approve_line(&self.inner.gateway, config, &op, &s.user);
             return Err(refusal_with(
                 &d,
-                "this session holds no approval key for the user, so the step-up cannot be confirmed through this client; approve the operation with `ipc approve`, then call again",
+                &format!(
+                    "this session holds no approval key for the user, so the step-up cannot be confirmed through this client; the user `{}` approves out of band (`{line}`), then call this tool again with the same arguments",
+                    s.user
+                ),
             )
             .into());
         }
@@ -949,6 +954,7 @@ impl Proxy {
             request,
             ctx,
             &self.inner.session,
+            &self.inner.config_path,
         )
         .await;
         match asked {

@@ -705,3 +705,65 @@ fn token_issue_refuses_a_narrowing_the_pack_does_not_allow() {
         });
     }
 }
+
+#[cfg(feature = "solver")]
+/// Issue #40, item 14: what a token will be refused for is said when it
+/// is issued: an owner the world holds no records of (the user, when
+/// `--owner` is left out), a granted action's value that only a missing
+/// claim could give. The token is still written (exit 0).
+#[test]
+fn token_issue_warns_of_what_the_token_will_be_refused_for() {
+    let dir = setup();
+    let regs = Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/bank/registries");
+    std::fs::write(
+        dir.path().join("w.toml"),
+        format!(
+            "bundle_keys = [\"r.pub\"]\n[registries]\nbank = {:?}\n",
+            regs.display().to_string()
+        ),
+    )
+    .unwrap();
+    let stderr = |out: &str| {
+        assert!(out.starts_with("exit: 0\n"), "{out}");
+        out[out.find("--- stderr\n").expect("stderr") + 11..].to_string()
+    };
+    // emma's own records, every claim the granted actions need: silent
+    let full = [
+        "--world",
+        "w.toml",
+        "--scope",
+        "payments.write",
+        "--claim",
+        "currency=EUR",
+    ];
+    assert_eq!(stderr(&issue(dir.path(), &full)), "");
+    // another owner the world knows nothing of
+    let err = stderr(&issue(
+        dir.path(),
+        &[&full[..], &["--owner", "acme"]].concat(),
+    ));
+    assert!(
+        err.contains(
+            "warning: the owner `acme` has no records in the world's registries of `bank`"
+        ),
+        "{err}"
+    );
+    // without the world, a left-out owner is named
+    let err = stderr(&issue(
+        dir.path(),
+        &["--scope", "payments.write", "--claim", "currency=EUR"],
+    ));
+    assert!(
+        err.contains("the owner is the user `emma` (no `--owner` was given)"),
+        "{err}"
+    );
+    // a granted action whose currency only the mandate gives
+    let err = stderr(&issue(
+        dir.path(),
+        &["--world", "w.toml", "--scope", "payments.write"],
+    ));
+    assert!(
+        err.contains("`payment.transfer`'s `currency` comes only from the claim `currency`, which this token does not carry"),
+        "{err}"
+    );
+}

@@ -212,3 +212,38 @@ action pay.shared "Pay an account of the shared list" {
     assert!(!new_of("pay.shared", "iban", "bank", saved));
     assert!(new_of("pay.shared", "iban", "bank", other));
 }
+
+/// A mandate whose owner the world holds no records of (a token issued
+/// without `--owner`, defaulting to the user) is refused in words that
+/// name that owner (#40, item 14); the owner's own refusal does not say it.
+#[test]
+fn a_refusal_names_an_owner_the_world_holds_no_records_of() {
+    let w = TestWorld::new();
+    let gw = w.gateway();
+    let pay = json!({"action": "invoice.pay", "args": {
+        "invoice_id": "INV-1001", "payee_iban": ATTACKER_IBAN, "amount": "4200.00", "currency": "EUR"}});
+    // the clerk's token without an owner: the owner is the clerk
+    let mut spec = MandateSpec::for_pack("ap", "clerk", "acme", &["payments.write"]);
+    spec.owner = "clerk".into();
+    let d = decide(&gw, pay.clone(), &w.mandate(spec));
+    assert_deny(
+        &d,
+        "provenance",
+        "the mandate's owner `clerk` has no records in this world's registries of `ap`",
+    );
+    let d = decide(
+        &gw,
+        pay,
+        &w.mandate(MandateSpec::for_pack(
+            "ap",
+            "clerk",
+            "acme",
+            &["payments.write"],
+        )),
+    );
+    assert_deny(&d, "provenance", "payee_iban");
+    assert!(
+        !d.reason.as_deref().unwrap_or("").contains("has no records"),
+        "{d:?}"
+    );
+}

@@ -400,6 +400,24 @@ fn approvers_see_the_pending_operation_from_the_store() {
         tail.extend_from_slice(extra);
         cmd(&["approve"], &tail, stdin)
     };
+    // another person's key, or a name the world does not know, is said
+    // before the operation is shown or a confirmation asked
+    let other = path_str(&w.dir.path().join("lead_bo.key"));
+    for (who, k, said) in [
+        ("emma", other.as_str(), "is not `emma`'s"),
+        ("mallory", key.as_str(), "`mallory` is not an approver"),
+    ] {
+        let out = cmd(
+            &["approve"],
+            &["--as", who, "--key", k, "--operation", &op],
+            "y\n",
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(said), "{err}");
+        assert!(!err.contains("1,500.00") && !err.contains("[y/N]"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
     // asked, and a "no" signs nothing
     let out = approve(&[], "n\n");
     assert_eq!(out.status.code(), Some(1));

@@ -682,6 +682,16 @@ async fn a_client_without_elicitation_is_told_why() {
         let t = text(&r);
         assert!(t.contains("PENDING at stage `approval`"), "{t}");
         assert!(t.contains("does not support elicitation"), "{t}");
+        // and the way out, ready to run
+        let op = r.structured_content.as_ref().unwrap()["operation_hash"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            t.contains("approves out of band (`ipc approve --config ")
+                && t.contains(&format!("--operation {op} --as emma --key ")),
+            "{t}"
+        );
         assert!(h.executed("send_money").is_empty());
     }
 }
@@ -992,10 +1002,14 @@ async fn four_eyes_is_refused_until_the_second_approver_signs_out_of_band() {
         .unwrap()
         .to_string();
     let config = h.tw.dir.path().join("intentplane.toml");
+    // the key is named by where it is (beside the public key the world
+    // names), every path absolute: the line runs from any folder
+    let key = h.tw.dir.path().join("cfo.key");
     assert!(
         t.contains(&format!(
-            "1. Out of band, first: `cfo` signs it with `ipc approve --config {} --operation {op} --as cfo --key cfo.key --submit`",
-            config.display()
+            "1. Out of band, first: `cfo` signs it with `ipc approve --config {} --operation {op} --as cfo --key {} --submit`",
+            config.display(),
+            key.display()
         )),
         "{t}"
     );
@@ -1092,12 +1106,37 @@ async fn without_the_users_key_step_up_is_refused_with_the_reason() {
         .call("send_money", send(testkit_landlord(), json!(1200), "Rent"))
         .await;
     assert!(is_error(&r));
+    let t = text(&r);
+    assert!(t.contains("no approval key for the user"), "{t}");
+    // the ready line, as four eyes prints it: the operation and the key
+    let op = r.structured_content.as_ref().unwrap()["operation_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (config, key) = (
+        h.tw.dir.path().join("intentplane.toml"),
+        h.tw.dir.path().join("emma.key"),
+    );
     assert!(
-        text(&r).contains("no approval key for the user"),
-        "{}",
-        text(&r)
+        t.contains(&format!(
+            "the user `emma` approves out of band (`ipc approve --config {} --operation {op} --as emma --key {} --submit`)",
+            config.display(),
+            key.display()
+        )),
+        "{t}"
     );
     assert!(h.user.shown().is_empty());
+    // a secret key this machine does not hold is a placeholder, never a
+    // path that looks real
+    std::fs::remove_file(&key).unwrap();
+    let t = text(
+        &h.call("send_money", send(testkit_landlord(), json!(1200), "Rent"))
+            .await,
+    );
+    assert!(
+        t.contains("--as emma --key PATH/TO/emma.key --submit"),
+        "{t}"
+    );
 }
 
 /// The gateway the proxy runs executes externally: an ALLOW records the

@@ -307,13 +307,41 @@ fn resolve_one(
     Err(Deny::new(
         Stage::Provenance,
         format!(
-            "`{}` `{}` is not from a trusted source: not in {}",
+            "`{}` `{}` is not from a trusted source: not in {}{}",
             label,
             show(&value),
-            tried.join(", nor in ")
+            tried.join(", nor in "),
+            owner_unknown(r, m, &sources)
         ),
     )
     .hint(p.hint.clone()))
+}
+
+/// Words for a refusal whose owner's registries were tried while the world
+/// holds no record of that owner at all: the mandate names the owner,
+/// and the likely mistake is a token issued without `--owner`.
+fn owner_unknown(r: &Run<'_>, m: &Mandate, sources: &[&Source]) -> String {
+    let Some(a) = r.action else {
+        return String::new();
+    };
+    let owned = sources.iter().any(|s| {
+        let registry = match s {
+            Source::Registry { registry } => registry,
+            Source::Lookup(l) => &l.registry,
+            Source::Claim { .. } => return false,
+        };
+        a.pack
+            .registries
+            .iter()
+            .any(|x| &x.name == registry && !x.global)
+    });
+    if !owned || r.gw.world.may_hold_records_of(&a.table.pack, &m.owner) {
+        return String::new();
+    }
+    format!(
+        " (the mandate's owner `{}` has no records in this world's registries of `{}`: was the token issued for another `--owner`?)",
+        m.owner, a.table.pack
+    )
 }
 
 /// The trusted spelling `s` vouches for `value` with, if it does: a claim

@@ -253,6 +253,7 @@ pub async fn ask(
     request: &CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
     session: &SessionConfig,
+    config: &std::path::Path,
 ) -> Answer {
     let Some(op) = d.operation_hash.as_deref() else {
         return respond(d, "no operation to confirm");
@@ -261,6 +262,7 @@ pub async fn ask(
     // in the 2026-07-28 era an answer is accepted only if the operation
     // still shows what it was asked with
     // read off the async workers: the store is synchronous
+    let line = approve_line(gw, config, op, &session.user);
     let (gw, pending) = (gw.clone(), d.clone());
     let built = tokio::task::spawn_blocking(move || params(&gw, &pending))
         .await
@@ -269,7 +271,15 @@ pub async fn ask(
         Ok(p) => p,
         Err(e) => return respond(d, &format!("cannot build the confirmation: {e}")),
     };
-    let refuse = |why: &str| CallToolResponse::from(super::refusal_with(d, why));
+    let refuse = |why: &str| {
+        CallToolResponse::from(super::refusal_with(
+            d,
+            &format!(
+                "{why}; or the user `{}` approves out of band (`{line}`), then call this tool again with the same arguments",
+                session.user
+            ),
+        ))
+    };
     let none = Map::new();
     match ask_form(
         sealer,
@@ -350,10 +360,10 @@ pub fn four_eyes_next(
         ),
     };
     let name = who.first().map_or("NAME", |n| n.as_str());
-    let config = config.display();
+    let first = approve_line(gw, config, op, name);
     let mut t = format!(
         "four eyes: two people approve this operation, and this client can ask only one of them. \
-         1. Out of band, first: {second} signs it with `ipc approve --config {config} --operation {op} --as {name} --key {name}.key --submit` \
+         1. Out of band, first: {second} signs it with `{first}` \
          (it shows the operation before signing), or on the approval page of `ipc serve`"
     );
     if let Some(dir) = &session.approvals_dir {
@@ -368,14 +378,44 @@ pub fn four_eyes_next(
         ));
     } else {
         t.push_str(&format!(
-            ". 2. This session holds no approval key for the user, so the user `{user}` approves out of band too (`ipc approve --config {config} --operation {op} --as {user} --key {user}.key --submit`); then call this tool again with the same arguments"
+            ". 2. This session holds no approval key for the user, so the user `{user}` approves out of band too (`{}`); then call this tool again with the same arguments",
+            approve_line(gw, config, op, user)
         ));
     }
     t
 }
 
+/// The command that approves `op` as `who` out of band, ready to run.
+/// The config is named by its absolute path: the command is run from
+/// wherever the approver is.
+pub fn approve_line(gw: &Gateway, config: &std::path::Path, op: &str, who: &str) -> String {
+    let config = std::path::absolute(config).unwrap_or_else(|_| config.to_path_buf());
+    format!(
+        "ipc approve --config {} --operation {op} --as {who} --key {} --submit",
+        config.display(),
+        key_arg(gw, who)
+    )
+}
+
+/// What `--key` is for the approver `name`: the secret key beside the
+/// public key the world names for them when this machine holds it (where
+/// `ipc keygen` writes it), else a placeholder, never a made-up path that
+/// looks real.
+fn key_arg(gw: &Gateway, name: &str) -> String {
+    gw.world()
+        .approver_key_files
+        .get(name)
+        .map(|public| public.with_extension("key"))
+        .and_then(|secret| std::path::absolute(secret).ok())
+        .filter(|secret| secret.is_file())
+        .map_or_else(
+            || format!("PATH/TO/{name}.key"),
+            |secret| secret.display().to_string(),
+        )
+}
+
 fn cannot_elicit() -> &'static str {
-    "this client does not support elicitation, so the user cannot be asked to confirm; use a client that does, or approve the operation with `ipc approve` and call again"
+    "this client does not support elicitation, so the user cannot be asked to confirm; use a client that does"
 }
 
 #[cfg(test)]
