@@ -8,7 +8,7 @@
 //! Workload: Emma's bank pack, ALLOW transfers to the landlord (a saved
 //! beneficiary) at level 0, each with a distinct amount.
 
-use intentplane::bundle::build;
+use intentplane::compile::build;
 use intentplane::gateway::world::World;
 use intentplane::gateway::{ChildRequest, Gateway, Input, MandateToken, Outcome};
 use intentplane::keys::SecretKey;

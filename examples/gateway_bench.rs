@@ -6,7 +6,7 @@
 //! with a distinct amount so that none is an idempotent replay.
 
 use cedar_policy::{Authorizer, Context, Entities, EntityUid, Request, RestrictedExpression};
-use intentplane::bundle::build;
+use intentplane::compile::build;
 use intentplane::gateway::world::World;
 use intentplane::gateway::{Budget, Gateway, Input, Mandate, MandateToken, Outcome, Stage};
 use intentplane::keys::SecretKey;

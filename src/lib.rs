@@ -20,6 +20,7 @@ pub mod canonical;
 pub mod check;
 pub mod cli;
 pub mod codegen;
+pub mod compile;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod diagnostics;

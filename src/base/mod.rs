@@ -1,6 +1,6 @@
 //! The base layer: what every other layer reads and writes values with —
 //! strict JSON, times and echoes ([`json`]), amounts ([`money`]). It
-//! imports nothing of the crate (scripts/check-layers).
+//! imports nothing of the crate (tests/compiler/layers.rs).
 
 pub mod json;
 pub mod money;

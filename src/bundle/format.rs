@@ -76,3 +76,33 @@ impl TableAction {
             .and_then(|i| self.action.rules.get(i))
     }
 }
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackInfo {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+}
+
+/// One Cedar policy of the bundle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyEntry {
+    /// The Cedar policy id (also its `@id` annotation).
+    pub id: String,
+    /// `<pack>/<file>:<line>` of the rule, action or hand-written policy.
+    pub source: String,
+    /// Cedar text, annotations included.
+    pub text: String,
+}
+
+/// Everything a bundle holds, except its hash and signature.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// Sorted by name.
+    pub packs: Vec<PackInfo>,
+    pub schema: String,
+    pub policies: Vec<PolicyEntry>,
+    pub table: Table,
+}

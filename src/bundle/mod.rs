@@ -5,7 +5,7 @@
 //!   "packs": [{name, version, description}],          sorted by name
 //!   "schema": "<cedar schema text>",
 //!   "policies": [{id, source, text}],                 bundle order
-//!   "table": {packs: [...], actions: [...]},          see codegen::table
+//!   "table": {packs: [...], actions: [...]},          see format.rs
 //!   "hash": "sha256:<hex>",
 //!   "signature": {key_id, sig} }                      only when signed
 //! ```
@@ -18,15 +18,12 @@
 //! references and, given a key, the signature; [`Bundle::cedar`] turns a
 //! loaded bundle into the Cedar schema and policy sets the gateway uses.
 
-mod build;
 pub mod format;
 pub mod invariants;
 
-pub use crate::codegen::{PackInfo, PolicyEntry, Table, TableAction, TablePack};
-pub use build::{BuildReport, build, build_with};
+pub use format::{Generated, PackInfo, PolicyEntry, Table, TableAction, TablePack};
 
 use crate::canonical::{self, CanonicalError};
-use crate::codegen::Generated;
 use crate::keys::{KeyError, PublicKey, SecretKey};
 use cedar_policy::{Policy, PolicyId, PolicySet, Schema, ValidationMode, Validator};
 use miette::Diagnostic;

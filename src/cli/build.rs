@@ -3,7 +3,8 @@
 
 use super::Format;
 use super::bundle::{error_json, render_error};
-use crate::bundle::{Bundle, BundleError, build};
+use crate::bundle::{Bundle, BundleError};
+use crate::compile::build;
 use crate::guarantee;
 use crate::keys::SecretKey;
 use serde_json::json;

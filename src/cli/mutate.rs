@@ -5,7 +5,7 @@
 
 use super::Format;
 #[cfg(feature = "solver")]
-use crate::bundle::build;
+use crate::compile::build;
 #[cfg(feature = "solver")]
 use crate::mutate::equiv::Prover;
 #[cfg(feature = "solver")]

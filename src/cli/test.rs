@@ -6,7 +6,7 @@
 //! test ran at all.
 
 use super::Format;
-use crate::bundle::build;
+use crate::compile::build;
 use crate::gateway::Gateway;
 use crate::gateway::world::World;
 use crate::scenarios::{PackResult, Status, run_pack};

@@ -222,7 +222,7 @@ pub fn issue(a: &IssueArgs) -> Result<MandateToken, IssueError> {
         .map(|t| &t.action)
         .collect();
     // refused up front, as a diagnostic, before anything is signed
-    crate::gateway::narrowing::of_spec(&spec, &pack.name, &actions)?;
+    crate::gateway::narrowing::of_spec(&spec.strict, &spec.only, &pack.name, &actions)?;
     let token = crate::gateway::mandate::issue(&spec, pack, &actions, &key)?;
     for w in warnings(&spec, a.owner.is_some(), pack, &actions, world.as_ref()) {
         eprintln!("warning: {w}");

@@ -14,8 +14,6 @@ mod expr;
 mod names;
 pub mod schema;
 /// The runtime table, the bundle's vocabulary (`crate::bundle::format`).
-pub use crate::bundle::format as table;
-
 use crate::diagnostics::{JsonDiagnostic, PackDiagnostic};
 use crate::ir::{self, RuleKind};
 use cedar_policy::{
@@ -24,13 +22,13 @@ use cedar_policy::{
 use expr::CExpr;
 use miette::{Diagnostic, SourceSpan};
 use names::cedar_string;
-use serde::{Deserialize, Serialize};
+
+use crate::bundle::format::{Generated, PackInfo, PolicyEntry, Table, TableAction, TablePack};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-pub use table::{Table, TableAction, TablePack};
 
-pub use crate::bundle::format::{CTX_APPROVAL_LEVEL, CTX_NOW, CTX_PROVENANCE};
+use crate::bundle::format::{CTX_APPROVAL_LEVEL, CTX_NOW, CTX_PROVENANCE};
 /// Principal entity type in each pack's namespace.
 pub const PRINCIPAL_TYPE: &str = "User";
 /// Resource entity type (the mandate's owner) in each pack's namespace.
@@ -73,36 +71,6 @@ pub fn custom_policy_path(pack_file: &Path) -> PathBuf {
     } else {
         pack_file.with_extension("cedar")
     }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PackInfo {
-    pub name: String,
-    pub version: String,
-    pub description: String,
-}
-
-/// One Cedar policy of the bundle.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyEntry {
-    /// The Cedar policy id (also its `@id` annotation).
-    pub id: String,
-    /// `<pack>/<file>:<line>` of the rule, action or hand-written policy.
-    pub source: String,
-    /// Cedar text, annotations included.
-    pub text: String,
-}
-
-/// Everything a bundle holds, except its hash and signature.
-#[derive(Clone, Debug)]
-pub struct Generated {
-    /// Sorted by name.
-    pub packs: Vec<PackInfo>,
-    pub schema: String,
-    pub policies: Vec<PolicyEntry>,
-    pub table: Table,
 }
 
 /// A diagnostic with the file it points into.

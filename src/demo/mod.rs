@@ -17,7 +17,7 @@ pub use story::{Expect, Story, StoryError};
 use story::{MandateSpec, Person};
 
 use crate::base::json::parse_time_str;
-use crate::bundle::build;
+use crate::compile::build;
 use crate::gateway::approval::{SignedApproval, random_id};
 use crate::gateway::world::World;
 use crate::gateway::{Budget, Decision, Gateway, Input, Mandate, MandateToken, Outcome};

@@ -417,7 +417,7 @@ pub(crate) fn registries_for<'a>(
     }
     let mut per_param = vec![];
     for (a, p) in vouched_by(actions, c) {
-        let allowed = super::narrowing::allowed(parent, &a.name, &p.name);
+        let allowed = super::narrowing::allowed(&parent.sources, &a.name, &p.name);
         let regs: Vec<&crate::ir::Registry> = p
             .sources
             .iter()
@@ -445,10 +445,11 @@ pub(crate) fn strict_within(parent: &Mandate, actions: &[&Action]) -> Narrowing 
     for a in actions {
         for p in a.params.iter().filter(|p| p.critical) {
             let declared: Vec<String> = p.sources.iter().map(|s| s.to_string()).collect();
-            let allowed: Vec<String> = match super::narrowing::allowed(parent, &a.name, &p.name) {
-                Some(l) => l.to_vec(),
-                None => declared,
-            };
+            let allowed: Vec<String> =
+                match super::narrowing::allowed(&parent.sources, &a.name, &p.name) {
+                    Some(l) => l.to_vec(),
+                    None => declared,
+                };
             let kept: Vec<String> = p
                 .sources
                 .iter()

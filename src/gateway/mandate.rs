@@ -55,9 +55,7 @@ pub struct ParentRef {
     pub hash: String,
 }
 
-/// `action.param` to the sources a mandate allows for it, each written as
-/// the pack writes it (`mandate.payee`, `registry.beneficiaries`).
-pub type Narrowing = BTreeMap<String, Vec<String>>;
+pub use super::narrowing::Narrowing;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -152,8 +150,8 @@ pub fn issue(
     actions: &[&Action],
     key: &SecretKey,
 ) -> Result<MandateToken, String> {
-    let sources =
-        crate::gateway::narrowing::of_spec(spec, &pack.name, actions).map_err(|e| e.to_string())?;
+    let sources = super::narrowing::of_spec(&spec.strict, &spec.only, &pack.name, actions)
+        .map_err(|e| e.to_string())?;
     let mut given = typed_claims(&spec.claims, pack)?;
     for d in &pack.claims {
         if d.ty.is_collection() && !given.contains_key(&d.name) {

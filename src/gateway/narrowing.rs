@@ -13,7 +13,10 @@
 //! action or parameter, a parameter that is not critical, an undeclared
 //! source or an empty list is a DENY there).
 
-use super::mandate::{Mandate, MandateSpec, Narrowing};
+/// `action.param` to the sources a mandate allows for it, each written as
+/// the pack writes it (`mandate.payee`, `registry.beneficiaries`). Owned
+/// here: a mandate carries one, and this module reads no mandate.
+pub type Narrowing = std::collections::BTreeMap<String, Vec<String>>;
 use crate::ir::{Action, Param, Source};
 
 /// Why a narrowing cannot be signed or accepted.
@@ -241,12 +244,13 @@ pub fn strict(
 /// by both, or twice by `only`, is an error), each list in the pack's
 /// order without repeats, checked.
 pub fn of_spec(
-    spec: &MandateSpec,
+    strict_targets: &[String],
+    only: &[(String, Vec<String>)],
     pack: &str,
     actions: &[&Action],
 ) -> Result<Narrowing, NarrowingError> {
-    let mut out = strict(&spec.strict, pack, actions)?;
-    for (t, list) in &spec.only {
+    let mut out = strict(strict_targets, pack, actions)?;
+    for (t, list) in only {
         if out.contains_key(t) {
             return Err(NarrowingError::Twice {
                 target: crate::base::json::echo(t),
@@ -268,13 +272,13 @@ pub fn of_spec(
     Ok(out)
 }
 
-/// The sources `m` allows for `action.param`, or `None`: every declared
-/// one.
-pub fn allowed<'m>(m: &'m Mandate, action: &str, param: &str) -> Option<&'m [String]> {
-    if m.sources.is_empty() {
+/// The sources a mandate's narrowing allows for `action.param`, or
+/// `None`: every declared one.
+pub fn allowed<'m>(sources: &'m Narrowing, action: &str, param: &str) -> Option<&'m [String]> {
+    if sources.is_empty() {
         return None;
     }
-    m.sources
+    sources
         .iter()
         .find(|(k, _)| {
             k.len() == action.len() + 1 + param.len()

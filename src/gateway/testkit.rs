@@ -10,7 +10,8 @@
 //! its assertions panic when they fail.
 
 use crate::base::json::parse_time_str;
-use crate::bundle::{Bundle, build};
+use crate::bundle::Bundle;
+use crate::compile::build;
 use crate::gateway::approval::{Approval, SignedApproval, random_id};
 use crate::gateway::world::World;
 use crate::gateway::{

@@ -20,8 +20,7 @@ mod scenario;
 mod world;
 
 use crate::bundle::Bundle;
-use crate::codegen::CTX_APPROVAL_LEVEL;
-use crate::codegen::table::TableAction;
+use crate::bundle::format::{CTX_APPROVAL_LEVEL, TableAction};
 use crate::diagnostics::PackDiagnostic;
 use crate::ir;
 #[cfg(feature = "solver")]

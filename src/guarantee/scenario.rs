@@ -13,8 +13,7 @@ use super::PackGuarantees;
 use super::world::Records;
 use crate::base::json::format_time;
 use crate::base::money::Money;
-use crate::codegen::table::TableAction;
-use crate::codegen::{CTX_APPROVAL_LEVEL, CTX_NOW};
+use crate::bundle::format::{CTX_APPROVAL_LEVEL, CTX_NOW, TableAction};
 use crate::ir::{self, BinOp, Expr, Source, Type};
 use crate::mutate::equiv::Counterexample;
 use serde_json::{Map, Value, json};
@@ -453,7 +452,7 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mutate/records");
         let checked = crate::check::check_path(&dir);
         let pack = checked.pack.expect("the records fixture checks");
-        let report = crate::bundle::build(&[PathBuf::from(&dir)]);
+        let report = crate::compile::build(&[PathBuf::from(&dir)]);
         let bundle = report.bundle.expect("the records fixture builds");
         let action = bundle.table.action("memory.relate").expect("memory.relate");
         let g = ir::Guarantee {

@@ -14,9 +14,6 @@
 
 pub mod config;
 pub mod intent;
-/// The MCP demo's client and server (`ipc demo mcp`), by their old names.
-#[cfg(feature = "demo")]
-pub use crate::demo::{mcp_client as demo_client, mcp_server as demo_server};
 pub mod proxy;
 pub mod session;
 /// The proxy's test setup (tests and benchmarks only, like

@@ -8,8 +8,7 @@
 //! there is equivalent for the gateway. A counterexample is replayed
 //! through Cedar's `Authorizer` before it is reported.
 
-use crate::codegen::table::TableAction;
-use crate::codegen::{CTX_APPROVAL_LEVEL, CTX_NOW, CTX_PROVENANCE};
+use crate::bundle::format::{CTX_APPROVAL_LEVEL, CTX_NOW, CTX_PROVENANCE, TableAction};
 use crate::ir::Validator;
 use crate::mutate::mutants::{conjuncts, is_guard};
 use cedar_policy::pst::{self, BinaryOp, Clause, Effect, Expr, Literal, Var};
@@ -816,7 +815,7 @@ mod tests {
     fn a_records_critical_fields_are_left_to_their_sources() {
         let dir =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mutate/records");
-        let report = crate::bundle::build(&[dir]);
+        let report = crate::compile::build(&[dir]);
         let bundle = report.bundle.expect("the records fixture builds");
         let action = bundle
             .table

@@ -21,7 +21,7 @@ mod runner;
 pub use runner::PackScenarios;
 
 use crate::bundle::Bundle;
-use crate::codegen::table::TableAction;
+use crate::bundle::format::TableAction;
 use crate::guarantee::Obligation;
 use crate::ir;
 use cedar_policy::{Policy, PolicyId, PolicySet};

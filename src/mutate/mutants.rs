@@ -9,7 +9,7 @@
 //! each integer threshold nudged by ±1; the effect flipped. Mutants whose
 //! policy is identical to another one's of the same policy are dropped.
 
-use crate::codegen::CTX_APPROVAL_LEVEL;
+use crate::bundle::format::CTX_APPROVAL_LEVEL;
 use cedar_policy::pst::{self, BinaryOp, Clause, Effect, Expr, Literal, Var};
 use cedar_policy::{Policy, PolicySet};
 use serde::Serialize;

@@ -5,7 +5,7 @@ use super::{DecideStep, Expect, MandateSpec, Step, Suite, TestCase, Trusted, sce
 use crate::base::Money;
 use crate::base::json::parse_time_str;
 use crate::bundle::Bundle;
-use crate::codegen::table::{Table, TablePack};
+use crate::bundle::format::{Table, TablePack};
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::mandate::Narrowing;
 use crate::gateway::narrowing;

@@ -2,7 +2,7 @@
 //! errors for every way a file can be wrong, and the `ipc build`, `ipc
 //! keygen` and `ipc bundle` commands end to end.
 
-use intentplane::bundle::{self, Bundle, BundleError};
+use intentplane::bundle::{Bundle, BundleError};
 use intentplane::keys::{KeyError, PublicKey, SecretKey};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,7 +18,7 @@ fn shipped_packs() -> Vec<PathBuf> {
 }
 
 fn build_ok(paths: &[PathBuf]) -> Bundle {
-    let r = bundle::build(paths);
+    let r = intentplane::compile::build(paths);
     assert_eq!(r.errors(), 0, "{:?} {:?}", r.problems, r.failure);
     r.bundle.expect("a bundle")
 }
@@ -267,7 +267,7 @@ fn integers_canonical_json_would_round_fail_the_build() {
         "pack big version \"1\" \"big\"\naction a.b \"x\" {\n  scope s.w\n  executor external\n  param n: Int range 0 .. 9_007_199_254_740_993\n}\n",
     )
     .unwrap();
-    let r = bundle::build(&[pack]);
+    let r = intentplane::compile::build(&[pack]);
     assert!(r.bundle.is_none());
     let err = r.failure.expect("a failure");
     assert!(err.to_string().contains("9007199254740993"), "{err}");
@@ -275,13 +275,13 @@ fn integers_canonical_json_would_round_fail_the_build() {
 
 #[test]
 fn a_broken_pack_gives_no_bundle() {
-    let r = bundle::build(&[
+    let r = intentplane::compile::build(&[
         PathBuf::from("packs/bank"),
         PathBuf::from("tests/fixtures/codegen/custom_bad"),
     ]);
     assert!(r.bundle.is_none());
     assert_eq!(r.errors(), 1);
-    let r = bundle::build(&[PathBuf::from("tests/fixtures/check/untrusted_key.ipc")]);
+    let r = intentplane::compile::build(&[PathBuf::from("tests/fixtures/check/untrusted_key.ipc")]);
     assert!(r.bundle.is_none());
     assert!(r.errors() >= 1);
     assert!(

@@ -8,8 +8,9 @@ use cedar_policy::{
     Authorizer, Context, Decision, Entities, EntityUid, Request, RestrictedExpression, Schema,
 };
 use intentplane::bundle::Bundle;
+use intentplane::bundle::Generated;
 use intentplane::check::{check_path, check_text};
-use intentplane::codegen::{self, CedarFile, Generated, PackInput, Problem};
+use intentplane::codegen::{self, CedarFile, PackInput, Problem};
 use intentplane::diagnostics::{PackDiagnostic, render_human};
 use intentplane::ir::{self, Type};
 use std::collections::HashMap;

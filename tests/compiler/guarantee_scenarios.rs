@@ -8,7 +8,8 @@
 #![cfg(feature = "solver")]
 
 use crate::common::copy_dir;
-use intentplane::bundle::{Bundle, build};
+use intentplane::bundle::Bundle;
+use intentplane::compile::build;
 use intentplane::guarantee::{Outcome, Proof, inputs, prove};
 use intentplane::scenarios::{Status, Suite, SuiteResult, run_suite_with_bundle};
 use std::path::{Path, PathBuf};

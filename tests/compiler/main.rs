@@ -19,5 +19,6 @@ mod demo;
 mod docs;
 mod guarantee_scenarios;
 mod guarantees;
+mod layers;
 mod mutate;
 mod scenarios;

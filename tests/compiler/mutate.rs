@@ -4,7 +4,7 @@
 // needs a part of the default features: the test is off without it
 #![cfg(feature = "solver")]
 
-use intentplane::bundle::build;
+use intentplane::compile::build;
 use intentplane::mutate::equiv::Prover;
 use intentplane::mutate::mutants::Operator;
 use intentplane::mutate::{MutantResult, PackReport, PackScenarios, Solver, Status, mutate_pack};

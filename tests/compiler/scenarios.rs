@@ -2,7 +2,7 @@
 //! 15, and the runner can fail (a fixture of wrong expectations, an invalid
 //! file, a weakened policy set through the library API).
 
-use intentplane::bundle::build;
+use intentplane::compile::build;
 use intentplane::gateway::Gateway;
 use intentplane::gateway::world::World;
 use intentplane::scenarios::{Status, Suite, run_suite, run_suite_with_bundle};

@@ -5,7 +5,8 @@
 //! type, a huge list), and the property that one untrusted element, at any
 //! place of any list of trusted ones, refuses the proposal.
 
-use intentplane::bundle::{Bundle, build};
+use intentplane::bundle::Bundle;
+use intentplane::compile::build;
 use intentplane::scenarios::{Status, Suite, run_suite_with_bundle};
 use proptest::prelude::*;
 use serde_json::{Value, json};

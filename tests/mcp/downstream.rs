@@ -468,7 +468,7 @@ fn registry_and_approval_receipts_read_as_what_they_are() {
 fn the_advertised_schema_is_what_the_agent_gives() {
     let tools = intentplane::mcp::testkit::demo_tools();
     let t = tools.iter().find(|t| t.tool == "send_money").unwrap();
-    let down = intentplane::mcp::demo_server::tools()
+    let down = intentplane::demo::mcp_server::tools()
         .into_iter()
         .find(|d| d.name == "send_money")
         .unwrap();

@@ -125,7 +125,7 @@ async fn harness(o: Opts) -> Harness {
     let tw = TestWorld::new();
     let state = tw.dir.path().join("demo-state.json");
     if let Some(b) = o.balance {
-        let mut st = intentplane::mcp::demo_server::initial_state();
+        let mut st = intentplane::demo::mcp_server::initial_state();
         st["balance"] = json!(b);
         std::fs::write(&state, st.to_string()).unwrap();
     }
@@ -217,7 +217,7 @@ async fn only_configured_tools_are_listed_and_a_refused_call_leaves_a_receipt() 
     // the downstream's own schema, less the account the session's claim
     // fills (tests/mcp/downstream.rs checks the schema in detail); a
     // passthrough tool's as it is
-    let demo = intentplane::mcp::demo_server::tools();
+    let demo = intentplane::demo::mcp_server::tools();
     let theirs = demo.iter().find(|t| t.name == "send_money").unwrap();
     let ours = tools.iter().find(|t| t.name == "send_money").unwrap();
     let mut expected = (*theirs.input_schema).clone();
@@ -385,7 +385,7 @@ async fn the_email_iban_is_refused_with_a_readable_reason() {
         .call(
             "send_money",
             send(
-                intentplane::mcp::demo_server::ATTACKER_IBAN,
+                intentplane::demo::mcp_server::ATTACKER_IBAN,
                 json!(1200.00),
                 "Rent December",
             ),

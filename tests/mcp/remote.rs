@@ -8,9 +8,9 @@
 #![cfg(all(feature = "mcp", feature = "demo"))]
 
 use crate::common::mcp::executed;
+use intentplane::demo::mcp_server::{DemoOptions, DemoServer};
 use intentplane::gateway::testkit::{MandateSpec, TestWorld};
 use intentplane::mcp::config::{Bearer, Remote, ServerConfig, Transport};
-use intentplane::mcp::demo_server::{DemoOptions, DemoServer};
 use intentplane::mcp::proxy::{Proxy, ProxyError};
 use intentplane::mcp::testkit;
 use intentplane::mcp::transport::RemoteError;
@@ -140,7 +140,7 @@ async fn a_guarded_call_reaches_an_http_downstream_with_the_trusted_values() {
     let denied = client
         .call_tool(call(
             "send_money",
-            json!({"recipient": intentplane::mcp::demo_server::ATTACKER_IBAN, "amount": 50.5, "currency": "EUR", "subject": "x"}),
+            json!({"recipient": intentplane::demo::mcp_server::ATTACKER_IBAN, "amount": 50.5, "currency": "EUR", "subject": "x"}),
         ))
         .await
         .unwrap();

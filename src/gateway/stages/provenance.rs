@@ -248,7 +248,7 @@ fn resolve_one(
     };
     let store = |e: crate::store::StoreError| Deny::new(Stage::Provenance, e.to_string());
     // the sources this mandate lets vouch for the value, in the pack's order
-    let allowed = crate::gateway::narrowing::allowed(m, &a.table.action.name, label);
+    let allowed = crate::gateway::narrowing::allowed(&m.sources, &a.table.action.name, label);
     let sources: Vec<&Source> = match allowed {
         None => p.sources.iter().collect(),
         Some(keep) => p

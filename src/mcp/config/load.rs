@@ -819,7 +819,7 @@ impl Loader {
                     return None;
                 }
                 let from_files = paths.len();
-                let report = crate::bundle::build_with(&paths, extra);
+                let report = crate::compile::build_with(&paths, extra);
                 for c in &report.checked {
                     for d in &c.diagnostics {
                         self.report.items.push(Reported {

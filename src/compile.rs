@@ -1,8 +1,9 @@
-//! From pack paths to a bundle: check every pack, read its hand-written
-//! policies, generate and validate Cedar, hash. Nothing is produced when
-//! anything fails.
+//! The compiler's driver, from pack paths to a bundle: check every pack,
+//! read its hand-written policies, generate and validate Cedar, hash.
+//! Nothing is produced when anything fails. It sits on the compiler's
+//! side: the bundle format (`crate::bundle`) names nothing of it.
 
-use super::{Bundle, BundleError};
+use crate::bundle::{Bundle, BundleError};
 use crate::check::{Checked, check_path};
 use crate::codegen::{self, CedarFile, PackInput, Problem};
 use crate::diagnostics::PackDiagnostic;
