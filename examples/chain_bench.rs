@@ -174,7 +174,9 @@ fn main() {
             let ds = if group {
                 let mut out = vec![];
                 for chunk in ins.chunks(256) {
-                    out.extend(gw.decide_batch(chunk).expect("decided"));
+                    out.extend(
+                        intentplane::gateway::testkit::decide_batch(&gw, chunk).expect("decided"),
+                    );
                 }
                 out
             } else {

@@ -117,8 +117,9 @@ pub(crate) fn flush(
     if batch.is_empty() {
         return Ok(());
     }
-    let decided: Vec<Decision> = match gw.decide_batch(batch) {
-        Ok(d) => d,
+    let mut decided: Vec<Decision> = Vec::with_capacity(batch.len());
+    match gw.decide_all(crate::gateway::Ask::batch(batch), &mut decided) {
+        Ok(_) => {}
         Err(e) => {
             eprint!("{}", super::bundle::render_error(&e, false));
             return Err(());

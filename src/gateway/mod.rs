@@ -67,11 +67,58 @@ pub struct Input {
 
 /// How a caller that executes externally ([`Gateway::execute_externally`])
 /// makes its call from an ALLOW's values (see
-/// [`Gateway::decide_dispatching`]): given the resolved values (secrets as
+/// [`Ask::dispatching`]): given the resolved values (secrets as
 /// commitments) and the secrets' clear values, what the receipt records of
 /// the call, or why it cannot be made.
 pub type Dispatch<'a> =
     &'a dyn Fn(&Map<String, Value>, &secret::SecretValues) -> Result<Value, String>;
+
+/// What [`Gateway::decide_all`] is asked: the inputs, each with the
+/// tenants its caller may act for, and the two choices a caller may make
+/// (who executes, what to record first). A new choice is a field here,
+/// not another entry point.
+#[derive(Clone)]
+pub struct Ask<'a> {
+    pub inputs: Vec<(&'a Input, &'a Tenants)>,
+    /// The caller executes externally and records its call in the
+    /// decision (the MCP proxy); `None`: the gateway's own executors run.
+    pub dispatch: Option<Dispatch<'a>>,
+    /// Outcomes of calls answered earlier, recorded first in the same
+    /// transaction.
+    pub outcomes: &'a [(String, outcome::ExternalOutcome)],
+}
+
+impl<'a> Ask<'a> {
+    /// One input, for any tenant.
+    pub fn one(input: &'a Input) -> Self {
+        Self::batch(std::slice::from_ref(input))
+    }
+
+    /// Several inputs, for any tenant (`ipc run`, `ipc serve --stdio`).
+    pub fn batch(inputs: &'a [Input]) -> Self {
+        Self::of(inputs.iter().map(|i| (i, &Tenants::All)).collect())
+    }
+
+    /// Inputs each for a caller who may act only for some tenants (`ipc
+    /// serve --listen`): a mandate of another owner is a DENY (authn).
+    pub fn of(inputs: Vec<(&'a Input, &'a Tenants)>) -> Self {
+        Ask {
+            inputs,
+            dispatch: None,
+            outcomes: &[],
+        }
+    }
+
+    pub fn dispatching(mut self, dispatch: Dispatch<'a>) -> Self {
+        self.dispatch = Some(dispatch);
+        self
+    }
+
+    pub fn after(mut self, outcomes: &'a [(String, outcome::ExternalOutcome)]) -> Self {
+        self.outcomes = outcomes;
+        self
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -496,75 +543,21 @@ impl Gateway {
         }
     }
 
-    /// Decides on one input, in its own transaction.
+    /// Decides on one input, in its own transaction: [`Self::decide_all`]
+    /// for one input of any tenant, nothing dispatched.
     pub fn decide(&self, input: &Input) -> Result<Decision, GatewayError> {
-        self.decide_one(input, None)
+        let mut out = Vec::with_capacity(1);
+        self.decide_all(Ask::one(input), &mut out)?;
+        Ok(out.pop().unwrap_or_else(|| {
+            stages::deny_decision(None, Deny::new(Stage::Receipt, "no decision"))
+        }))
     }
 
-    /// [`Gateway::decide`] for a caller that executes externally and
-    /// records its call in the decision: an ALLOW that dispatches gets
-    /// `dispatch`'s record of the call as its result
-    /// (`{"downstream": ...}`), in the decision's transaction, so the
-    /// receipt says what will be sent before it is; a call that cannot be
-    /// built is a DENY at the execution stage, before anything is spent.
-    pub fn decide_dispatching(
-        &self,
-        input: &Input,
-        dispatch: Dispatch<'_>,
-    ) -> Result<Decision, GatewayError> {
-        self.decide_one(input, Some(dispatch))
-    }
-
-    /// [`Self::decide_dispatching`], recording first, in the decision's
-    /// transaction, the `outcomes` of calls answered earlier (see
-    /// [`Self::record_outcomes`]): one durable commit for both, so that an
-    /// outcome written after the agent's answer never costs the next call
-    /// a commit of its own (the MCP proxy). The receipts of the outcomes
-    /// come with the decision, or `None` when they were not recorded: the
-    /// transaction that held them failed (an outcome the store refused, a
-    /// store error), and the decision was taken alone, exactly as
-    /// [`Self::decide_dispatching`] takes it; the caller records them
-    /// another way. An outcome never changes the decision.
-    pub fn decide_dispatching_after(
-        &self,
-        input: &Input,
-        dispatch: Dispatch<'_>,
-        outcomes: &[(String, outcome::ExternalOutcome)],
-    ) -> Result<(Decision, Option<Vec<ReceiptRef>>), GatewayError> {
-        if !outcomes.is_empty()
-            && let Ok((mut d, links)) =
-                self.decide_recording(&[(input, &Tenants::All)], Some(dispatch), outcomes)
-            && let Some(d) = d.pop()
-        {
-            return Ok((d, Some(links)));
-        }
-        let d = self.decide_one(input, Some(dispatch))?;
-        Ok((
-            d,
-            if outcomes.is_empty() {
-                Some(vec![])
-            } else {
-                None
-            },
-        ))
-    }
-
-    fn decide_one(
-        &self,
-        input: &Input,
-        dispatch: Option<Dispatch<'_>>,
-    ) -> Result<Decision, GatewayError> {
-        Ok(self
-            .decide_falling_back(&[(input, &Tenants::All)], dispatch)?
-            .pop()
-            .unwrap_or_else(|| {
-                stages::deny_decision(None, Deny::new(Stage::Receipt, "no decision"))
-            }))
-    }
-
-    /// Decides on several inputs in order, in one transaction (group
-    /// commit): all their executions and receipts are durable together, and
-    /// none is reported before it is.
+    /// The one way to ask for decisions: `ask`'s inputs decided in order,
+    /// in one transaction (group commit), each pushed onto `out` once it is
+    /// durable; none is reported before it is. [`Ask`] says, besides the
+    /// inputs, whom each is for, whether the caller executes externally
+    /// (`dispatch`) and which outcomes of earlier calls to record first.
     ///
     /// A store error on one decision never takes the others with it: the
     /// batch's transaction rolled back, each input is decided again in a
@@ -572,62 +565,47 @@ impl Gateway {
     /// DENY (stage receipt) whose receipt is written in a fresh transaction
     /// that holds nothing else (see [`Gateway::deny_store_failure`]). A
     /// store that cannot be reached (`StoreError::Open`) or cannot even
-    /// write that receipt is an `Err`: nothing was decided, the caller retries.
-    pub fn decide_batch(&self, inputs: &[Input]) -> Result<Vec<Decision>, GatewayError> {
-        let all: Vec<(&Input, &Tenants)> = inputs.iter().map(|i| (i, &Tenants::All)).collect();
-        self.decide_batch_as(&all)
-    }
-
-    /// [`Self::decide_batch`], each input for a caller who may act only
-    /// for some tenants: a mandate of another owner is a DENY (authn).
-    pub fn decide_batch_as(
+    /// write that receipt is an `Err`: `out` then holds the decisions
+    /// committed before the failure (those of the first inputs, in order),
+    /// and the inputs after them were not decided; the caller retries them
+    /// (`ipc serve --stdio` answers the first and decides the others again).
+    ///
+    /// With `dispatch`, an ALLOW that dispatches gets `dispatch`'s record
+    /// of the call as its result (`{"downstream": ...}`), in the decision's
+    /// transaction, so the receipt says what will be sent before it is; a
+    /// call that cannot be built is a DENY at the execution stage, before
+    /// anything is spent.
+    ///
+    /// With `outcomes` (see [`Self::record_outcomes`]), they are recorded
+    /// first, in the decision's transaction: one durable commit for both,
+    /// so that an outcome written after the agent's answer never costs the
+    /// next call a commit of its own (the MCP proxy). Their receipts are
+    /// returned, or `None` when they were not recorded: the transaction
+    /// that held them failed (an outcome the store refused, a store error),
+    /// and the inputs were decided alone, exactly as without outcomes; the
+    /// caller records them another way. An outcome never changes a decision.
+    pub fn decide_all(
         &self,
-        inputs: &[(&Input, &Tenants)],
-    ) -> Result<Vec<Decision>, GatewayError> {
-        self.decide_falling_back(inputs, None)
-    }
-
-    /// [`Self::decide_batch`], each decision pushed onto `out` once it is
-    /// durable. On an `Err`, `out` holds the decisions committed before the
-    /// failure (those of the first inputs, in order: a store error on the
-    /// batch's transaction has each input decided again alone), and the
-    /// inputs after them were not decided: nothing of them committed.
-    /// `ipc serve --stdio` answers the first and decides the others again.
-    pub fn decide_batch_into(
-        &self,
-        inputs: &[Input],
+        ask: Ask<'_>,
         out: &mut Vec<Decision>,
-    ) -> Result<(), GatewayError> {
-        let all: Vec<(&Input, &Tenants)> = inputs.iter().map(|i| (i, &Tenants::All)).collect();
-        self.decide_batch_as_into(&all, out)
+    ) -> Result<Option<Vec<ReceiptRef>>, GatewayError> {
+        if !ask.outcomes.is_empty() {
+            if let Ok((mut d, links)) =
+                self.decide_recording(&ask.inputs, ask.dispatch, ask.outcomes)
+            {
+                out.append(&mut d);
+                return Ok(Some(links));
+            }
+            self.decide_falling_back_into(&ask.inputs, ask.dispatch, out)?;
+            return Ok(None);
+        }
+        self.decide_falling_back_into(&ask.inputs, ask.dispatch, out)?;
+        Ok(Some(vec![]))
     }
 
-    /// [`Self::decide_batch_into`], each input for a caller who may act
-    /// only for some tenants (see [`Self::decide_batch_as`]): `ipc serve
-    /// --listen` answers the decisions committed before an error with
-    /// their receipts, and only the others with the error.
-    pub fn decide_batch_as_into(
-        &self,
-        inputs: &[(&Input, &Tenants)],
-        out: &mut Vec<Decision>,
-    ) -> Result<(), GatewayError> {
-        self.decide_falling_back_into(inputs, None, out)
-    }
-
-    /// [`Self::decide_with`], and on a store error each input again alone
-    /// (see [`Self::decide_batch`]).
-    fn decide_falling_back(
-        &self,
-        inputs: &[(&Input, &Tenants)],
-        dispatch: Option<Dispatch<'_>>,
-    ) -> Result<Vec<Decision>, GatewayError> {
-        let mut out = Vec::with_capacity(inputs.len());
-        self.decide_falling_back_into(inputs, dispatch, &mut out)?;
-        Ok(out)
-    }
-
-    /// [`Self::decide_falling_back`], the decisions pushed onto `out` as
-    /// they commit (see [`Self::decide_batch_into`]).
+    /// The inputs decided in one transaction, and on a store error each
+    /// again alone (see [`Self::decide_all`]), pushed onto `out` as they
+    /// commit.
     fn decide_falling_back_into(
         &self,
         inputs: &[(&Input, &Tenants)],
@@ -637,8 +615,8 @@ impl Gateway {
         // a store that cannot be reached (`Open`: the database down, its
         // session lost) decides nothing: the caller is told so and retries;
         // any other store error is this batch's, decided input by input
-        let first = match self.decide_with(inputs, dispatch) {
-            Ok(mut d) => {
+        let first = match self.decide_recording(inputs, dispatch, &[]) {
+            Ok((mut d, _)) => {
                 out.append(&mut d);
                 return Ok(());
             }
@@ -650,8 +628,8 @@ impl Gateway {
             return Ok(());
         }
         for one in inputs {
-            match self.decide_with(std::slice::from_ref(one), dispatch) {
-                Ok(mut d) => out.append(&mut d),
+            match self.decide_recording(std::slice::from_ref(one), dispatch, &[]) {
+                Ok((mut d, _)) => out.append(&mut d),
                 Err(GatewayError::Store(e)) if !matches!(e, StoreError::Open { .. }) => {
                     out.push(self.deny_store_failure(one.0, &e)?)
                 }
@@ -693,19 +671,10 @@ impl Gateway {
         Ok(d)
     }
 
-    /// The inputs decided in one transaction (see [`Gateway::decide_batch`]),
-    /// each for the tenants its caller may act for, with `dispatch` for a
-    /// gateway that executes externally.
-    fn decide_with(
-        &self,
-        inputs: &[(&Input, &Tenants)],
-        dispatch: Option<Dispatch<'_>>,
-    ) -> Result<Vec<Decision>, GatewayError> {
-        Ok(self.decide_recording(inputs, dispatch, &[])?.0)
-    }
-
-    /// [`Self::decide_with`], the `outcomes` recorded first in the same
-    /// transaction (any of them refused fails it all), with their receipts.
+    /// The inputs decided in one transaction, each for the tenants its
+    /// caller may act for, with `dispatch` for a gateway that executes
+    /// externally; the `outcomes` recorded first in the same transaction
+    /// (any of them refused fails it all), with their receipts.
     fn decide_recording(
         &self,
         inputs: &[(&Input, &Tenants)],

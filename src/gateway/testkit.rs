@@ -392,3 +392,11 @@ pub fn assert_deny(d: &Decision, stage: &str, needle: &str) {
 pub fn path_str(p: &Path) -> String {
     p.display().to_string()
 }
+
+/// `inputs` decided as one batch for any tenant (tests and benchmarks):
+/// [`Gateway::decide_all`]'s decisions, or its error.
+pub fn decide_batch(gw: &Gateway, inputs: &[Input]) -> Result<Vec<Decision>, GatewayError> {
+    let mut out = Vec::with_capacity(inputs.len());
+    gw.decide_all(crate::gateway::Ask::batch(inputs), &mut out)?;
+    Ok(out)
+}

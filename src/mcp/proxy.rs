@@ -33,7 +33,7 @@ mod standing;
 use crate::gateway::approval::SignedApproval;
 use crate::gateway::outcome::{ExternalOutcome, ProxyCall};
 use crate::gateway::secret::SecretValues;
-use crate::gateway::{Decision, Gateway, Input, Outcome, ReceiptRef};
+use crate::gateway::{Ask, Decision, Gateway, Input, Outcome, ReceiptRef};
 use crate::mcp::config::declared::DeclaredTool;
 use crate::mcp::config::{ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
 use crate::mcp::transport::said;
@@ -178,7 +178,7 @@ struct Inner {
 /// The operations whose downstream call runs in this process (`None`) or
 /// answered with an outcome not yet in the store (`Some`): the outcome is
 /// recorded after the agent has its answer, in the transaction of the next
-/// decision ([`Gateway::decide_dispatching_after`]: one durable commit per
+/// decision ([`Gateway::decide_all`] with the outcomes: one durable commit per
 /// call), or, when no decision comes within [`OUTCOME_IDLE`], by a writer
 /// in the background that commits whatever queued up at once. An entry
 /// leaves the map only once its outcome is in the store, so a retry finds
@@ -764,7 +764,14 @@ impl Proxy {
         let n = earlier.len();
         let gw2 = gw.clone();
         let decided = tokio::task::spawn_blocking(move || {
-            let r = gw2.decide_dispatching_after(&input, &dispatch, &earlier);
+            let mut out = Vec::with_capacity(1);
+            let ask = Ask::one(&input).dispatching(&dispatch).after(&earlier);
+            let r = gw2.decide_all(ask, &mut out).map(|links| {
+                let d = out
+                    .pop()
+                    .unwrap_or_else(|| Decision::unrecorded("no decision"));
+                (d, links)
+            });
             (earlier, r)
         })
         .await;

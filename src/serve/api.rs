@@ -168,7 +168,7 @@ async fn decide(
 /// `ipc run` does), then answers each. One thread, no lock handoffs
 /// between callers: the store sees one body per batch. A store error (or
 /// a panic) after the fallback committed some of them
-/// ([`Gateway::decide_batch_as_into`]) answers those with their
+/// ([`Gateway::decide_all`]) answers those with their
 /// decisions, and only the others with the error.
 pub(super) fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
     while let Some(first) = jobs.blocking_recv() {
@@ -189,11 +189,11 @@ pub(super) fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Jo
         // before it: those are answered, the others were not decided
         let mut decided = Vec::with_capacity(batch.len());
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            gw.decide_batch_as_into(&batch, &mut decided)
+            gw.decide_all(crate::gateway::Ask::of(batch.clone()), &mut decided)
         }));
         let failure = match result {
-            Ok(Ok(())) if decided.len() == replies.len() => None,
-            Ok(Ok(())) => Some((false, "a batch came back short: nothing was decided".into())),
+            Ok(Ok(_)) if decided.len() == replies.len() => None,
+            Ok(Ok(_)) => Some((false, "a batch came back short: nothing was decided".into())),
             Ok(Err(e)) => Some((matches!(e, GatewayError::Store(_)), e.to_string())),
             Err(_) => Some((
                 false,

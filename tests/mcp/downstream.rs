@@ -311,9 +311,13 @@ fn a_call_that_cannot_be_built_is_denied_before_anything_is_spent() {
     let refuse = |_: &Map<String, Value>, _: &intentplane::gateway::secret::SecretValues| {
         Err::<Value, String>("no such tool".into())
     };
-    let d = gw
-        .decide_dispatching(&input(proposal.clone(), &tw.emma(), vec![]), &refuse)
-        .unwrap();
+    let dispatched = |i: &intentplane::gateway::Input, d: intentplane::gateway::Dispatch<'_>| {
+        let mut out = vec![];
+        gw.decide_all(intentplane::gateway::Ask::one(i).dispatching(d), &mut out)
+            .unwrap();
+        out.pop().unwrap()
+    };
+    let d = dispatched(&input(proposal.clone(), &tw.emma(), vec![]), &refuse);
     assert_eq!(d.decision, Outcome::Deny, "{d:#?}");
     assert_eq!(d.stage.name(), "execution");
     assert!(d.reason.unwrap().contains("no such tool"));
@@ -321,9 +325,7 @@ fn a_call_that_cannot_be_built_is_denied_before_anything_is_spent() {
     let record = |r: &Map<String, Value>, _: &intentplane::gateway::secret::SecretValues| {
         Ok(json!({"arguments": r}))
     };
-    let d = gw
-        .decide_dispatching(&input(proposal, &tw.emma(), vec![]), &record)
-        .unwrap();
+    let d = dispatched(&input(proposal, &tw.emma(), vec![]), &record);
     assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
     assert!(!d.replayed);
     assert_eq!(

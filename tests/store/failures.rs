@@ -265,7 +265,7 @@ fn one_failing_decision_is_denied_alone(inner: Arc<dyn Store>) {
         intentplane::gateway::Gateway::decide(&gw, &batch[1]).is_ok(),
         "decided alone, it is a DENY too, not an error"
     );
-    let ds = gw.decide_batch(&batch).unwrap();
+    let ds = intentplane::gateway::testkit::decide_batch(&gw, &batch).unwrap();
     assert_eq!(ds.len(), 3, "{ds:#?}");
     assert_eq!(ds[0].decision, Outcome::Allow, "{:#?}", ds[0]);
     assert_eq!(ds[2].decision, Outcome::Allow, "{:#?}", ds[2]);
@@ -291,9 +291,9 @@ fn one_failing_decision_is_denied_alone(inner: Arc<dyn Store>) {
     assert_eq!(denied.body["decision"], "DENY");
     assert_eq!(denied.body["stage"], "receipt");
     // the two others executed once: run again, both are replays
-    let again = gw
-        .decide_batch(&[batch[0].clone(), batch[2].clone()])
-        .unwrap();
+    let again =
+        intentplane::gateway::testkit::decide_batch(&gw, &[batch[0].clone(), batch[2].clone()])
+            .unwrap();
     assert!(again.iter().all(|d| d.replayed), "{again:#?}");
     let audit = intentplane::store::verify_store(&gw.store().snapshot().unwrap(), None);
     assert!(audit.is_ok(), "{audit:?}");
@@ -347,7 +347,7 @@ fn a_store_that_cannot_write_the_deny_is_an_error() {
         input(transfer(LANDLORD, json!("1.00")), &m, vec![]),
         input(transfer(LANDLORD, json!("2.00")), &m, vec![]),
     ];
-    assert!(gw.decide_batch(&batch).is_err());
+    assert!(intentplane::gateway::testkit::decide_batch(&gw, &batch).is_err());
 }
 
 // ---- 8. `ipc run` needs a store, as `ipc serve` does ----------------------

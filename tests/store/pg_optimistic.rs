@@ -261,7 +261,7 @@ fn instances_deciding_batches_on_one_budget_never_exceed_it() {
                                     input(transfer(LANDLORD, json!(amount)), &m, vec![])
                                 })
                                 .collect();
-                            gw.decide_batch(&inputs).unwrap()
+                            intentplane::gateway::testkit::decide_batch(&gw, &inputs).unwrap()
                         })
                         .collect::<Vec<_>>()
                 })
@@ -318,10 +318,12 @@ fn wrong_guesses_are_decided_again_before_the_lock_and_holds_counted() {
     let gw = w.gateway_with(store.clone());
     let m = bank(&w, 200_000);
     let pay = |cents: &str| input(transfer(LANDLORD, json!(cents)), &m, vec![]);
-    let first = gw.decide_batch(&[pay("3.00"), pay("4.00")]).unwrap();
+    let first =
+        intentplane::gateway::testkit::decide_batch(&gw, &[pay("3.00"), pay("4.00")]).unwrap();
     assert!(first.iter().all(|d| d.decision == Outcome::Allow));
     // a replay of 3.00 beside a new 5.00, in one batch
-    let second = gw.decide_batch(&[pay("3.00"), pay("5.00")]).unwrap();
+    let second =
+        intentplane::gateway::testkit::decide_batch(&gw, &[pay("3.00"), pay("5.00")]).unwrap();
     assert_eq!(second[0].decision, Outcome::Allow, "{:#?}", second[0]);
     assert!(second[0].replayed, "{:#?}", second[0]);
     assert_eq!(second[1].decision, Outcome::Allow, "{:#?}", second[1]);
@@ -334,7 +336,7 @@ fn wrong_guesses_are_decided_again_before_the_lock_and_holds_counted() {
             Ok(Value::Null)
         })
         .unwrap();
-    let third = gw.decide_batch(&[pay("6.00")]).unwrap();
+    let third = intentplane::gateway::testkit::decide_batch(&gw, &[pay("6.00")]).unwrap();
     assert_eq!(third[0].decision, Outcome::Deny, "{:#?}", third[0]);
     assert!(
         third[0]

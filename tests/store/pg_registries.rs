@@ -329,7 +329,7 @@ fn records_changed_concurrently_are_seen_in_one_state_per_decision() {
                 .iter()
                 .map(|&i| input(proposal(i).0, &m, vec![]))
                 .collect();
-            decisions.extend(gw.decide_batch(&inputs).unwrap());
+            decisions.extend(intentplane::gateway::testkit::decide_batch(&gw, &inputs).unwrap());
         }
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         (decisions, flipper.join().unwrap())

@@ -25,7 +25,7 @@ enum Read {
 
 /// Serves `input` until it ends; answers to `out`. A store that cannot
 /// record a decision (not even its DENY, see
-/// [`crate::gateway::Gateway::decide_batch`]) does not end the loop: that
+/// [`crate::gateway::Gateway::decide_all`]) does not end the loop: that
 /// line is answered with a DENY that has no receipt, the error goes to
 /// stderr, the next lines are decided, and the exit code is 1. An answer
 /// that cannot be written ends the loop (exit code 1).
@@ -106,7 +106,7 @@ fn decide_group(gw: &Gateway, group: &mut Vec<Input>, out: &mut dyn Write) -> Re
     let mut failed = false;
     // on an error, the lines after those decided: nothing of them
     // committed, each is decided again alone (as it was before groups)
-    let _ = gw.decide_batch_into(group, &mut decided);
+    let _ = gw.decide_all(crate::gateway::Ask::batch(group), &mut decided);
     for input in group.iter().skip(decided.len()) {
         decided.push(match gw.decide(input) {
             Ok(d) => d,

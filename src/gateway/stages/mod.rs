@@ -66,7 +66,7 @@ pub(crate) struct Run<'a> {
     pub result: Option<Value>,
     pub replayed: bool,
     /// The external caller's call, recorded as the result of an ALLOW
-    /// (see [`crate::gateway::Gateway::decide_dispatching`]).
+    /// (see [`crate::gateway::Gateway::decide_all`] with a dispatch).
     pub dispatch: Option<crate::gateway::Dispatch<'a>>,
 }
 

@@ -39,7 +39,7 @@ pub(super) fn append(r: &mut Run<'_>, d: &Decision) -> Result<ChainLink, StoreEr
 }
 
 /// The receipt of a decision taken outside a run (a DENY for a decision the
-/// store refused, [`crate::gateway::Gateway::decide_batch`]): no verified
+/// store refused, [`crate::gateway::Gateway::decide_all`]): no verified
 /// mandate, nothing consumed; the proposal kept as every receipt keeps it.
 pub(crate) fn append_alone(
     gw: &Gateway,
