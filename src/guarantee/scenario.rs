@@ -80,6 +80,39 @@ impl Data<'_> {
             .collect()
     }
 
+    /// A member of one of `prm`'s source registries that `registry` holds
+    /// (`inside`) or does not, with its owner: a value the parameter's own
+    /// source vouches for and a membership read says yes or no to.
+    fn source_member(
+        &self,
+        prm: &ir::Param,
+        registry: &str,
+        inside: bool,
+    ) -> Option<(String, String)> {
+        let held = self.members(registry);
+        prm.sources.iter().find_map(|s| match s {
+            Source::Registry { registry } => {
+                let f = self.file(registry)?;
+                f.into_iter().find_map(|(owner, recs)| {
+                    let values: Vec<String> = match recs {
+                        Value::Array(a) => a
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect(),
+                        Value::Object(o) => o.keys().cloned().collect(),
+                        _ => vec![],
+                    };
+                    values
+                        .into_iter()
+                        .find(|v| held.contains(v) == inside)
+                        .map(|v| (owner.clone(), v))
+                })
+            }
+            _ => None,
+        })
+    }
+
     /// Some owner of the pack's records, for a mandate's user.
     fn some_owner(&self) -> Option<String> {
         for r in &self.p.pack.registries {
@@ -194,6 +227,93 @@ fn must_come_from(place: &str, p: &ir::Param) -> String {
     format!("`{place}` must come from {}", from.join(" | "))
 }
 
+/// A registry member as the parameter takes it: one member of a list
+/// or set parameter is a list of one.
+fn member_value(ty: &Type, m: String) -> Value {
+    match ty {
+        Type::List(_) | Type::Set(_) => Value::Array(vec![Value::String(m)]),
+        _ => Value::String(m),
+    }
+}
+
+/// The value made to pass the parameter's length and item-count
+/// validators, which the solver does not model: a text padded or cut, a
+/// list grown by repeating its first item or cut.
+fn fit(prm: &ir::Param, value: Value) -> Value {
+    let mut value = value;
+    for v in &prm.validators {
+        value = match (v, value) {
+            (ir::Validator::MinLen { len }, Value::String(s)) => {
+                let missing = (*len as usize).saturating_sub(s.chars().count());
+                Value::String(format!("{s}{}", "x".repeat(missing)))
+            }
+            (ir::Validator::MaxLen { len }, Value::String(s)) => {
+                Value::String(s.chars().take(*len as usize).collect())
+            }
+            (ir::Validator::NonEmpty, Value::String(s)) if s.is_empty() => {
+                Value::String("x".into())
+            }
+            (ir::Validator::MinItems { count }, Value::Array(mut xs)) => {
+                if let Some(first) = xs.first().cloned() {
+                    while xs.len() < *count as usize {
+                        xs.push(first.clone());
+                    }
+                }
+                Value::Array(xs)
+            }
+            (ir::Validator::MaxItems { count }, Value::Array(mut xs)) => {
+                xs.truncate(*count as usize);
+                Value::Array(xs)
+            }
+            (_, other) => other,
+        };
+    }
+    value
+}
+
+/// The counterexample's times (its date and timestamp parameters and its
+/// clock) moved together by one offset when any lies outside what a
+/// scenario can write, so that their order and distances, which the rules
+/// compare, survive (`end < start` stays so); when they span more than the
+/// writable century, a day apart each in the same order (distances lost).
+fn shift_times(a: &ir::Action, ctx: &mut Map<String, Value>) {
+    let mut names: Vec<String> = a
+        .params
+        .iter()
+        .filter(|p| matches!(p.ty, Type::Date | Type::Timestamp))
+        .map(|p| p.name.clone())
+        .collect();
+    names.push(CTX_NOW.to_string());
+    let times: Vec<i64> = names
+        .iter()
+        .filter_map(|n| ctx.get(n).and_then(Value::as_i64))
+        .collect();
+    let (Some(&lo), Some(&hi)) = (times.iter().min(), times.iter().max()) else {
+        return;
+    };
+    if times.iter().all(|t| plausible(*t)) {
+        return;
+    }
+    let offset = DEFAULT_CLOCK.saturating_sub(lo);
+    let moved = |t: i64| -> i64 {
+        if plausible(hi.saturating_add(offset)) {
+            t.saturating_add(offset)
+        } else {
+            // too far apart to move together: a day apart each, in order
+            let mut distinct = times.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let rank = distinct.iter().position(|x| *x == t).unwrap_or(0) as i64;
+            DEFAULT_CLOCK + rank * 86_400
+        }
+    };
+    for n in &names {
+        if let Some(t) = ctx.get(n).and_then(Value::as_i64) {
+            ctx.insert(n.clone(), Value::from(moved(t)));
+        }
+    }
+}
+
 /// Between 2000 and 2100: a time a scenario can be set at.
 fn plausible(secs: i64) -> bool {
     (946_684_800..4_102_444_800).contains(&secs)
@@ -223,7 +343,8 @@ pub(super) fn scenario(
 ) -> Value {
     let data = Data { p };
     let a = &action.action;
-    let ctx = example.context.as_object().cloned().unwrap_or_default();
+    let mut ctx = example.context.as_object().cloned().unwrap_or_default();
+    shift_times(a, &mut ctx);
     let mut owner: Option<String> = None;
     let mut args = Map::new();
     let mut claims = Map::new();
@@ -255,14 +376,30 @@ pub(super) fn scenario(
             }
             let members = data.members(reg);
             if *member {
-                if let Some((o, m)) = data.member(reg) {
+                let found = match prm.critical {
+                    true => data.source_member(prm, reg, true),
+                    false => None,
+                };
+                if let Some((o, m)) = found.or_else(|| data.member(reg)) {
                     let ty = reg_type(reg).unwrap_or(Type::Text);
-                    value = Some(Value::String(canonical(&ty, &m).unwrap_or(m)));
+                    value = Some(member_value(&prm.ty, canonical(&ty, &m).unwrap_or(m)));
                     if o != "*" {
                         owner.get_or_insert(o);
                     }
                 } else {
                     notes.push(format!("`{}` must be in `registry.{reg}`", prm.name));
+                }
+            } else if let Some((o, m)) = prm
+                .critical
+                .then(|| data.source_member(prm, reg, false))
+                .flatten()
+            {
+                // a critical value from its own source that the
+                // membership's registry does not hold
+                let ty = reg_type(reg).unwrap_or(Type::Text);
+                value = Some(member_value(&prm.ty, canonical(&ty, &m).unwrap_or(m)));
+                if o != "*" {
+                    owner.get_or_insert(o);
                 }
             } else {
                 let v = as_given(&prm.ty, v);
@@ -280,7 +417,7 @@ pub(super) fn scenario(
                     Source::Registry { registry } => {
                         if let Some((o, m)) = data.member(registry) {
                             let ty = reg_type(registry).unwrap_or(Type::Text);
-                            value = Some(Value::String(canonical(&ty, &m).unwrap_or(m)));
+                            value = Some(member_value(&prm.ty, canonical(&ty, &m).unwrap_or(m)));
                             if o != "*" {
                                 owner.get_or_insert(o);
                             }
@@ -291,7 +428,10 @@ pub(super) fn scenario(
                 }
             }
         }
-        let value = value.unwrap_or_else(|| as_given(&prm.ty, &spendable(a, prm, v)));
+        let value = fit(
+            prm,
+            value.unwrap_or_else(|| as_given(&prm.ty, &spendable(a, prm, v))),
+        );
         if let Some(o) = &owner {
             records.owner = o.clone();
         }
@@ -317,7 +457,10 @@ pub(super) fn scenario(
                     if collection {
                         let e = claims.entry(c).or_insert_with(|| Value::Array(vec![]));
                         if let Value::Array(xs) = e {
-                            xs.push(value.clone());
+                            match &value {
+                                Value::Array(items) => xs.extend(items.iter().cloned()),
+                                one => xs.push(one.clone()),
+                            }
                         }
                     } else {
                         claims.insert(c, value.clone());
@@ -332,9 +475,8 @@ pub(super) fn scenario(
             // a record's critical fields: every element's from its sources
             critical_fields(&prm.name, &prm.fields, &mut notes);
         }
-        if prm.secret {
-            continue;
-        }
+        // a secret is proposed like any value (the scenario runner keeps
+        // it out of receipts, as the gateway does)
         args.insert(prm.name.clone(), value);
     }
     // the pack's own facts the counterexample sets, other than membership

@@ -95,7 +95,7 @@ fn check_violations(
         let found = p.decision.clone().unwrap_or_default();
         let on_broken = run_saved(broken, scenario, broken_bundle);
         let t = &on_broken.tests[0];
-        if (t.status != Status::Fail || !t.got.starts_with(&found)) && !known(&p.action, "broken") {
+        if t.status != Status::Fail || !t.got.starts_with(&found) {
             problems.push(format!(
                 "{} / {}: on the broken pack expected a FAIL with {found}, got {:?} {} {:?}\n{scenario:#}",
                 reason, p.action, t.status, t.got, t.error
@@ -103,7 +103,7 @@ fn check_violations(
         }
         let on_intact = run_saved(broken, scenario, intact);
         let t = &on_intact.tests[0];
-        if t.status != Status::Pass && !known(&p.action, "intact") {
+        if t.status != Status::Pass && !stricter(scenario, &t.got) {
             problems.push(format!(
                 "{} / {}: on the intact pack expected a PASS, got {:?} {} {:?}\n{scenario:#}",
                 reason, p.action, t.status, t.got, t.error
@@ -113,46 +113,16 @@ fn check_violations(
     (seen, problems)
 }
 
-/// What the printed scenario cannot reproduce yet (issue 40, item 3, left
-/// open): `ACTION: broken` (it does not fail on the broken pack with the
-/// solver's decision) or `ACTION: intact` (it does not pass on the intact
-/// pack: another rule fires, or a contract check refuses the proposal). A
-/// case not listed must reproduce; fixing one lets its line go.
-const KNOWN_GAPS: &[&str] = &[
-    // a secret parameter is left out of the proposal
-    "user.update_password: broken",
-    "user.update_password: intact",
-    // a record-sourced key from another registry than the fact's
-    "record.read_research: broken",
-    "record.read_research: intact",
-    // a text's `min_len` is not met by the solver's value
-    "record.break_glass: broken",
-    "record.break_glass: intact",
-    // a list taken from a registry is written as one string
-    "trip.remind: broken",
-    "trip.remind: intact",
-    "trip.send_email: broken",
-    "trip.send_email: intact",
-    "calendar.invite: broken",
-    "calendar.invite: intact",
-    // the intact pack decides by another rule the counterexample triggers
-    // (every rule of the action is deleted), or implausible dates are
-    // moved to one day and lose `end < start`
-    "vendor.change_iban: intact",
-    "invoice.pay: intact",
-    "payment.transfer: intact",
-    "standing_order.update: intact",
-    "payment.send: intact",
-    "payment.schedule: intact",
-    "scheduled.update: intact",
-    "commit.merge: intact",
-    "booking.hotel: intact",
-    "booking.car: intact",
-    "calendar.reschedule: intact",
-];
-
-fn known(action: &str, on: &str) -> bool {
-    KNOWN_GAPS.contains(&format!("{action}: {on}").as_str())
+/// Whether the intact pack's decision `got` is stricter than the level
+/// the scenario demands: a DENY at policy where a level of approval was
+/// demanded. The test breaks a guarantee by deleting every rule of the
+/// action, so the solver's counterexample may also break another rule
+/// (an attestation for another developer, a call-back for another vendor),
+/// which the intact pack then denies by; the guarantee holds there. A pack
+/// that misses only the guarantee's rule keeps the others, and its
+/// counterexample satisfies them.
+fn stricter(scenario: &serde_json::Value, got: &str) -> bool {
+    scenario["tests"][0]["expect"]["decision"] == "PENDING" && got.starts_with("DENY policy")
 }
 
 #[test]
