@@ -80,8 +80,9 @@ fn stdio_answers_one_line_per_line() {
     let d = ask("{\"action\": ".into());
     assert_eq!(d["decision"], "DENY");
     assert_eq!(d["stage"], "contract");
-    let d = ask(transfer(LANDLORD, json!("1500.00")).to_string());
+    let d = ask(transfer(LANDLORD, json!(1500.00)).to_string());
     assert_eq!(d["decision"], "PENDING");
+    assert_eq!(d["resolved"]["amount"], "1500.00", "{d}");
     let op = d["operation_hash"].as_str().unwrap().to_string();
     let env = json!({"proposal": transfer(LANDLORD, json!("1500.00")),
                      "approvals": [w.approve("emma", &op)]});
@@ -106,10 +107,13 @@ fn http_decides_takes_approvals_and_shows_receipts() {
     let p = transfer(LANDLORD, json!("2000.00"));
     let d = post(&s, &p).body;
     assert_eq!(d["decision"], "PENDING");
+    // the amount leaves as the caller wrote it, not in minor units (#40.20)
+    assert_eq!(d["resolved"]["amount"], "2000.00", "{d}");
     let op = d["operation_hash"].as_str().unwrap().to_string();
     let env = json!({"proposal": p, "approvals": [w.approve("emma", &op)]});
     let d = post(&s, &env).body;
     assert_eq!(d["decision"], "ALLOW", "{d}");
+    assert_eq!(d["resolved"]["amount"], "2000.00", "{d}");
     let r = receipts(&s, "last=2");
     assert_eq!(r.len(), 2);
     assert_eq!(r[1]["body"]["decision"], "ALLOW");
