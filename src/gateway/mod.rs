@@ -208,7 +208,7 @@ impl Decision {
     }
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct ReceiptRef {
     pub seq: u64,
     pub hash: String,

@@ -650,17 +650,25 @@ fn approvals_are_listed_and_submitted_by_hash() {
     let r = request(&s, "POST", "/v1/approvals", &forged.to_string(), &[]);
     assert_eq!(r.status, 400, "{}", r.body);
     // the real one, by hash; the same proposal, with no approval, executes
-    let r = request(
-        &s,
-        "POST",
-        "/v1/approvals",
-        &w.approve("emma", &op).to_string(),
-        &[],
-    );
+    let approval = w.approve("emma", &op).to_string();
+    let r = request(&s, "POST", "/v1/approvals", &approval, &[]);
     assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body.get("already"), None, "{}", r.body);
+    // the same signed approval again (a client's retry): answered with the
+    // first receipt, marked, and no second receipt written (#40.20)
+    let chain = receipts(&s, "last=1000").len();
+    let again = request(&s, "POST", "/v1/approvals", &approval, &[]);
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["already"], json!(true), "{}", again.body);
+    assert_eq!(again.body["receipt"], r.body["receipt"]);
+    assert_eq!(receipts(&s, "last=1000").len(), chain);
     let d = post(&s, &p).body;
     assert_eq!(d["decision"], "ALLOW", "{d}");
     assert_eq!(d["approvers"], json!(["emma"]));
+    // once executed, it is no longer something to approve
+    let late = request(&s, "POST", "/v1/approvals", &approval, &[]);
+    assert_eq!(late.status, 409, "{}", late.body);
+    assert_eq!(late.body["code"], "ipc::approvals::executed");
     assert!(
         get(&s, "/v1/approvals").body["operations"]
             .as_array()

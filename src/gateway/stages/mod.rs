@@ -317,6 +317,7 @@ fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
             declined_by: vec![],
             declined_until: None,
             approvals: vec![],
+            approval_receipts: Default::default(),
         },
     )
 }
