@@ -162,9 +162,13 @@ def major(v) -> float:
 
 
 def day(v) -> str:
-    """A gateway date (seconds since the epoch, UTC) as the tool's YYYY-MM-DD."""
+    """A gateway date (`YYYY-MM-DD`, or a UTC time `YYYY-MM-DDTHH:MM:SSZ`, as
+    a decision shows it; seconds since the epoch, as a receipt keeps it) as
+    the tool's YYYY-MM-DD."""
     if isinstance(v, int):
         return datetime.fromtimestamp(v, tz=timezone.utc).date().isoformat()
+    if isinstance(v, str) and len(v) > 10 and v[10] == "T":
+        return v[:10]
     return v
 
 
@@ -174,9 +178,12 @@ def stamp(v: str) -> str:
 
 
 def minute(v) -> str:
-    """A gateway time (seconds since the epoch) as the tool's `YYYY-MM-DD HH:MM`."""
+    """A gateway time (`YYYY-MM-DDTHH:MM:SSZ`, as a decision shows it; seconds
+    since the epoch, as a receipt keeps it) as the tool's `YYYY-MM-DD HH:MM`."""
     if isinstance(v, int):
         return datetime.fromtimestamp(v, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    if isinstance(v, str) and v.endswith("Z") and "T" in v:
+        return datetime.strptime(v, "%Y-%m-%dT%H:%M:%SZ").strftime("%Y-%m-%d %H:%M")
     return v
 
 

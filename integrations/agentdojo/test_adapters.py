@@ -8,7 +8,7 @@ import unittest
 from datetime import datetime
 from types import SimpleNamespace
 
-from adapters import ADAPTERS, Unmapped, emails_in, links, minute, quoted, stamp
+from adapters import ADAPTERS, Unmapped, day, emails_in, links, major, minute, quoted, stamp
 
 
 def call(function, **args):
@@ -65,6 +65,14 @@ class Times(unittest.TestCase):
     def test_a_tool_time_goes_to_the_gateway_and_back(self):
         self.assertEqual(stamp("2024-05-19 12:00"), "2024-05-19T12:00:00Z")
         self.assertEqual(minute(epoch("2024-05-19T12:00:00Z")), "2024-05-19 12:00")
+
+    def test_a_decisions_times_and_amounts_go_to_the_tool(self):
+        # a decision's `resolved` holds them as the caller wrote them
+        self.assertEqual(minute("2024-05-19T12:00:00Z"), "2024-05-19 12:00")
+        self.assertEqual(day("2024-05-19T12:00:00Z"), "2024-05-19")
+        self.assertEqual(day("2024-05-19"), "2024-05-19")
+        self.assertEqual(major("1500.00"), 1500.0)
+        self.assertEqual(major(150000), 1500.0)
 
 
 class Workspace(unittest.TestCase):

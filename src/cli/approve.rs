@@ -30,7 +30,9 @@ pub struct ApproveArgs {
     #[arg(long)]
     pub yes: bool,
     /// Refuse the operation: recorded, with a receipt; proposing it again
-    /// is then a DENY.
+    /// is then a DENY. Unsigned: this command holds the store itself (over
+    /// HTTP a decline is signed by the approver's key, which the agent
+    /// host's token is not; docs/decisions/decline-signed-too.md).
     #[arg(long, conflicts_with_all = ["yes", "key", "output"])]
     pub decline: bool,
     /// Hand the approval to the store (by its operation hash) instead of
@@ -128,11 +130,20 @@ fn approve(args: &ApproveArgs, out: &mut dyn Write, input: &mut dyn BufRead) -> 
         .map_err(|e| e.to_string())?;
     if args.submit {
         return match gw.submit_approval(&signed) {
-            Ok(r) => {
+            Ok(s) => {
+                let r = &s.receipt;
                 writeln!(
                     out,
-                    "approved `{}` as `{}` (receipt {} {})",
-                    args.operation, args.approver, r.seq, r.hash
+                    "approved `{}` as `{}` (receipt {} {}{})",
+                    args.operation,
+                    args.approver,
+                    r.seq,
+                    r.hash,
+                    if s.already {
+                        ", submitted before: nothing written"
+                    } else {
+                        ""
+                    }
                 )
                 .map_err(|e| e.to_string())?;
                 Ok(0)

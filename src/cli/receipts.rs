@@ -303,7 +303,8 @@ fn show(args: &ShowArgs, out: &mut dyn Write) -> u8 {
                         let d = describe(&r.body);
                         m.insert(
                             "summary".into(),
-                            json!({"kind": d.kind, "subject": d.subject, "detail": d.detail}),
+                            json!({"kind": d.kind, "subject": d.subject, "detail": d.detail,
+                                   "replayed": d.replayed}),
                         );
                     }
                     v
@@ -329,8 +330,12 @@ struct Described {
     kind: String,
     /// What it is about: the action, the tool, the operation, the registry.
     subject: String,
-    /// The stage (and a refusal's reason), the status, the change.
+    /// The stage (and a refusal's reason; `, replayed` for a decision
+    /// answered from the store), the status, the change.
     detail: String,
+    /// A decision answered from the store: the operation had executed
+    /// before (a retry), nothing ran again.
+    replayed: bool,
 }
 
 /// A receipt's kind, subject and detail, read from its body (a receipt
@@ -349,15 +354,19 @@ fn describe(body: &Value) -> Described {
             .unwrap_or_else(|| "-".into())
     };
     let kind = field(body, "kind");
+    let replayed = kind.is_none() && body.get("replayed") == Some(&Value::Bool(true));
     let (kind, subject, detail) = match kind.as_deref() {
         None if body.get("decision").is_some() => {
             let action = field(body, "action")
                 .or_else(|| body.get("proposal").and_then(|p| field(p, "action")))
                 .unwrap_or_else(|| "-".into());
-            let detail = match field(body, "reason") {
+            let mut detail = match field(body, "reason") {
                 Some(reason) => format!("{}: {reason}", f("stage")),
                 None => f("stage"),
             };
+            if replayed {
+                detail.push_str(", replayed");
+            }
             (f("decision"), action, detail)
         }
         Some("outcome") => (
@@ -421,6 +430,7 @@ fn describe(body: &Value) -> Described {
         kind,
         subject,
         detail: detail.chars().take(80).collect(),
+        replayed,
     }
 }
 
@@ -556,6 +566,27 @@ fn render(e: &dyn Diagnostic) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A decision answered from the store (a retry of an executed
+    /// operation) is marked in the table and in JSON (#40.20); one that
+    /// executed is not.
+    #[test]
+    fn replayed_decisions_are_marked() {
+        let body = |replayed: bool| {
+            json!({"decision": "ALLOW", "stage": "execution",
+                   "action": "payment.transfer", "replayed": replayed})
+        };
+        let d = describe(&body(true));
+        assert_eq!(
+            (d.kind.as_str(), d.detail.as_str(), d.replayed),
+            ("ALLOW", "execution, replayed", true)
+        );
+        let d = describe(&body(false));
+        assert_eq!((d.detail.as_str(), d.replayed), ("execution", false));
+        // only a decision's own field counts
+        let other = json!({"kind": "outcome", "executor": "x", "replayed": true});
+        assert!(!describe(&other).replayed);
+    }
 
     /// A store written before `is_error` was a boolean reads the same;
     /// a kind this version does not know is named, not hidden.

@@ -9,6 +9,7 @@
 //! receipt) commit together, so concurrent gateways never both spend the
 //! last euro, and a crash leaves all or nothing.
 
+pub mod answer;
 pub mod approval;
 pub mod chain;
 pub mod envelope;
@@ -202,9 +203,17 @@ pub struct Decision {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
-    /// The values used (the trusted spelling, never the agent's), by param.
-    #[serde(skip_serializing_if = "Map::is_empty")]
+    /// The values used (the trusted spelling, never the agent's), by param,
+    /// in the gateway's form (amounts in minor units, times in seconds):
+    /// what the operation hash, the receipt and the executors take. Not in
+    /// the answer, which carries [`Decision::shown`] under this name.
+    #[serde(skip)]
     pub resolved: Map<String, Value>,
+    /// `resolved` as the caller's tool takes it (an amount `"1500.00"`,
+    /// never `150000`; a date `"2026-12-01"`): the answer's `resolved`
+    /// ([`answer::caller_values`]).
+    #[serde(rename = "resolved", skip_serializing_if = "Map::is_empty")]
+    pub shown: Map<String, Value>,
     /// Where each value came from (`mandate.payee`, `registry.vendors[...]`,
     /// `proposal` for a non-critical value).
     #[serde(skip_serializing_if = "Map::is_empty")]
@@ -246,7 +255,7 @@ impl Decision {
     }
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct ReceiptRef {
     pub seq: u64,
     pub hash: String,

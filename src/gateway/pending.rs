@@ -15,6 +15,7 @@
 use crate::store::{StoreError, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 const NS: &str = "pending";
 /// Most operations one tenant's index keeps, and most of one mandate in
@@ -64,6 +65,23 @@ pub struct PendingOp {
     /// proposed again, so the approver never needs the agent's copy.
     #[serde(default)]
     pub approvals: Vec<Value>,
+    /// The receipt of each approval in `approvals`, by its signature: the
+    /// same signed approval submitted again is answered with its first
+    /// receipt, and writes none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub approval_receipts: BTreeMap<String, crate::gateway::ReceiptRef>,
+}
+
+/// How a signed approval submitted by hash was taken
+/// ([`crate::gateway::Gateway::submit_approval`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Submitted {
+    /// The receipt that records it: written now, or, when `already`, the
+    /// one written when it was first submitted.
+    pub receipt: crate::gateway::ReceiptRef,
+    /// This very signed approval had been submitted before: nothing was
+    /// written again.
+    pub already: bool,
 }
 
 impl PendingOp {
@@ -164,6 +182,7 @@ pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<(), StoreError> {
         op.declined_by = p.declined_by;
         op.declined_until = p.declined_until;
         op.approvals = p.approvals;
+        op.approval_receipts = p.approval_receipts;
     } else {
         super::listing::add(tx, NS, &op.owner, &op.operation_hash, &op.mandate)?;
     }
@@ -342,11 +361,13 @@ impl crate::gateway::Gateway {
     /// Stores a signed approval for the pending operation it names, with a
     /// receipt: checked now (a known approver, a valid signature, a known
     /// and approvable operation, not expired) and again, like any
-    /// approval, when the operation is proposed again.
+    /// approval, when the operation is proposed again. The same signed
+    /// approval submitted again (a client's retry) writes nothing: it is
+    /// answered with its first receipt, `already`.
     pub fn submit_approval(
         &self,
         signed: &crate::gateway::approval::SignedApproval,
-    ) -> Result<crate::gateway::ReceiptRef, PendingError> {
+    ) -> Result<Submitted, PendingError> {
         let ap = &signed.approval;
         let hash = ap.operation_hash.clone();
         let op = self.pending_op(&hash)?;
@@ -363,12 +384,23 @@ impl crate::gateway::Gateway {
         let invalid = |reason: String| PendingError::Invalid { reason };
         let value = serde_json::to_value(signed).map_err(|e| invalid(e.to_string()))?;
         let now = self.now()?;
-        Ok(self.with_receipt(&mut |tx| {
+        let mut taken: Option<Submitted> = None;
+        self.store.transaction(&mut |tx| {
+            taken = None;
             let Some(mut op) = get(tx, &hash)? else {
                 return Err(StoreError::Aborted(format!(
                     "no pending operation `{hash}`"
                 )));
             };
+            if op.approvals.contains(&value)
+                && let Some(first) = op.approval_receipts.get(&signed.signature)
+            {
+                taken = Some(Submitted {
+                    receipt: first.clone(),
+                    already: true,
+                });
+                return Ok(Value::Null);
+            }
             // an expired approval counts for nothing: dropped, so that it
             // never stands in the way of this one
             op.approvals.retain(|a| {
@@ -376,20 +408,31 @@ impl crate::gateway::Gateway {
                     .as_i64()
                     .is_some_and(|e| now < e)
             });
+            let kept = &op.approvals;
+            op.approval_receipts
+                .retain(|sig, _| kept.iter().any(|a| a["signature"] == sig.as_str()));
             if !op.approvals.contains(&value) {
                 op.approvals.push(value.clone());
             }
+            let body = approval_receipt(&self.bundle_hash, &ap.approver, "approve", &op, now, None);
+            let link = tx.append_receipt_jcs(&body)?;
+            let receipt = crate::gateway::ReceiptRef {
+                seq: link.seq,
+                hash: link.hash,
+            };
+            op.approval_receipts
+                .insert(signed.signature.clone(), receipt.clone());
             let v = serde_json::to_value(&op).map_err(|e| StoreError::Aborted(e.to_string()))?;
             tx.state_put(NS, &hash, &v)?;
-            Ok(approval_receipt(
-                &self.bundle_hash,
-                &ap.approver,
-                "approve",
-                &op,
-                now,
-                None,
-            ))
-        })?)
+            taken = Some(Submitted {
+                receipt,
+                already: false,
+            });
+            Ok(Value::Null)
+        })?;
+        taken.ok_or_else(|| {
+            PendingError::Store(StoreError::Aborted("the approval left no receipt".into()))
+        })
     }
 
     /// What an approval and a decline submitted by hash must pass: signed
@@ -581,5 +624,32 @@ mod tests {
         let d = again("1700.00");
         assert_eq!(d.decision, Outcome::Deny);
         assert!(d.hint.as_deref().unwrap().contains("ask them"), "{d:?}");
+    }
+
+    /// The same signed approval submitted twice (a retry) is recorded
+    /// once: the second answer is the first receipt, marked `already`,
+    /// and the chain does not grow. Another signed approval (a fresh
+    /// nonce) is a new act, with its receipt.
+    #[test]
+    fn the_same_signed_approval_submitted_twice_is_recorded_once() {
+        use crate::gateway::approval::SignedApproval;
+        let w = TestWorld::new();
+        let gw = w.gateway();
+        let m = w.mandate(MandateSpec::bank("emma"));
+        let op = pending(&gw, &m, "1500.00");
+        let signed: SignedApproval = serde_json::from_value(w.approve("emma", &op)).unwrap();
+        let first = gw.submit_approval(&signed).unwrap();
+        assert!(!first.already);
+        let chain = gw.store().receipts().unwrap().len();
+        let again = gw.submit_approval(&signed).unwrap();
+        assert!(again.already, "{again:?}");
+        assert_eq!(again.receipt, first.receipt);
+        assert_eq!(gw.store().receipts().unwrap().len(), chain);
+        assert_eq!(gw.pending_op(&op).unwrap().approvals.len(), 1);
+        let fresh: SignedApproval = serde_json::from_value(w.approve("emma", &op)).unwrap();
+        let other = gw.submit_approval(&fresh).unwrap();
+        assert!(!other.already);
+        assert_eq!(other.receipt.seq, first.receipt.seq + 1);
+        assert_eq!(gw.store().receipts().unwrap().len(), chain + 1);
     }
 }

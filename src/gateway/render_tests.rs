@@ -46,6 +46,7 @@ fn op(
         declined_by: vec![],
         declined_until: None,
         approvals: vec![],
+        approval_receipts: Default::default(),
     }
 }
 

@@ -197,8 +197,9 @@ pub struct Expect {
     /// A substring of the remediation hint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
-    /// Expected resolved values (a subset), in the gateway's form: the
-    /// trusted spelling, amounts in minor units.
+    /// Expected resolved values (a subset): the trusted spelling, amounts
+    /// in minor units as the gateway holds them (`150000`) or as the
+    /// answer shows them (`"1500.00"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved: Option<Map<String, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -616,8 +616,10 @@ fn check(e: &Expect, d: &Decision) -> Vec<String> {
     }
     if let Some(res) = &e.resolved {
         for (k, v) in res {
+            // in the gateway's form (`150000`) or as the answer shows it
+            // (`"1500.00"`)
             match d.resolved.get(k) {
-                Some(x) if x == v => {}
+                Some(x) if x == v || d.shown.get(k) == Some(v) => {}
                 Some(x) => p.push(format!("resolved `{k}`: expected {v}, got {x}")),
                 None => p.push(format!("resolved `{k}`: expected {v}, got nothing")),
             }

@@ -368,7 +368,13 @@ pub(super) async fn submit_signed(
     })
     .await
     {
-        Ok(Ok(r)) => json_ok(st, &json!({"ok": true, "receipt": r})),
+        // the same signed approval again (a retry): its first receipt,
+        // marked, nothing written
+        Ok(Ok(s)) if s.already => json_ok(
+            st,
+            &json!({"ok": true, "already": true, "receipt": s.receipt}),
+        ),
+        Ok(Ok(s)) => json_ok(st, &json!({"ok": true, "receipt": s.receipt})),
         Ok(Err(e)) => pending_error(st, e),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the approval failed"),
     }

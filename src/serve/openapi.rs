@@ -111,6 +111,46 @@ mod tests {
         assert!(unserved.is_empty(), "documented, not served: {unserved:?}");
     }
 
+    /// The route table of docs/http-api.md ("Every route") has one row per
+    /// route the routers serve, and no other (#40, item 17: `POST
+    /// /v1/mandates` was in no table, `GET /v1/openapi.json` missing from
+    /// one of two).
+    #[test]
+    fn the_route_table_of_the_docs_lists_every_route_once() {
+        let md = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/http-api.md"),
+        )
+        .unwrap();
+        let table = md
+            .split("\n## Every route\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("docs/http-api.md has a section `## Every route`");
+        let mut rows = vec![];
+        for line in table.lines() {
+            let Some(cell) = line
+                .strip_prefix("| `")
+                .and_then(|l| l.split_once("` |"))
+                .map(|(c, _)| c)
+            else {
+                continue;
+            };
+            let (method, path) = cell.split_once(' ').unwrap();
+            rows.push((method.to_string(), path.to_string()));
+        }
+        let listed: BTreeSet<(String, String)> = rows.iter().cloned().collect();
+        assert_eq!(listed.len(), rows.len(), "a route listed twice: {rows:?}");
+        let routes: BTreeSet<(String, String)> = crate::serve::routes()
+            .into_iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        let missing: Vec<_> = routes.difference(&listed).collect();
+        let extra: Vec<_> = listed.difference(&routes).collect();
+        assert!(missing.is_empty(), "not in the table: {missing:?}");
+        assert!(extra.is_empty(), "in the table, not served: {extra:?}");
+        assert_eq!(listed, documented());
+    }
+
     /// Against the real router: each documented route answers (not the
     /// router's 404 or 405), each other method on a documented path is a
     /// 405, a path not documented is a 404, and the document served is

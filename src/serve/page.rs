@@ -825,6 +825,7 @@ mod tests {
             declined_by: vec![],
             declined_until: None,
             approvals: vec![],
+            approval_receipts: Default::default(),
         };
         assert!(op.approvable_by(&world, "clerk"));
         assert!(op.approvable_by(&world, "cfo"));

@@ -6,7 +6,8 @@
 //!   (parsed with `syn`): each test fails when the file is stale, and
 //!   `UPDATE_DOCS=1 cargo test --test compiler docs::` rewrites it.
 //! - The fenced blocks marked `runnable` in README.md and under `docs/` run
-//!   as written against this build's `ipc` (see [`run_examples`]).
+//!   as written against this build's `ipc` (see [`run_examples`]), the
+//!   HTTP service's first call against a server started by its own block.
 //! - The tutorial's pack (`examples/tutorial/`) checks, builds and passes
 //!   its scenarios.
 //! - SECURITY.md holds the threat model of `docs/threat-model.md` verbatim,
@@ -406,6 +407,7 @@ fn every_diagnostic_code_has_a_doc_comment() {
 
 /// A fenced block: its info string's words after the language, its text,
 /// and where it starts.
+#[derive(Clone)]
 struct Block {
     lang: String,
     attrs: Vec<String>,
@@ -493,10 +495,74 @@ fn line_matches(expected: &str, line: &str) -> bool {
     parts.len() > 1 || rest.is_empty()
 }
 
+/// A server a `serve=ADDR` block started, stopped (killed) when the file's
+/// blocks are done or one of them failed.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the block of a `sh runnable serve=ADDR` in the background (its
+/// one command, `exec`uted: the process is the server) on a free port in
+/// place of ADDR's, and waits until it says `listening on http://IP:PORT`.
+/// Returns the server and the address it listens on, which stands for
+/// ADDR in the blocks after it.
+fn start_server(dir: &Path, at: &str, script: &str, documented: &str) -> (Server, String) {
+    use std::io::BufRead;
+    let (host, _) = documented
+        .rsplit_once(':')
+        .unwrap_or_else(|| panic!("{at}: `serve={documented}` is no HOST:PORT"));
+    assert!(
+        script.contains(documented),
+        "{at}: the block does not listen on {documented}"
+    );
+    let script = format!("exec {}", script.replace(documented, &format!("{host}:0")));
+    let bin = Path::new(env!("CARGO_BIN_EXE_ipc")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let server = Server(child);
+    // the line comes once the socket is bound; a server that cannot start
+    // exits, which ends its output
+    let mut lines = std::io::BufReader::new(out).lines();
+    let addr = loop {
+        match lines.next() {
+            Some(Ok(l)) => {
+                if let Some(a) = l.strip_prefix("listening on http://") {
+                    break a.trim().to_string();
+                }
+            }
+            _ => panic!("{at}: the server stopped before it listened (its errors are above)"),
+        }
+    };
+    (server, addr)
+}
+
 /// Runs the blocks of one file, in order, in one folder (and the `outside`
 /// ones in an empty folder of their own):
 /// - `LANG runnable file=NAME` writes the block to NAME;
 /// - `sh runnable` runs the block with `bash -euo pipefail`: it must succeed;
+/// - `sh runnable serve=HOST:PORT` starts the server of its one command in
+///   the background, on a free port in place of PORT, for the blocks after
+///   it, in which HOST:PORT stands for the address it listens on; it is
+///   stopped when the file is done;
 /// - `LANG runnable excerpt=PATH` must be a part of the file PATH as it is;
 /// - `console runnable` runs each `$ command` and requires the lines that
 ///   follow it in its output (stdout then stderr), in order, `…` standing
@@ -508,6 +574,8 @@ fn run_examples(rel: &str) -> usize {
     let blocks = runnable_blocks(&md);
     let inside = work_dir(false);
     let outside = work_dir(true);
+    // (declared after the folders: stopped before they are removed)
+    let mut servers: Vec<(Server, String, String)> = vec![];
     for b in &blocks {
         let at = format!("{rel}:{}", b.line);
         let dir = if b.attrs.iter().any(|a| a == "outside") {
@@ -515,6 +583,15 @@ fn run_examples(rel: &str) -> usize {
         } else {
             inside.path()
         };
+        if let Some(documented) = b.attrs.iter().find_map(|a| a.strip_prefix("serve=")) {
+            let (server, addr) = start_server(dir, &at, &b.text, documented);
+            servers.push((server, documented.to_string(), addr));
+            continue;
+        }
+        let mut b = b.clone();
+        for (_, documented, addr) in &servers {
+            b.text = b.text.replace(documented.as_str(), addr);
+        }
         if let Some(name) = b.attrs.iter().find_map(|a| a.strip_prefix("file=")) {
             let path = dir.join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -603,6 +680,24 @@ fn the_gateway_chapter_runs_as_written() {
 #[test]
 fn the_mcp_chapter_runs_as_written() {
     assert!(run_examples("docs/mcp.md") >= 1);
+}
+
+/// The HTTP service's first call, end to end, as written (#40, item 17):
+/// the token file, the server started with every flag, a PENDING answer,
+/// `ipc approve`, the same request again executed, then replayed.
+#[cfg(all(feature = "solver", feature = "http"))]
+#[test]
+fn the_http_chapter_runs_as_written() {
+    let curl = Command::new("curl").arg("--version").output();
+    if !curl.is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "curl is missing: .ci/run installs it"
+        );
+        eprintln!("SKIPPED: the_http_chapter_runs_as_written needs curl");
+        return;
+    }
+    assert!(run_examples("docs/http-server.md") >= 9);
 }
 
 #[test]

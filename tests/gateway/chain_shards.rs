@@ -95,7 +95,8 @@ fn two_shards_each_verify_and_no_tenant_overspends() {
         for line in String::from_utf8(out.stdout).unwrap().lines() {
             let d: Value = serde_json::from_str(line).unwrap();
             if d["decision"] == "ALLOW" {
-                *spent.entry(tenant).or_default() += d["resolved"]["amount"].as_i64().unwrap();
+                let amount = intentplane::base::Money::from_json(&d["resolved"]["amount"]);
+                *spent.entry(tenant).or_default() += amount.unwrap().minor();
                 *allowed.entry(tenant).or_default() += 1;
             }
         }

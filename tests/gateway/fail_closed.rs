@@ -224,8 +224,9 @@ fn amounts_are_never_rounded() {
             .unwrap()
             .contains("more than two decimals")
     );
-    assert_eq!(ds[3]["resolved"]["amount"], 1000);
-    assert_eq!(ds[4]["resolved"]["amount"], 1001);
+    // the answer carries the amount as the caller's tool takes it
+    assert_eq!(ds[3]["resolved"]["amount"], "10.00");
+    assert_eq!(ds[4]["resolved"]["amount"], "10.01");
 }
 
 // ---- 4. a bundle edited after signing never runs ------------------------

@@ -80,8 +80,9 @@ fn stdio_answers_one_line_per_line() {
     let d = ask("{\"action\": ".into());
     assert_eq!(d["decision"], "DENY");
     assert_eq!(d["stage"], "contract");
-    let d = ask(transfer(LANDLORD, json!("1500.00")).to_string());
+    let d = ask(transfer(LANDLORD, json!(1500.00)).to_string());
     assert_eq!(d["decision"], "PENDING");
+    assert_eq!(d["resolved"]["amount"], "1500.00", "{d}");
     let op = d["operation_hash"].as_str().unwrap().to_string();
     let env = json!({"proposal": transfer(LANDLORD, json!("1500.00")),
                      "approvals": [w.approve("emma", &op)]});
@@ -106,10 +107,13 @@ fn http_decides_takes_approvals_and_shows_receipts() {
     let p = transfer(LANDLORD, json!("2000.00"));
     let d = post(&s, &p).body;
     assert_eq!(d["decision"], "PENDING");
+    // the amount leaves as the caller wrote it, not in minor units (#40.20)
+    assert_eq!(d["resolved"]["amount"], "2000.00", "{d}");
     let op = d["operation_hash"].as_str().unwrap().to_string();
     let env = json!({"proposal": p, "approvals": [w.approve("emma", &op)]});
     let d = post(&s, &env).body;
     assert_eq!(d["decision"], "ALLOW", "{d}");
+    assert_eq!(d["resolved"]["amount"], "2000.00", "{d}");
     let r = receipts(&s, "last=2");
     assert_eq!(r.len(), 2);
     assert_eq!(r[1]["body"]["decision"], "ALLOW");
@@ -646,17 +650,25 @@ fn approvals_are_listed_and_submitted_by_hash() {
     let r = request(&s, "POST", "/v1/approvals", &forged.to_string(), &[]);
     assert_eq!(r.status, 400, "{}", r.body);
     // the real one, by hash; the same proposal, with no approval, executes
-    let r = request(
-        &s,
-        "POST",
-        "/v1/approvals",
-        &w.approve("emma", &op).to_string(),
-        &[],
-    );
+    let approval = w.approve("emma", &op).to_string();
+    let r = request(&s, "POST", "/v1/approvals", &approval, &[]);
     assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body.get("already"), None, "{}", r.body);
+    // the same signed approval again (a client's retry): answered with the
+    // first receipt, marked, and no second receipt written (#40.20)
+    let chain = receipts(&s, "last=1000").len();
+    let again = request(&s, "POST", "/v1/approvals", &approval, &[]);
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["already"], json!(true), "{}", again.body);
+    assert_eq!(again.body["receipt"], r.body["receipt"]);
+    assert_eq!(receipts(&s, "last=1000").len(), chain);
     let d = post(&s, &p).body;
     assert_eq!(d["decision"], "ALLOW", "{d}");
     assert_eq!(d["approvers"], json!(["emma"]));
+    // once executed, it is no longer something to approve
+    let late = request(&s, "POST", "/v1/approvals", &approval, &[]);
+    assert_eq!(late.status, 409, "{}", late.body);
+    assert_eq!(late.body["code"], "ipc::approvals::executed");
     assert!(
         get(&s, "/v1/approvals").body["operations"]
             .as_array()

@@ -7,6 +7,7 @@ use crate::common;
 use common::counting::Counting;
 use common::http::{serve_cmd, write_mandate};
 use common::*;
+use intentplane::base::Money;
 use intentplane::store::{Store, sqlite::SqliteStore, verify_chain};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -52,7 +53,7 @@ fn each_answer_has_its_receipt(answers: &[Value], store: &dyn Store) {
         assert_eq!(d["decision"], "ALLOW", "line {i}: {d}");
         assert_eq!(
             d["resolved"]["amount"],
-            cents(i),
+            Money::from_minor(cents(i)).to_json(),
             "answer {i} of another line"
         );
         let seq = d["receipt"]["seq"].as_u64().unwrap();
@@ -179,7 +180,10 @@ fn a_hostile_line_in_a_group_is_denied_in_its_place() {
     assert_eq!(ds.len(), 5, "{ds:#?}");
     each_answer_has_its_receipt(&ds[..1], store.as_ref());
     assert_eq!(ds[4]["decision"], "ALLOW", "{}", ds[4]);
-    assert_eq!(ds[4]["resolved"]["amount"], cents(1));
+    assert_eq!(
+        ds[4]["resolved"]["amount"],
+        Money::from_minor(cents(1)).to_json()
+    );
     let recs = store.receipts().unwrap();
     for d in &ds[1..4] {
         assert_eq!(d["decision"], "DENY", "{d}");

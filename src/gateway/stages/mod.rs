@@ -189,13 +189,19 @@ fn pipeline(r: &mut Run<'_>) -> StageResult {
 /// The decision's common part, moved out of the finished run (only the
 /// receipt, which reads the decision, comes after).
 fn base(r: &mut Run<'_>) -> Decision {
+    let resolved = std::mem::take(&mut r.resolved);
+    let shown = match r.action {
+        Some(a) => crate::gateway::answer::caller_values(&a.table.action, &resolved),
+        None => Map::new(),
+    };
     Decision {
         decision: Outcome::Deny,
         stage: Stage::Receipt,
         action: r.action.map(|a| a.table.action.name.clone()),
         reason: None,
         hint: None,
-        resolved: std::mem::take(&mut r.resolved),
+        resolved,
+        shown,
         origins: std::mem::take(&mut r.origins),
         // a level is known once the operation is (provenance passed)
         level: r.action.and(r.operation_hash.as_ref()).map(|_| r.level),
@@ -311,6 +317,7 @@ fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
             declined_by: vec![],
             declined_until: None,
             approvals: vec![],
+            approval_receipts: Default::default(),
         },
     )
 }
@@ -324,6 +331,7 @@ pub(crate) fn deny_decision(action: Option<String>, deny: Deny) -> Decision {
         reason: Some(deny.reason),
         hint: deny.hint,
         resolved: Map::new(),
+        shown: Map::new(),
         origins: Map::new(),
         level: None,
         operation_hash: None,

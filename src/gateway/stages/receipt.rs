@@ -436,6 +436,7 @@ mod tests {
             reason: (outcome != Outcome::Allow).then(|| "a \"reason\"".into()),
             hint: Some("not in the receipt".into()),
             resolved,
+            shown: Map::new(),
             origins,
             level: Some(1),
             operation_hash: Some("sha256:ab".into()),
