@@ -73,6 +73,50 @@ pub struct Input {
 pub type Dispatch<'a> =
     &'a dyn Fn(&Map<String, Value>, &secret::SecretValues) -> Result<Value, String>;
 
+/// What executing an operation does to the world, as the trusted caller
+/// that executes it declares it (`ipc mcp`'s config: `effect = "read"` on
+/// a mapped tool; never the agent, never a server's annotation).
+///
+/// A **write** (the default) executes at most once: the operation is
+/// recorded under its hash, and the same operation again is answered
+/// from the store. A **read** is decided afresh by every stage at each
+/// call and, when allowed, executed again: each execution is recorded
+/// under its own key ([`read_execution`]), never under the operation
+/// hash, so a read never answers a later call from the store. An
+/// operation a write already executed is still answered from the store
+/// when it comes as a read (a read never weakens a write's exactly-once).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    #[default]
+    Write,
+    Read,
+}
+
+impl Effect {
+    /// As the config and a receipt spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Effect::Write => "write",
+            Effect::Read => "read",
+        }
+    }
+
+    pub fn is_write(&self) -> bool {
+        *self == Effect::Write
+    }
+}
+
+pub use crate::store::{read_execution, read_operation};
+
+/// A caller that executes externally: how it builds its call, and what
+/// the call does.
+#[derive(Clone, Copy)]
+pub(crate) struct Dispatching<'a> {
+    pub call: Dispatch<'a>,
+    pub effect: Effect,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Outcome {
@@ -182,6 +226,14 @@ pub struct Decision {
     /// ALLOW of an operation already executed: nothing ran again.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// `read` for an operation its caller declared a read (see
+    /// [`Effect`]); absent for a write.
+    #[serde(skip_serializing_if = "Effect::is_write")]
+    pub effect: Effect,
+    /// An executed read: the key its execution and outcome are recorded
+    /// under ([`read_execution`]), another at each call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<ReceiptRef>,
     /// The clear values of `secret` parameters, for the caller that
@@ -512,7 +564,25 @@ impl Gateway {
         input: &Input,
         dispatch: Dispatch<'_>,
     ) -> Result<Decision, GatewayError> {
-        self.decide_one(input, Some(dispatch))
+        self.decide_dispatching_as(input, dispatch, Effect::Write)
+    }
+
+    /// [`Self::decide_dispatching`] of an operation whose effect the
+    /// caller declares: a [`Effect::Read`] is executed again at each call
+    /// that is allowed, never answered from the store.
+    pub fn decide_dispatching_as(
+        &self,
+        input: &Input,
+        dispatch: Dispatch<'_>,
+        effect: Effect,
+    ) -> Result<Decision, GatewayError> {
+        self.decide_one(
+            input,
+            Some(Dispatching {
+                call: dispatch,
+                effect,
+            }),
+        )
     }
 
     /// [`Self::decide_dispatching`], recording first, in the decision's
@@ -524,13 +594,19 @@ impl Gateway {
     /// transaction that held them failed (an outcome the store refused, a
     /// store error), and the decision was taken alone, exactly as
     /// [`Self::decide_dispatching`] takes it; the caller records them
-    /// another way. An outcome never changes the decision.
+    /// another way. An outcome never changes the decision. `effect`: see
+    /// [`Self::decide_dispatching_as`].
     pub fn decide_dispatching_after(
         &self,
         input: &Input,
         dispatch: Dispatch<'_>,
+        effect: Effect,
         outcomes: &[(String, outcome::ExternalOutcome)],
     ) -> Result<(Decision, Option<Vec<ReceiptRef>>), GatewayError> {
+        let dispatch = Dispatching {
+            call: dispatch,
+            effect,
+        };
         if !outcomes.is_empty()
             && let Ok((mut d, links)) =
                 self.decide_recording(&[(input, &Tenants::All)], Some(dispatch), outcomes)
@@ -552,7 +628,7 @@ impl Gateway {
     fn decide_one(
         &self,
         input: &Input,
-        dispatch: Option<Dispatch<'_>>,
+        dispatch: Option<Dispatching<'_>>,
     ) -> Result<Decision, GatewayError> {
         Ok(self
             .decide_falling_back(&[(input, &Tenants::All)], dispatch)?
@@ -619,7 +695,7 @@ impl Gateway {
     fn decide_falling_back(
         &self,
         inputs: &[(&Input, &Tenants)],
-        dispatch: Option<Dispatch<'_>>,
+        dispatch: Option<Dispatching<'_>>,
     ) -> Result<Vec<Decision>, GatewayError> {
         let mut out = Vec::with_capacity(inputs.len());
         self.decide_falling_back_into(inputs, dispatch, &mut out)?;
@@ -631,7 +707,7 @@ impl Gateway {
     fn decide_falling_back_into(
         &self,
         inputs: &[(&Input, &Tenants)],
-        dispatch: Option<Dispatch<'_>>,
+        dispatch: Option<Dispatching<'_>>,
         out: &mut Vec<Decision>,
     ) -> Result<(), GatewayError> {
         // a store that cannot be reached (`Open`: the database down, its
@@ -699,7 +775,7 @@ impl Gateway {
     fn decide_with(
         &self,
         inputs: &[(&Input, &Tenants)],
-        dispatch: Option<Dispatch<'_>>,
+        dispatch: Option<Dispatching<'_>>,
     ) -> Result<Vec<Decision>, GatewayError> {
         Ok(self.decide_recording(inputs, dispatch, &[])?.0)
     }
@@ -709,7 +785,7 @@ impl Gateway {
     fn decide_recording(
         &self,
         inputs: &[(&Input, &Tenants)],
-        dispatch: Option<Dispatch<'_>>,
+        dispatch: Option<Dispatching<'_>>,
         outcomes: &[(String, outcome::ExternalOutcome)],
     ) -> Result<(Vec<Decision>, Vec<ReceiptRef>), GatewayError> {
         let now = self.now()?;

@@ -18,8 +18,10 @@
 //! - The gateway executes externally: the decision commits (durably) before
 //!   the downstream is called; the downstream's outcome is a second receipt
 //!   (see `gateway::outcome`), written in the background after the agent
-//!   has its answer ([`Outcomes`]); a retried operation is answered from
-//!   the store (or from the outcomes not yet written), never run twice, and
+//!   has its answer ([`Outcomes`]); a retried write is answered from
+//!   the store (or from the outcomes not yet written), never run twice
+//!   (a tool the config declares `effect = "read"` is decided and sent
+//!   again at each call, [`crate::gateway::Effect`]), and
 //!   one without a recorded outcome is "outcome not recorded yet" (another
 //!   instance on the same store may be running it: a retry reads its
 //!   result once recorded; else, the outcome is unknown: ask the user).
@@ -499,6 +501,7 @@ fn declared_tool(t: &Tool) -> DeclaredTool {
         name: t.name.to_string(),
         input_schema: (*t.input_schema).clone(),
         read_only: t.annotations.as_ref().and_then(|a| a.read_only_hint),
+        idempotent: t.annotations.as_ref().and_then(|a| a.idempotent_hint),
     }
 }
 
@@ -755,6 +758,7 @@ impl Proxy {
     async fn decide(&self, routed: &Routed, input: Input) -> Result<Decision, String> {
         let gw = self.inner.gateway.clone();
         let tool = routed.config.clone();
+        let effect = tool.effect();
         let dispatch = move |resolved: &Map<String, Value>, secrets: &SecretValues| {
             tool.downstream_call(resolved, secrets)?.record()
         };
@@ -764,7 +768,7 @@ impl Proxy {
         let n = earlier.len();
         let gw2 = gw.clone();
         let decided = tokio::task::spawn_blocking(move || {
-            let r = gw2.decide_dispatching_after(&input, &dispatch, &earlier);
+            let r = gw2.decide_dispatching_after(&input, &dispatch, effect, &earlier);
             (earlier, r)
         })
         .await;
@@ -1029,8 +1033,10 @@ impl Proxy {
         refusal_with(&denied, &note)
     }
 
-    /// An ALLOW: the downstream executes with the trusted values, once. The
-    /// decision is committed; the outcome is recorded after the answer.
+    /// An ALLOW: the downstream executes with the trusted values, once (a
+    /// write) or at this call (a read, whose every call is decided and
+    /// sent). The decision is committed; the outcome is recorded after the
+    /// answer, under the operation hash (a write) or the read's execution.
     async fn execute(&self, routed: &Routed, d: &Decision) -> CallToolResult {
         let Some(op) = d.operation_hash.clone() else {
             return error_result("an allowed operation without an operation hash".into());
@@ -1058,6 +1064,9 @@ impl Proxy {
                 },
             };
         }
+        // a read's execution has a key of its own: never answered to a
+        // retry (the gateway decides each call of a read afresh)
+        let op = d.execution.clone().unwrap_or(op);
         if !outcomes.running(&op) {
             return error_result("the proxy's state is poisoned".into());
         }

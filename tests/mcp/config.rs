@@ -234,6 +234,7 @@ fn trusted_values_go_back_in_the_tools_units_and_names() {
         tool: "t".into(),
         mode: ToolMode::Action {
             action: "a".into(),
+            effect: intentplane::gateway::Effect::Write,
             params: vec![
                 (
                     "amount".into(),

@@ -103,6 +103,8 @@ struct Opts {
     decline_for: Option<i64>,
     /// The store's location (default: an SQLite file in the test's folder).
     store: Option<String>,
+    /// The shipped packs of the world (default: [`TestWorld::new`]'s).
+    packs: Option<&'static [&'static str]>,
 }
 
 impl Default for Opts {
@@ -117,12 +119,13 @@ impl Default for Opts {
             balance: None,
             decline_for: None,
             store: None,
+            packs: None,
         }
     }
 }
 
 async fn harness(o: Opts) -> Harness {
-    let tw = TestWorld::new();
+    let tw = o.packs.map_or_else(TestWorld::new, TestWorld::with_packs);
     let state = tw.dir.path().join("demo-state.json");
     if let Some(b) = o.balance {
         let mut st = intentplane::mcp::demo_server::initial_state();
@@ -1300,4 +1303,125 @@ async fn secret_never_stored(password: &str, core: &str) {
         }
     }
     assert!(files >= 1);
+}
+
+/// The page the read tests fetch (a site of Emma's mandate).
+const PAGE: &str = "https://news.example/today";
+
+/// Issue #40, item 2: a tool the config declares `effect = "read"` (the
+/// demo's `fetch` onto `web.fetch`) is decided and sent again at each
+/// call: a 404 does not stay a 404 once the page exists, a changed page is
+/// read as it is now, also by a proxy started again on the same store;
+/// each call is an ALLOW of its own (`effect: "read"`, its own
+/// `execution`), and its outcome another receipt. The write beside it
+/// (`publish`) keeps its receipts as they were (no `effect`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_is_sent_again_at_each_call_and_returns_the_changed_answer() {
+    let spec = testkit::web_mandate(&[PAGE]);
+    let id = spec.id.clone();
+    let h = harness(Opts {
+        spec: Some(spec),
+        tools: testkit::web_tools(),
+        packs: Some(&["slack"]),
+        ..Opts::default()
+    })
+    .await;
+    let fetch = || args(json!({"url": PAGE}));
+    let publish = |c: &str| args(json!({"url": PAGE, "content": c}));
+    // nothing there yet: a 404, and the same 404 asked again reaches the
+    // server again
+    for n in 1..=2 {
+        let r = h.call("fetch", fetch()).await;
+        assert!(is_error(&r), "{r:?}");
+        assert!(text(&r).contains("404"), "{}", text(&r));
+        assert_eq!(h.executed("fetch").len(), n);
+    }
+    // published: the same call reads the page, and then its new version
+    for (n, content) in [(3, "v1"), (4, "v2")] {
+        let r = h.call("publish", publish(content)).await;
+        assert!(!is_error(&r), "{}", text(&r));
+        let r = h.call("fetch", fetch()).await;
+        assert!(!is_error(&r), "{}", text(&r));
+        assert!(text(&r).contains(content), "{}", text(&r));
+        assert_eq!(h.executed("fetch").len(), n);
+    }
+    let recs = h.receipts();
+    let reads: Vec<&Value> = recs
+        .iter()
+        .filter(|b| b["action"] == "web.fetch" && b["decision"] == "ALLOW")
+        .collect();
+    assert_eq!(reads.len(), 4);
+    let op = reads[0]["operation_hash"].as_str().unwrap();
+    let mut keys = std::collections::BTreeSet::new();
+    for b in &reads {
+        // one operation (what an approval would sign), executed anew
+        assert_eq!(b["operation_hash"], op, "{b}");
+        assert_eq!(b["effect"], "read", "{b}");
+        assert_eq!(b["replayed"], false, "{b}");
+        let key = b["execution"].as_str().unwrap();
+        assert_eq!(intentplane::store::read_operation(key), Some(op), "{b}");
+        keys.insert(key.to_string());
+    }
+    assert_eq!(keys.len(), 4, "each execution its own key");
+    // each execution's outcome, linked by its key
+    let outcomes: Vec<&Value> = recs
+        .iter()
+        .filter(|b| b["kind"] == "outcome" && b["effect"] == "read")
+        .collect();
+    assert_eq!(outcomes.len(), 4);
+    for o in &outcomes {
+        assert_eq!(o["operation_hash"], op);
+        assert!(keys.contains(o["execution"].as_str().unwrap()), "{o}");
+    }
+    assert_eq!(
+        outcomes.iter().filter(|o| o["is_error"] == true).count(),
+        2,
+        "the two 404s"
+    );
+    // the write's receipts say nothing of an effect, as before reads
+    for b in recs
+        .iter()
+        .filter(|b| b["action"] == "web.post" || (b["kind"] == "outcome" && b["effect"].is_null()))
+    {
+        assert!(
+            b.get("effect").is_none() && b.get("execution").is_none(),
+            "{b}"
+        );
+    }
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
+    // a proxy started again on the same store, with the same mandate (the
+    // same operation hash): still sent, still the page as it is now
+    let mut spec = testkit::web_mandate(&[PAGE]);
+    spec.id = id;
+    let server = testkit::demo_server(Path::new(IPC), &h.state, &[], h.tw.dir.path());
+    let setup = testkit::setup(
+        &h.tw,
+        spec,
+        server,
+        testkit::web_tools(),
+        h.store.clone(),
+        true,
+    );
+    let again = Proxy::start(setup).await.expect("the proxy starts again");
+    let (a, b) = tokio::io::duplex(1 << 20);
+    tokio::spawn(again.clone().serve_on(a));
+    let client = User::new(None).serve(b).await.unwrap();
+    let r = client
+        .call_tool(CallToolRequestParams::new("fetch").with_arguments(fetch()))
+        .await
+        .unwrap();
+    assert!(text(&r).contains("v2"), "{}", text(&r));
+    assert_eq!(h.executed("fetch").len(), 5);
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(again.flush()));
+    let last = h
+        .store
+        .receipts()
+        .unwrap()
+        .into_iter()
+        .rev()
+        .find(|r| r.body["decision"] == "ALLOW")
+        .unwrap()
+        .body;
+    assert_eq!(last["operation_hash"], op, "the same operation, sent again");
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }

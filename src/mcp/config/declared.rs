@@ -43,6 +43,79 @@ pub struct DeclaredTool {
     pub input_schema: Map<String, Value>,
     /// `annotations.readOnlyHint`.
     pub read_only: Option<bool>,
+    /// `annotations.idempotentHint`.
+    pub idempotent: Option<bool>,
+}
+
+/// How a decided tool's calls are executed, as the config says
+/// (`effect`), and what its server's annotations would suggest. The
+/// annotations are hints the MCP specification tells clients not to
+/// trust: they never change what the proxy does, only what `ipc mcp
+/// --check --servers` suggests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolEffect {
+    pub server: String,
+    pub tool: String,
+    pub action: String,
+    pub effect: crate::gateway::Effect,
+    /// The server annotates the tool `readOnlyHint: true` or
+    /// `idempotentHint: true` and the config leaves it a write: which
+    /// hint, suggesting `effect = "read"`. `None` without the server's
+    /// declaration.
+    pub hint: Option<Hint>,
+}
+
+/// An annotation that suggests `effect = "read"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// `readOnlyHint: true`: the server says the tool changes nothing.
+    ReadOnly,
+    /// `idempotentHint: true` (and not read-only): the server says a
+    /// second identical call changes nothing more.
+    Idempotent,
+}
+
+impl Hint {
+    /// The annotation's name in `tools/list`.
+    pub fn annotation(self) -> &'static str {
+        match self {
+            Hint::ReadOnly => "readOnlyHint",
+            Hint::Idempotent => "idempotentHint",
+        }
+    }
+}
+
+/// Each decided tool's effect (the config's), in the config's order, with
+/// the hint of its server's annotations when `offered` holds its
+/// declaration (`--check --servers`).
+pub fn effects(
+    tools: &[ToolConfig],
+    offered: Option<&HashMap<String, Vec<DeclaredTool>>>,
+) -> Vec<ToolEffect> {
+    tools
+        .iter()
+        .filter_map(|t| {
+            let ToolMode::Action { action, effect, .. } = &t.mode else {
+                return None;
+            };
+            let decl = offered
+                .and_then(|o| o.get(&t.server))
+                .and_then(|list| list.iter().find(|d| d.name == t.tool));
+            let hint = match decl {
+                _ if !effect.is_write() => None,
+                Some(d) if d.read_only == Some(true) => Some(Hint::ReadOnly),
+                Some(d) if d.idempotent == Some(true) => Some(Hint::Idempotent),
+                _ => None,
+            };
+            Some(ToolEffect {
+                server: t.server.clone(),
+                tool: t.tool.clone(),
+                action: action.clone(),
+                effect: *effect,
+                hint,
+            })
+        })
+        .collect()
 }
 
 fn sp(r: &Range<usize>) -> miette::SourceSpan {
