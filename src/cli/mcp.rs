@@ -104,7 +104,7 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
         // what its server's annotations suggest (`--servers`)
         let effects: Vec<ToolEffect> = checked
             .as_ref()
-            .map(|c| crate::mcp::config::declared::effects(&c.tools, offered.as_ref()))
+            .map(|c| crate::mcp::config::declared::effects(&c.sites, &c.tools, offered.as_ref()))
             .unwrap_or_default();
         let written = match args.format {
             Format::Human => {

@@ -545,12 +545,21 @@ fn resume_session(
         .world
         .clock
         .map_or_else(crate::gateway::unix_now, Ok)?;
+    let reads: Vec<String> = setup
+        .tools
+        .iter()
+        .filter_map(|t| match &t.mode {
+            ToolMode::Action { action, effect, .. } if !effect.is_write() => Some(action.clone()),
+            _ => None,
+        })
+        .collect();
     let start = session::resume(
         setup.store.as_ref(),
         &setup.bundle.hash,
         now,
         &setup.config_path,
         &mut setup.session,
+        &reads,
         fresh,
     )?;
     let children = intent::resume(setup.store.as_ref(), &setup.config_path, &setup.session)?;

@@ -34,6 +34,9 @@ pub struct ToolSite {
     pub passthrough: Option<(Range<usize>, bool)>,
     /// Each argument the proxy sends, where it is named.
     pub args: Vec<(String, Range<usize>)>,
+    /// `effect = "..."`, when the config writes it (a write by choice is
+    /// not suggested a read).
+    pub effect: Option<Range<usize>>,
 }
 
 /// A tool as a server declares it.
@@ -59,9 +62,9 @@ pub struct ToolEffect {
     pub action: String,
     pub effect: crate::gateway::Effect,
     /// The server annotates the tool `readOnlyHint: true` or
-    /// `idempotentHint: true` and the config leaves it a write: which
-    /// hint, suggesting `effect = "read"`. `None` without the server's
-    /// declaration.
+    /// `idempotentHint: true` and the config leaves it a write (says no
+    /// `effect`): which hint, suggesting `effect = "read"`. `None` without
+    /// the server's declaration.
     pub hint: Option<Hint>,
 }
 
@@ -87,8 +90,10 @@ impl Hint {
 
 /// Each decided tool's effect (the config's), in the config's order, with
 /// the hint of its server's annotations when `offered` holds its
-/// declaration (`--check --servers`).
+/// declaration (`--check --servers`) and the config does not say
+/// `effect` itself.
 pub fn effects(
+    sites: &Sites,
     tools: &[ToolConfig],
     offered: Option<&HashMap<String, Vec<DeclaredTool>>>,
 ) -> Vec<ToolEffect> {
@@ -101,8 +106,12 @@ pub fn effects(
             let decl = offered
                 .and_then(|o| o.get(&t.server))
                 .and_then(|list| list.iter().find(|d| d.name == t.tool));
+            let chosen = sites
+                .tools
+                .iter()
+                .any(|s| s.tool == t.tool && s.effect.is_some());
             let hint = match decl {
-                _ if !effect.is_write() => None,
+                _ if !effect.is_write() || chosen => None,
                 Some(d) if d.read_only == Some(true) => Some(Hint::ReadOnly),
                 Some(d) if d.idempotent == Some(true) => Some(Hint::Idempotent),
                 _ => None,

@@ -419,6 +419,7 @@ impl Loader {
                 span: tf.tool.span(),
                 passthrough: None,
                 args: vec![],
+                effect: tf.effect.as_ref().map(|e| e.span()),
             };
             if tf.is_passthrough() {
                 site.passthrough = tf.passthrough.as_ref().map(|p| {
@@ -789,9 +790,9 @@ impl Loader {
                             theirs.name()
                         ),
                         span: sp(span),
-                        help: Some(format!(
-                            "give both tools the same `effect`: an operation is sent again at each call, or executed once, whichever tool calls it; `{action}` done once through `{other}` would be answered from the store through this tool, or sent again"
-                        )),
+                        help: Some(
+                            "give both tools the same `effect`: else the same operation would be sent again through one tool and answered from the store through the other".into(),
+                        ),
                     });
                 }
                 Some(_) => {}
