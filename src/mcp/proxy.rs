@@ -929,7 +929,15 @@ impl Proxy {
         let Some(op) = pending.operation_hash.clone() else {
             return Err(refusal(&pending).into());
         };
-        let mut approvals = self.dropped_approvals(&op);
+        // (one a read's execution used up counts for nothing: not brought)
+        let dropped = self.dropped_approvals(&op);
+        let mut approvals = if dropped.is_empty() {
+            dropped
+        } else {
+            self.blocking(move |gw| gw.unused_approvals(dropped))
+                .await
+                .map_err(|e| CallToolResponse::from(error_result(e)))?
+        };
         let mut d = pending;
         if !approvals.is_empty() {
             d = self

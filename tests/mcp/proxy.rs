@@ -1425,3 +1425,105 @@ async fn a_read_is_sent_again_at_each_call_and_returns_the_changed_answer() {
     assert_eq!(last["operation_hash"], op, "the same operation, sent again");
     assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
 }
+
+/// `tools` with `name` declared a read (`effect = "read"`).
+fn as_read(mut tools: Vec<ToolConfig>, name: &str) -> Vec<ToolConfig> {
+    for t in tools.iter_mut().filter(|t| t.tool == name) {
+        if let intentplane::mcp::config::ToolMode::Action { effect, .. } = &mut t.mode {
+            *effect = intentplane::gateway::Effect::Read;
+        }
+    }
+    tools
+}
+
+/// A read that needs people is approved for each execution (an approval
+/// counts for one, docs/decisions/reads-sent-again-writes-once.md): a
+/// step-up read asks the user at every call; a four-eyes read takes the
+/// second approver's signature dropped out of band once, and the next call
+/// is refused again without asking the user in vain, until another comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_needs_approval_is_approved_at_each_execution() {
+    // (every execution spends from the budget: room for two)
+    let h = harness(Opts {
+        spec: Some(MandateSpec {
+            budget: 1_000_000,
+            ..MandateSpec::bank("emma")
+        }),
+        tools: as_read(testkit::demo_tools(), "send_money"),
+        ..Opts::default()
+    })
+    .await;
+    let a = send(testkit_landlord(), json!(1200), "Rent December");
+    for n in 1..=2 {
+        let r = h.call("send_money", a.clone()).await;
+        assert!(!is_error(&r), "{}", text(&r));
+        assert_eq!(h.user.shown().len(), n, "asked again");
+        assert_eq!(h.executed("send_money").len(), n);
+    }
+    // four eyes
+    let spec = MandateSpec::for_pack("ap", "clerk", "acme", &["vendors.write"]);
+    let h = harness(Opts {
+        spec: Some(spec),
+        tools: as_read(testkit::ap_tools(), "update_vendor"),
+        ..Opts::default()
+    })
+    .await;
+    let a = args(
+        json!({"vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "iban": "es91 2100 0418 4502 0005 1332"}),
+    );
+    let r = h.call("update_vendor", a.clone()).await;
+    assert!(
+        is_error(&r) && text(&r).contains("four eyes"),
+        "{}",
+        text(&r)
+    );
+    let op = r.structured_content.as_ref().unwrap()["operation_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let drop = |name: &str| {
+        std::fs::write(
+            h.tw.dir.path().join("approvals").join(name),
+            h.tw.approve("cfo", &op).to_string(),
+        )
+        .unwrap()
+    };
+    drop("cfo-1.json");
+    let r = h.call("update_vendor", a.clone()).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(
+        (h.user.shown().len(), h.executed("update_vendor").len()),
+        (1, 1)
+    );
+    // the CFO's signature was for that execution: refused again, the user
+    // not asked for nothing
+    let r = h.call("update_vendor", a.clone()).await;
+    assert!(
+        is_error(&r) && text(&r).contains("four eyes"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(
+        (h.user.shown().len(), h.executed("update_vendor").len()),
+        (1, 1)
+    );
+    drop("cfo-2.json");
+    let r = h.call("update_vendor", a.clone()).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(
+        (h.user.shown().len(), h.executed("update_vendor").len()),
+        (2, 2)
+    );
+    // submitted to the store instead: the same, once
+    let signed: intentplane::gateway::approval::SignedApproval =
+        serde_json::from_value(h.tw.approve("cfo", &op)).unwrap();
+    h.proxy.gateway().submit_approval(&signed).unwrap();
+    for (shown, executed) in [(3, 3), (3, 3)] {
+        h.call("update_vendor", a.clone()).await;
+        assert_eq!(
+            (h.user.shown().len(), h.executed("update_vendor").len()),
+            (shown, executed)
+        );
+    }
+    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
+}
