@@ -593,8 +593,12 @@ mod tests {
         assert_eq!(describe(&allow).detail, "execution, read");
         let outcome = json!({"kind": "outcome", "executor": "mcp:web/fetch", "is_error": false,
                              "effect": "read", "operation_hash": "sha256:0123456789abcdef"});
-        assert_eq!(describe(&outcome).detail, "ok, operation 0123456789ab…, read");
-        let write = json!({"decision": "ALLOW", "action": "payment.transfer", "stage": "execution"});
+        assert_eq!(
+            describe(&outcome).detail,
+            "ok, operation 0123456789ab…, read"
+        );
+        let write =
+            json!({"decision": "ALLOW", "action": "payment.transfer", "stage": "execution"});
         assert_eq!(describe(&write).detail, "execution");
     }
 }

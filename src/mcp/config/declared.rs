@@ -420,6 +420,83 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A server's annotations suggest `effect = "read"` only on a tool the
+    /// config leaves a write without saying so; they decide nothing.
+    #[test]
+    fn annotations_only_suggest_a_read_where_the_config_says_nothing() {
+        use crate::gateway::Effect;
+        let tool = |name: &str, effect| ToolConfig {
+            server: "s".into(),
+            tool: name.into(),
+            mode: ToolMode::Action {
+                action: format!("p.{name}"),
+                params: vec![],
+                effect,
+            },
+            base: None,
+        };
+        let site = |name: &str, written: bool| ToolSite {
+            tool: name.into(),
+            span: 0..1,
+            passthrough: None,
+            args: vec![],
+            effect: written.then_some(0..1),
+        };
+        let decl = |name: &str, read_only, idempotent| DeclaredTool {
+            name: name.into(),
+            input_schema: Map::new(),
+            read_only,
+            idempotent,
+        };
+        let tools = vec![
+            tool("ro", Effect::Write),
+            tool("idem", Effect::Write),
+            tool("chosen", Effect::Write),
+            tool("read", Effect::Read),
+            tool("plain", Effect::Write),
+        ];
+        let sites = Sites {
+            tools: vec![
+                site("ro", false),
+                site("idem", false),
+                site("chosen", true),
+                site("read", true),
+                site("plain", false),
+            ],
+            ..Sites::default()
+        };
+        let offered = HashMap::from([(
+            "s".to_string(),
+            vec![
+                decl("ro", Some(true), Some(true)),
+                decl("idem", Some(false), Some(true)),
+                decl("chosen", Some(true), None),
+                decl("read", Some(true), None),
+                decl("plain", None, Some(false)),
+            ],
+        )]);
+        let hints: Vec<(String, Effect, Option<Hint>)> = effects(&sites, &tools, Some(&offered))
+            .into_iter()
+            .map(|e| (e.tool, e.effect, e.hint))
+            .collect();
+        assert_eq!(
+            hints,
+            vec![
+                ("ro".into(), Effect::Write, Some(Hint::ReadOnly)),
+                ("idem".into(), Effect::Write, Some(Hint::Idempotent)),
+                ("chosen".into(), Effect::Write, None),
+                ("read".into(), Effect::Read, None),
+                ("plain".into(), Effect::Write, None),
+            ]
+        );
+        // without the servers' declarations, no hint at all
+        assert!(
+            effects(&sites, &tools, None)
+                .iter()
+                .all(|e| e.hint.is_none())
+        );
+    }
+
     #[test]
     fn types_fit_their_json_schema() {
         assert!(fits(&Type::Text, false, &json!({"type": "string"})).is_ok());
