@@ -195,15 +195,24 @@ impl Harness {
     /// The chain, once the outcomes the proxy answered with are written
     /// (in the background, after the answer).
     fn receipts(&self) -> Vec<Value> {
+        // off the async workers: a PostgreSQL store's client runs a
+        // runtime of its own
         tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(self.proxy.flush())
-        });
-        self.store
-            .receipts()
-            .unwrap()
-            .into_iter()
-            .map(|r| r.body)
-            .collect()
+            tokio::runtime::Handle::current().block_on(self.proxy.flush());
+            self.store.receipts().unwrap()
+        })
+        .into_iter()
+        .map(|r| r.body)
+        .collect()
+    }
+}
+
+impl Harness {
+    /// The whole store verifies (read off the async workers: a PostgreSQL
+    /// store's client runs a runtime of its own).
+    fn verify(&self) {
+        let snap = tokio::task::block_in_place(|| self.store.snapshot().unwrap());
+        assert!(intentplane::store::verify_store(&snap, None).is_ok());
     }
 }
 
@@ -1326,6 +1335,31 @@ async fn a_read_is_sent_again_at_each_call_and_returns_the_changed_answer() {
         ..Opts::default()
     })
     .await;
+    reads_sent_again(&h, id).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_is_sent_again_at_each_call_and_returns_the_changed_answer_postgres() {
+    let Some(pg) = tokio::task::block_in_place(crate::common::pg::fresh) else {
+        return;
+    };
+    let spec = testkit::web_mandate(&[PAGE]);
+    let id = spec.id.clone();
+    let h = harness(Opts {
+        spec: Some(spec),
+        tools: testkit::web_tools(),
+        packs: Some(&["slack"]),
+        store: Some(pg.url.clone()),
+        ..Opts::default()
+    })
+    .await;
+    let (_pg, h) = (OffAsync(Some(pg)), OffAsync(Some(h)));
+    reads_sent_again(h.0.as_ref().unwrap(), id).await;
+}
+
+/// The read test on `h` (Emma's web mandate `id`, [`testkit::web_tools`]).
+async fn reads_sent_again(h: &Harness, id: String) {
     let fetch = || args(json!({"url": PAGE}));
     let publish = |c: &str| args(json!({"url": PAGE, "content": c}));
     // nothing there yet: a 404, and the same 404 asked again reaches the
@@ -1388,7 +1422,7 @@ async fn a_read_is_sent_again_at_each_call_and_returns_the_changed_answer() {
             "{b}"
         );
     }
-    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
+    h.verify();
     // a proxy started again on the same store, with the same mandate (the
     // same operation hash): still sent, still the page as it is now
     let mut spec = testkit::web_mandate(&[PAGE]);
@@ -1414,16 +1448,13 @@ async fn a_read_is_sent_again_at_each_call_and_returns_the_changed_answer() {
     assert_eq!(h.executed("fetch").len(), 5);
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(again.flush()));
     let last = h
-        .store
         .receipts()
-        .unwrap()
         .into_iter()
         .rev()
-        .find(|r| r.body["decision"] == "ALLOW")
-        .unwrap()
-        .body;
+        .find(|b| b["decision"] == "ALLOW")
+        .unwrap();
     assert_eq!(last["operation_hash"], op, "the same operation, sent again");
-    assert!(intentplane::store::verify_store(&h.store.snapshot().unwrap(), None).is_ok());
+    h.verify();
 }
 
 /// `tools` with `name` declared a read (`effect = "read"`).
