@@ -1326,16 +1326,24 @@ const PAGE: &str = "https://news.example/today";
 /// (`publish`) keeps its receipts as they were (no `effect`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_is_sent_again_at_each_call_and_returns_the_changed_answer() {
+    let (h, id) = web_harness(None).await;
+    reads_sent_again(&h, id).await;
+}
+
+/// The slack pack's world, Emma's web mandate (and its id) and
+/// [`testkit::web_tools`]; the store at `store` (default: SQLite).
+async fn web_harness(store: Option<String>) -> (Harness, String) {
     let spec = testkit::web_mandate(&[PAGE]);
     let id = spec.id.clone();
     let h = harness(Opts {
         spec: Some(spec),
         tools: testkit::web_tools(),
         packs: Some(&["slack"]),
+        store,
         ..Opts::default()
     })
     .await;
-    reads_sent_again(&h, id).await;
+    (h, id)
 }
 
 #[cfg(feature = "postgres")]
@@ -1344,16 +1352,7 @@ async fn a_read_is_sent_again_at_each_call_and_returns_the_changed_answer_postgr
     let Some(pg) = tokio::task::block_in_place(crate::common::pg::fresh) else {
         return;
     };
-    let spec = testkit::web_mandate(&[PAGE]);
-    let id = spec.id.clone();
-    let h = harness(Opts {
-        spec: Some(spec),
-        tools: testkit::web_tools(),
-        packs: Some(&["slack"]),
-        store: Some(pg.url.clone()),
-        ..Opts::default()
-    })
-    .await;
+    let (h, id) = web_harness(Some(pg.url.clone())).await;
     let (_pg, h) = (OffAsync(Some(pg)), OffAsync(Some(h)));
     reads_sent_again(h.0.as_ref().unwrap(), id).await;
 }
