@@ -1,9 +1,9 @@
 //! `ipc demo [bank|ap|three|mcp]`: the flags; the stories are the
 //! library's [`crate::demo`] (feature `demo`), the MCP demo's server and
 //! client too (with `mcp`). `mcp-server` and its hidden flags are the
-//! tests' downstream server (`--crash-on`, `--hang-on`, `--record`): the
-//! hooks work only in a build with `testkit` (the tests'), never in what
-//! `cargo build` or `cargo install` makes.
+//! tests' downstream server (`--crash-on`, `--hang-on`, `--record`,
+//! `--read-only-hint`): the hooks work only in a build with `testkit` (the
+//! tests'), never in what `cargo build` or `cargo install` makes.
 
 use super::Format;
 use std::io::Write;
@@ -31,6 +31,10 @@ pub struct DemoArgs {
     /// still running when the proxy dies).
     #[arg(long, hide = true)]
     pub hang_on: Option<String>,
+    /// `mcp-server`: annotate this tool `readOnlyHint: true` whatever it
+    /// does (a server whose hints cannot be trusted); repeatable.
+    #[arg(long, hide = true)]
+    pub read_only_hint: Vec<String>,
     /// `mcp`: the proxy's config (default: `examples/mcp/intentplane.toml`
     /// as embedded in the binary, so the demo runs from any directory).
     #[arg(long)]
@@ -52,10 +56,13 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
             // the tests' hooks are not in a binary that `cargo build` or
             // `cargo install` makes: only the tests' build has `testkit`
             if cfg!(not(feature = "testkit"))
-                && (args.crash_on.is_some() || args.hang_on.is_some() || args.record.is_some())
+                && (args.crash_on.is_some()
+                    || args.hang_on.is_some()
+                    || args.record.is_some()
+                    || !args.read_only_hint.is_empty())
             {
                 eprintln!(
-                    "error: `--crash-on`, `--hang-on` and `--record` are the tests' hooks, in a build with the `testkit` feature only (the one `cargo test` makes)"
+                    "error: `--crash-on`, `--hang-on`, `--record` and `--read-only-hint` are the tests' hooks, in a build with the `testkit` feature only (the one `cargo test` makes)"
                 );
                 return 2;
             }
@@ -64,6 +71,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> u8 {
                 crash_on: args.crash_on.clone(),
                 record: args.record.clone(),
                 hang_on: args.hang_on.clone(),
+                read_only_hint: args.read_only_hint.clone(),
             };
             match crate::demo::mcp_server::run(opts) {
                 Ok(()) => 0,

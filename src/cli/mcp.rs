@@ -12,6 +12,10 @@
 
 use super::Format;
 #[cfg(feature = "mcp")]
+use crate::gateway::Effect;
+#[cfg(feature = "mcp")]
+use crate::mcp::config::declared::{Hint, ToolEffect};
+#[cfg(feature = "mcp")]
 use crate::mcp::config::{ConfigReport, check, load_with_report};
 #[cfg(feature = "mcp")]
 use serde_json::json;
@@ -69,13 +73,17 @@ pub fn run(_: &McpArgs, _: &mut dyn Write) -> u8 {
 pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
     if args.check {
         let (mut report, checked) = check(&args.config);
+        let mut offered = None;
         if args.servers
             && let Some(c) = &checked
         {
             match crate::mcp::proxy::declarations(&c.servers) {
-                Ok(offered) => report.items.extend(
-                    crate::mcp::config::declared::check(&c.sites, &c.tools, &offered).items,
-                ),
+                Ok(o) => {
+                    report
+                        .items
+                        .extend(crate::mcp::config::declared::check(&c.sites, &c.tools, &o).items);
+                    offered = Some(o);
+                }
                 Err(e) => {
                     let _ = write!(out, "{}", super::bundle::render_error(&e, false));
                     return 1;
@@ -92,12 +100,22 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
             )
         });
         let environment = checked.as_ref().map(|c| environment(&c.servers));
+        // how each decided tool is executed (the config's `effect`), and
+        // what its server's annotations suggest (`--servers`)
+        let effects: Vec<ToolEffect> = checked
+            .as_ref()
+            .map(|c| crate::mcp::config::declared::effects(&c.sites, &c.tools, offered.as_ref()))
+            .unwrap_or_default();
         let written = match args.format {
             Format::Human => {
                 // which variables each server will see: with `--servers`,
                 // where the servers were started with them
                 let shown = environment.as_ref().filter(|_| args.servers);
-                human(&report, &args.config, summary, shown, out)
+                let treated = checked
+                    .as_ref()
+                    .map(|c| treatment(&c.tools, &effects))
+                    .unwrap_or_default();
+                human(&report, &args.config, summary, shown, &treated, out)
             }
             Format::Json => {
                 let doc = json!({
@@ -108,14 +126,24 @@ pub fn run(args: &McpArgs, out: &mut dyn Write) -> u8 {
                     "servers": checked.as_ref().map(|c| c.servers.iter().map(|s| s.name.clone()).collect::<Vec<_>>()),
                     // each stdio server's variables, by name (never a value)
                     "environment": environment,
-                    "tools": checked.as_ref().map(|c| c.tools.iter().map(|t| json!({
-                        "server": t.server,
-                        "tool": t.tool,
-                        "action": match &t.mode {
-                            crate::mcp::config::ToolMode::Action { action, .. } => Some(action.clone()),
-                            crate::mcp::config::ToolMode::Passthrough => None,
-                        },
-                    })).collect::<Vec<_>>()),
+                    "tools": checked.as_ref().map(|c| c.tools.iter().map(|t| {
+                        let e = effects.iter().find(|e| e.tool == t.tool);
+                        json!({
+                            "server": t.server,
+                            "tool": t.tool,
+                            "action": match &t.mode {
+                                crate::mcp::config::ToolMode::Action { action, .. } => Some(action.clone()),
+                                crate::mcp::config::ToolMode::Passthrough => None,
+                            },
+                            // `read`: decided and sent again at each call;
+                            // `write`: executed once; none for a passthrough
+                            "effect": e.map(|e| e.effect.name()),
+                            // a server's annotation that suggests a read
+                            // (it changes nothing by itself)
+                            "hint": e.and_then(|e| e.hint).map(|h| h.annotation()),
+                            "suggested_effect": e.and_then(|e| e.hint).map(|_| "read"),
+                        })
+                    }).collect::<Vec<_>>()),
                     "diagnostics": report.items.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
                 });
                 writeln!(
@@ -206,6 +234,46 @@ fn environment(servers: &[crate::mcp::config::ServerConfig]) -> Environment {
         .collect()
 }
 
+/// How each tool's calls are treated, a line each (a hint on a line of
+/// its own): passed through, a read (decided and sent again at each call)
+/// or a write (executed once).
+#[cfg(feature = "mcp")]
+fn treatment(tools: &[crate::mcp::config::ToolConfig], effects: &[ToolEffect]) -> Vec<String> {
+    let mut out = vec![];
+    for t in tools {
+        let Some(e) = effects.iter().find(|e| e.tool == t.tool) else {
+            out.push(format!(
+                "pass  {}: forwarded as is, without a decision",
+                t.tool
+            ));
+            continue;
+        };
+        let how = match e.effect {
+            Effect::Read => "decided and sent again at each call",
+            Effect::Write => "executed once, a retry answered from the store",
+        };
+        out.push(format!(
+            "{:<5} {} ({}): {how}",
+            e.effect.name(),
+            e.tool,
+            e.action
+        ));
+        if let Some(h) = e.hint {
+            let why = match h {
+                Hint::ReadOnly => "if its answer may change between calls",
+                Hint::Idempotent => "if a call may be sent again",
+            };
+            out.push(format!(
+                "      hint: `{}` marks `{}` `{}: true`; {why}, write `effect = \"read\"` (a server's hint changes nothing by itself)",
+                e.server,
+                e.tool,
+                h.annotation()
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(feature = "mcp")]
 type Environment = std::collections::BTreeMap<String, Vec<String>>;
 
@@ -215,11 +283,15 @@ fn human(
     config: &std::path::Path,
     summary: Option<(usize, usize, usize, String)>,
     environment: Option<&Environment>,
+    treated: &[String],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     write!(out, "{}", report.render_human(super::use_color()))?;
     for (server, names) in environment.into_iter().flatten() {
         writeln!(out, "env   {server}: {}", names.join(" "))?;
+    }
+    for line in treated.iter().filter(|_| summary.is_some()) {
+        writeln!(out, "{line}")?;
     }
     match summary {
         Some((servers, tools, actions, store)) => writeln!(

@@ -426,6 +426,11 @@ fn describe(body: &Value) -> Described {
         Some(other) => (other.to_string(), "-".into(), "-".into()),
         None => ("-".into(), "-".into(), "-".into()),
     };
+    // a decision on a read, or its outcome: sent again at each call
+    let detail = match field(body, "effect") {
+        Some(e) if e == "read" => format!("{detail}, read"),
+        _ => detail,
+    };
     Described {
         kind,
         subject,
@@ -609,5 +614,22 @@ mod tests {
         let d = describe(&hostile);
         assert!(!d.subject.chars().any(char::is_control), "{d:?}");
         assert!(!d.detail.chars().any(char::is_control), "{d:?}");
+    }
+
+    /// A read's decision and outcome say so; a write's read as before.
+    #[test]
+    fn a_reads_receipts_say_read() {
+        let allow = json!({"decision": "ALLOW", "action": "web.fetch", "stage": "execution",
+                           "effect": "read", "execution": "sha256:ab/read/2"});
+        assert_eq!(describe(&allow).detail, "execution, read");
+        let outcome = json!({"kind": "outcome", "executor": "mcp:web/fetch", "is_error": false,
+                             "effect": "read", "operation_hash": "sha256:0123456789abcdef"});
+        assert_eq!(
+            describe(&outcome).detail,
+            "ok, operation 0123456789ab…, read"
+        );
+        let write =
+            json!({"decision": "ALLOW", "action": "payment.transfer", "stage": "execution"});
+        assert_eq!(describe(&write).detail, "execution");
     }
 }

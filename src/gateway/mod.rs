@@ -82,8 +82,9 @@ pub type Dispatch<'a> =
 pub struct Ask<'a> {
     pub inputs: Vec<(&'a Input, &'a Tenants)>,
     /// The caller executes externally and records its call in the
-    /// decision (the MCP proxy); `None`: the gateway's own executors run.
-    pub dispatch: Option<Dispatch<'a>>,
+    /// decision (the MCP proxy), with the effect it declares for it;
+    /// `None`: the gateway's own executors run.
+    pub dispatch: Option<Dispatching<'a>>,
     /// Outcomes of calls answered earlier, recorded first in the same
     /// transaction.
     pub outcomes: &'a [(String, outcome::ExternalOutcome)],
@@ -110,8 +111,11 @@ impl<'a> Ask<'a> {
         }
     }
 
-    pub fn dispatching(mut self, dispatch: Dispatch<'a>) -> Self {
-        self.dispatch = Some(dispatch);
+    /// The caller executes, building its call with `call`; what the call
+    /// does is `effect` (see [`Effect`]: a read is executed again at each
+    /// call that is allowed, never answered from the store).
+    pub fn dispatching(mut self, call: Dispatch<'a>, effect: Effect) -> Self {
+        self.dispatch = Some(Dispatching { call, effect });
         self
     }
 
@@ -119,6 +123,50 @@ impl<'a> Ask<'a> {
         self.outcomes = outcomes;
         self
     }
+}
+
+/// What executing an operation does to the world, as the trusted caller
+/// that executes it declares it (`ipc mcp`'s config: `effect = "read"` on
+/// a mapped tool; never the agent, never a server's annotation).
+///
+/// A **write** (the default) executes at most once: the operation is
+/// recorded under its hash, and the same operation again is answered
+/// from the store. A **read** is decided afresh by every stage at each
+/// call and, when allowed, executed again: each execution is recorded
+/// under its own key ([`read_execution`]), never under the operation
+/// hash, so a read never answers a later call from the store. An
+/// operation a write already executed is still answered from the store
+/// when it comes as a read (a read never weakens a write's exactly-once).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    #[default]
+    Write,
+    Read,
+}
+
+impl Effect {
+    /// As the config and a receipt spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Effect::Write => "write",
+            Effect::Read => "read",
+        }
+    }
+
+    pub fn is_write(&self) -> bool {
+        *self == Effect::Write
+    }
+}
+
+pub use crate::store::{read_execution, read_operation};
+
+/// A caller that executes externally: how it builds its call, and what
+/// the call does.
+#[derive(Clone, Copy)]
+pub struct Dispatching<'a> {
+    pub call: Dispatch<'a>,
+    pub effect: Effect,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -238,6 +286,14 @@ pub struct Decision {
     /// ALLOW of an operation already executed: nothing ran again.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// `read` for an operation its caller declared a read (see
+    /// [`Effect`]); absent for a write.
+    #[serde(skip_serializing_if = "Effect::is_write")]
+    pub effect: Effect,
+    /// An executed read: the key its execution and outcome are recorded
+    /// under ([`read_execution`]), another at each call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<ReceiptRef>,
     /// The clear values of `secret` parameters, for the caller that
@@ -618,7 +674,7 @@ impl Gateway {
     fn decide_falling_back_into(
         &self,
         inputs: &[(&Input, &Tenants)],
-        dispatch: Option<Dispatch<'_>>,
+        dispatch: Option<Dispatching<'_>>,
         out: &mut Vec<Decision>,
     ) -> Result<(), GatewayError> {
         // a store that cannot be reached (`Open`: the database down, its
@@ -687,7 +743,7 @@ impl Gateway {
     fn decide_recording(
         &self,
         inputs: &[(&Input, &Tenants)],
-        dispatch: Option<Dispatch<'_>>,
+        dispatch: Option<Dispatching<'_>>,
         outcomes: &[(String, outcome::ExternalOutcome)],
     ) -> Result<(Vec<Decision>, Vec<ReceiptRef>), GatewayError> {
         let now = self.now()?;

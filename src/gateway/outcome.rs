@@ -4,6 +4,8 @@
 //! hash, and kept under that hash so a retried identical call is answered
 //! from the store instead of running again. Outcomes may be recorded
 //! several at a time ([`Gateway::record_outcomes`]: one durable commit).
+//! A read's outcome ([`super::Effect::Read`]) is recorded under its
+//! execution's key, and its answer is not kept: no call is answered with it.
 
 use super::{Gateway, ReceiptRef};
 use crate::base::json::format_time;
@@ -197,29 +199,38 @@ impl Gateway {
                 "the operation `{operation_hash}` already has an outcome"
             )));
         }
-        // an MCP tool result, so that a retried call is answered with the
-        // sentence
-        let result = if carried_secret(&executed) {
-            serde_json::json!({
-                "content": [{"type": "text", "text": WITHHELD_ANSWER}],
-                "isError": outcome.is_error,
-            })
-        } else {
-            outcome.result.clone()
-        };
-        let stored = serde_json::json!({
+        // a read's execution (its own key): no retry is ever answered with
+        // it, so its answer is not kept, only that it came (one outcome
+        // per execution) and, in the receipt, its salted hash
+        let read = super::read_operation(operation_hash);
+        let mut stored = serde_json::json!({
             "executor": outcome.executor,
             "is_error": outcome.is_error,
-            "result": result,
         });
+        if read.is_none() {
+            // an MCP tool result, so that a retried call is answered with
+            // the sentence
+            stored["result"] = if carried_secret(&executed) {
+                serde_json::json!({
+                    "content": [{"type": "text", "text": WITHHELD_ANSWER}],
+                    "isError": outcome.is_error,
+                })
+            } else {
+                outcome.result.clone()
+            };
+        }
         tx.state_put(OUTCOME_NS, operation_hash, &stored)?;
         let result_hash = salted_hash_any(tx, "result", &outcome.result)?;
         let mut w = ObjectWriter::new();
-        w.str("bundle", &self.bundle_hash)
-            .str("executor", &outcome.executor)
+        w.str("bundle", &self.bundle_hash);
+        if read.is_some() {
+            w.str("effect", super::Effect::Read.name())
+                .str("execution", operation_hash);
+        }
+        w.str("executor", &outcome.executor)
             .bool("is_error", outcome.is_error)
             .str("kind", "outcome")
-            .str("operation_hash", operation_hash)
+            .str("operation_hash", read.unwrap_or(operation_hash))
             .str("result_hash", &result_hash)
             .str("time", &format_time(now));
         Ok(w.finish())

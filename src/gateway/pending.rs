@@ -358,6 +358,30 @@ impl crate::gateway::Gateway {
         Ok(out)
     }
 
+    /// `approvals` without those whose nonce an execution used up (a
+    /// read's approval, once the read ran: it counts for nothing any
+    /// more). On a store error all are kept: the decision checks each
+    /// again, and counts none twice.
+    pub fn unused_approvals(&self, approvals: Vec<Value>) -> Vec<Value> {
+        let mut used: Vec<bool> = vec![];
+        let read = self.store.transaction(&mut |tx| {
+            used.clear();
+            for a in &approvals {
+                let nonce = a["approval"]["nonce"].as_str().unwrap_or_default();
+                used.push(!nonce.is_empty() && tx.nonce_used(nonce)?);
+            }
+            Ok(Value::Null)
+        });
+        if read.is_err() {
+            return approvals;
+        }
+        approvals
+            .into_iter()
+            .zip(used)
+            .filter_map(|(a, used)| (!used).then_some(a))
+            .collect()
+    }
+
     /// Stores a signed approval for the pending operation it names, with a
     /// receipt: checked now (a known approver, a valid signature, a known
     /// and approvable operation, not expired) and again, like any

@@ -18,8 +18,10 @@
 //! - The gateway executes externally: the decision commits (durably) before
 //!   the downstream is called; the downstream's outcome is a second receipt
 //!   (see `gateway::outcome`), written in the background after the agent
-//!   has its answer ([`Outcomes`]); a retried operation is answered from
-//!   the store (or from the outcomes not yet written), never run twice, and
+//!   has its answer ([`Outcomes`]); a retried write is answered from
+//!   the store (or from the outcomes not yet written), never run twice
+//!   (a tool the config declares `effect = "read"` is decided and sent
+//!   again at each call, [`crate::gateway::Effect`]), and
 //!   one without a recorded outcome is "outcome not recorded yet" (another
 //!   instance on the same store may be running it: a retry reads its
 //!   result once recorded; else, the outcome is unknown: ask the user).
@@ -499,6 +501,7 @@ fn declared_tool(t: &Tool) -> DeclaredTool {
         name: t.name.to_string(),
         input_schema: (*t.input_schema).clone(),
         read_only: t.annotations.as_ref().and_then(|a| a.read_only_hint),
+        idempotent: t.annotations.as_ref().and_then(|a| a.idempotent_hint),
     }
 }
 
@@ -542,12 +545,21 @@ fn resume_session(
         .world
         .clock
         .map_or_else(crate::gateway::unix_now, Ok)?;
+    let reads: Vec<String> = setup
+        .tools
+        .iter()
+        .filter_map(|t| match &t.mode {
+            ToolMode::Action { action, effect, .. } if !effect.is_write() => Some(action.clone()),
+            _ => None,
+        })
+        .collect();
     let start = session::resume(
         setup.store.as_ref(),
         &setup.bundle.hash,
         now,
         &setup.config_path,
         &mut setup.session,
+        &reads,
         fresh,
     )?;
     let children = intent::resume(setup.store.as_ref(), &setup.config_path, &setup.session)?;
@@ -755,6 +767,7 @@ impl Proxy {
     async fn decide(&self, routed: &Routed, input: Input) -> Result<Decision, String> {
         let gw = self.inner.gateway.clone();
         let tool = routed.config.clone();
+        let effect = tool.effect();
         let dispatch = move |resolved: &Map<String, Value>, secrets: &SecretValues| {
             tool.downstream_call(resolved, secrets)?.record()
         };
@@ -765,7 +778,9 @@ impl Proxy {
         let gw2 = gw.clone();
         let decided = tokio::task::spawn_blocking(move || {
             let mut out = Vec::with_capacity(1);
-            let ask = Ask::one(&input).dispatching(&dispatch).after(&earlier);
+            let ask = Ask::one(&input)
+                .dispatching(&dispatch, effect)
+                .after(&earlier);
             let r = gw2.decide_all(ask, &mut out).map(|links| {
                 let d = out
                     .pop()
@@ -923,7 +938,15 @@ impl Proxy {
         let Some(op) = pending.operation_hash.clone() else {
             return Err(refusal(&pending).into());
         };
-        let mut approvals = self.dropped_approvals(&op);
+        // (one a read's execution used up counts for nothing: not brought)
+        let dropped = self.dropped_approvals(&op);
+        let mut approvals = if dropped.is_empty() {
+            dropped
+        } else {
+            self.blocking(move |gw| gw.unused_approvals(dropped))
+                .await
+                .map_err(|e| CallToolResponse::from(error_result(e)))?
+        };
         let mut d = pending;
         if !approvals.is_empty() {
             d = self
@@ -1042,8 +1065,10 @@ impl Proxy {
         refusal_with(&denied, &note)
     }
 
-    /// An ALLOW: the downstream executes with the trusted values, once. The
-    /// decision is committed; the outcome is recorded after the answer.
+    /// An ALLOW: the downstream executes with the trusted values, once (a
+    /// write) or at this call (a read, whose every call is decided and
+    /// sent). The decision is committed; the outcome is recorded after the
+    /// answer, under the operation hash (a write) or the read's execution.
     async fn execute(&self, routed: &Routed, d: &Decision) -> CallToolResult {
         let Some(op) = d.operation_hash.clone() else {
             return error_result("an allowed operation without an operation hash".into());
@@ -1071,6 +1096,9 @@ impl Proxy {
                 },
             };
         }
+        // a read's execution has a key of its own: never answered to a
+        // retry (the gateway decides each call of a read afresh)
+        let op = d.execution.clone().unwrap_or(op);
         if !outcomes.running(&op) {
             return error_result("the proxy's state is poisoned".into());
         }

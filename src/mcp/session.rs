@@ -13,7 +13,10 @@
 //! The fingerprint is the hash (JCS) of what the mandates declare, without
 //! what each issuance draws anew (id, issue and expiry time): the bundle,
 //! and per pack the verifying key, the user, owner, scopes, claims, budget,
-//! call cap, narrowing and the validity (ttl).
+//! call cap, narrowing and the validity (ttl); and the actions the tools
+//! declare reads (`effect = "read"`), when there are any: a tool turned
+//! into a read starts a session whose operations no write executed yet, so
+//! none of its calls is answered from a write's record.
 
 use crate::base::json::format_time;
 use crate::canonical::ObjectWriter;
@@ -129,6 +132,7 @@ fn parse(token: &Value) -> Result<MandateToken, SessionError> {
 pub fn fingerprint(
     bundle_hash: &str,
     mandates: &[(String, Value)],
+    reads: &[String],
 ) -> Result<String, SessionError> {
     let mut declared = vec![];
     for (pack, token) in mandates {
@@ -148,10 +152,18 @@ pub fn fingerprint(
             "mandate": m,
         }));
     }
-    crate::canonical::hash_of(&json!({"bundle": bundle_hash, "mandates": declared})).map_err(|e| {
-        SessionError::Mandate {
-            reason: e.to_string(),
-        }
+    let mut content = json!({"bundle": bundle_hash, "mandates": declared});
+    // the actions whose calls are sent again (`effect = "read"`): a
+    // session of writes only keeps the fingerprint it had before reads
+    // existed
+    if !reads.is_empty() {
+        let mut reads = reads.to_vec();
+        reads.sort_unstable();
+        reads.dedup();
+        content["reads"] = json!(reads);
+    }
+    crate::canonical::hash_of(&content).map_err(|e| SessionError::Mandate {
+        reason: e.to_string(),
     })
 }
 
@@ -172,7 +184,8 @@ fn ids(mandates: &[(String, Value)]) -> Result<Vec<String>, SessionError> {
 
 /// Continues the session recorded for `config` in `store`, or records
 /// `session`'s freshly issued mandates as a new one (`fresh`:
-/// `--new-session`), revoking the previous; `now` is the gateway's time.
+/// `--new-session`), revoking the previous; `now` is the gateway's time;
+/// `reads`: the actions the config's tools declare `effect = "read"`.
 /// On return `session` holds the mandates to decide under.
 pub fn resume(
     store: &dyn Store,
@@ -180,6 +193,7 @@ pub fn resume(
     now: i64,
     config: &Path,
     session: &mut SessionConfig,
+    reads: &[String],
     fresh: bool,
 ) -> Result<Start, SessionError> {
     if !session.issued {
@@ -190,7 +204,7 @@ pub fn resume(
         };
     }
     let slot = slot(config);
-    let fingerprint = fingerprint(bundle_hash, &session.mandates)?;
+    let fingerprint = fingerprint(bundle_hash, &session.mandates, reads)?;
     let issued = ids(&session.mandates)?;
     let mut expires_at = i64::MAX;
     for (_, t) in &session.mandates {

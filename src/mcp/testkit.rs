@@ -13,6 +13,18 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// A tool argument of the parameter's type, as the tool names it, no
+/// scale, required.
+fn arg(a: &str, ty: Type) -> ArgMap {
+    ArgMap::Arg {
+        arg: a.into(),
+        scale: None,
+        ty,
+        as_text: false,
+        optional: false,
+    }
+}
+
 /// The demo server's tools as the proxy's tests configure them:
 /// `read_inbox` and `list_vendors` passthrough, `send_money` mapped onto
 /// `payment.transfer` (amount in major units), `send_email` and
@@ -43,6 +55,7 @@ pub fn demo_tools() -> Vec<ToolConfig> {
             tool: "send_money".into(),
             mode: ToolMode::Action {
                 action: "payment.transfer".into(),
+                effect: crate::gateway::Effect::Write,
                 params: vec![
                     (
                         "from_account".into(),
@@ -82,6 +95,7 @@ pub fn password_tool() -> ToolConfig {
         tool: "change_password".into(),
         mode: ToolMode::Action {
             action: "user.update_password".into(),
+            effect: crate::gateway::Effect::Write,
             params: vec![(
                 "new_password".into(),
                 ArgMap::Arg {
@@ -100,18 +114,12 @@ pub fn password_tool() -> ToolConfig {
 /// `update_vendor` mapped onto the AP pack's `vendor.change_iban` (four
 /// eyes, always).
 pub fn ap_tools() -> Vec<ToolConfig> {
-    let arg = |a: &str, ty: Type| ArgMap::Arg {
-        arg: a.into(),
-        scale: None,
-        ty,
-        as_text: false,
-        optional: false,
-    };
     vec![ToolConfig {
         server: "demo".into(),
         tool: "update_vendor".into(),
         mode: ToolMode::Action {
             action: "vendor.change_iban".into(),
+            effect: crate::gateway::Effect::Write,
             params: vec![
                 ("vendor_id".into(), arg("vendor_id", Type::Id)),
                 ("callback_id".into(), arg("callback_id", Type::Id)),
@@ -120,6 +128,46 @@ pub fn ap_tools() -> Vec<ToolConfig> {
         },
         base: None,
     }]
+}
+
+/// The demo server's `fetch` mapped onto the slack pack's `web.fetch` as a
+/// read (`effect = "read"`: decided and sent again at each call), and
+/// `publish` onto `web.post` (a write); both take a `url` from the
+/// mandate's `sites` (see [`web_mandate`]).
+pub fn web_tools() -> Vec<ToolConfig> {
+    vec![
+        ToolConfig {
+            server: "demo".into(),
+            tool: "fetch".into(),
+            mode: ToolMode::Action {
+                action: "web.fetch".into(),
+                params: vec![("url".into(), arg("url", Type::Url))],
+                effect: crate::gateway::Effect::Read,
+            },
+            base: None,
+        },
+        ToolConfig {
+            server: "demo".into(),
+            tool: "publish".into(),
+            mode: ToolMode::Action {
+                action: "web.post".into(),
+                params: vec![
+                    ("url".into(), arg("url", Type::Url)),
+                    ("content".into(), arg("content", Type::Text)),
+                ],
+                effect: crate::gateway::Effect::Write,
+            },
+            base: None,
+        },
+    ]
+}
+
+/// Emma's mandate on the slack pack for [`web_tools`]: `web.read` and
+/// `web.write`, the sites she named.
+pub fn web_mandate(sites: &[&str]) -> MandateSpec {
+    MandateSpec::for_pack("slack", "emma", "emma", &["web.read", "web.write"])
+        .claim("sites", json!(sites))
+        .claim("emails", json!([]))
 }
 
 /// The demo server started as `ipc demo mcp-server --state <state>` (with

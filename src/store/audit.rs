@@ -15,7 +15,8 @@
 //! transaction as its ALLOW receipt, and that receipt records what it
 //! consumed (`"consumed": {"amount", "nonces"}`, its `mandate.id` and its
 //! `operation_hash`). So the chain alone gives what the state must be:
-//! every executed operation has exactly one executed ALLOW, each mandate's
+//! every executed operation has exactly one executed ALLOW (a read: every
+//! execution of it, under its own key), each mandate's
 //! spent amount and call count are the sums of its executed ALLOWs (a
 //! child's ALLOW counts for each of its `mandate.ancestors` too), and
 //! every used nonce was consumed by one. An execution, spend or nonce
@@ -208,7 +209,26 @@ fn cross_check(records: &[ReceiptRecord], accounts: &Accounts, problems: &mut Ve
             }
             continue;
         }
-        match str_at(b, &["operation_hash"]) {
+        // a read is recorded under its execution's key, which names its
+        // operation (`super::read_execution`); a write under the
+        // operation hash
+        let key = match (str_at(b, &["effect"]), str_at(b, &["operation_hash"])) {
+            (None, op) => op,
+            (Some("read"), Some(op)) => match str_at(b, &["execution"]) {
+                Some(e) if super::read_operation(e) == Some(op) => Some(e),
+                _ => {
+                    problems.push(unaccounted(
+                        "an executed read whose `execution` is not a key of its operation",
+                    ));
+                    continue;
+                }
+            },
+            (Some(_), _) => {
+                problems.push(unaccounted("an executed ALLOW of an unknown `effect`"));
+                continue;
+            }
+        };
+        match key {
             Some(op) => match ledger.executions.get(op) {
                 Some(&first_seq) => problems.push(ChainProblem::ExecutedTwice {
                     seq: r.seq,
@@ -402,6 +422,63 @@ mod tests {
         let (seq, hash) = s.last().map(|(q, h)| (q, h.to_string())).unwrap();
         assert_eq!(verify_store(&s, Some((seq, &hash))), Ok(5));
         assert_eq!(verify_store(&s, Some((2, &s.receipts[1].hash))), Ok(5));
+    }
+
+    /// A read executes again at each call, each execution under its own
+    /// key: the same operation in several executed ALLOWs is no double
+    /// execution then, as long as each names a key of that operation and
+    /// no key twice.
+    #[test]
+    fn each_execution_of_a_read_is_accounted_under_its_own_key() {
+        let read = |op: &str, key: &str| {
+            let mut b = executed("m1", op, 0, &[]);
+            b["effect"] = json!("read");
+            b["execution"] = json!(key);
+            b
+        };
+        let k1 = crate::store::read_execution("op1", 1);
+        let k2 = crate::store::read_execution("op1", 2);
+        let mut s = stored(&[read("op1", &k1), read("op1", &k2)]);
+        s.accounts.budgets.insert(
+            "m1".into(),
+            Spent {
+                amount: 0,
+                calls: 2,
+            },
+        );
+        s.accounts.executions = [k1.clone(), k2.clone()].into();
+        assert_eq!(verify_store(&s, None), Ok(2));
+        // the same key twice is executed twice; a key of another operation
+        // (or none) is unaccounted for; a key in the store without its
+        // receipt is named
+        let mut s = stored(&[
+            read("op1", &k1),
+            read("op1", &k1),
+            read("op2", &k2),
+            executed("m1", "op3", 0, &[]),
+        ]);
+        s.accounts.budgets.insert(
+            "m1".into(),
+            Spent {
+                amount: 0,
+                calls: 3,
+            },
+        );
+        s.accounts.executions = [k1.clone(), "op3".into(), "op1/read/9".into()].into();
+        let shown: Vec<String> = verify_store(&s, None)
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                format!("record 2 executes operation `{k1}` again (first executed in record 1)"),
+                "record 3 cannot be accounted for: an executed read whose `execution` is not a key of its operation".to_string(),
+                "operation `op1/read/9` was executed but no receipt allows it (receipts deleted?)"
+                    .to_string(),
+            ],
+        );
     }
 
     #[test]

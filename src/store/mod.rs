@@ -35,6 +35,24 @@ pub use audit::{Accounts, Snapshot, StoredReceipt, verify_store};
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use receipts::{ChainLink, ChainProblem, Receipt, ReceiptRecord, verify_chain};
 
+/// The key an executed read is recorded under (in the store's executed
+/// operations, its outcome, and the receipts' `execution`): the operation
+/// hash and the mandate's call count after it, which every execution
+/// under the mandate raises by one, so no two executions share it. (A
+/// write is recorded under its operation hash.)
+pub fn read_execution(operation_hash: &str, call: u64) -> String {
+    format!("{operation_hash}{READ_MARK}{call}")
+}
+
+/// The operation hash of a key [`read_execution`] made; `None` for an
+/// operation hash (a write's key).
+pub fn read_operation(execution: &str) -> Option<&str> {
+    let (op, n) = execution.rsplit_once(READ_MARK)?;
+    (!op.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(op)
+}
+
+const READ_MARK: &str = "/read/";
+
 /// Cumulative spending of one mandate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spent {

@@ -234,6 +234,7 @@ fn trusted_values_go_back_in_the_tools_units_and_names() {
         tool: "t".into(),
         mode: ToolMode::Action {
             action: "a".into(),
+            effect: intentplane::gateway::Effect::Write,
             params: vec![
                 (
                     "amount".into(),
@@ -390,8 +391,15 @@ fn ipc(args: &[&str]) -> (i32, String, String) {
 fn check_of_the_example_exits_0_and_creates_no_store() {
     let (code, stdout, stderr) = ipc(&["mcp", "--config", EXAMPLE, "--check"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
+    // how each tool's calls are treated, then the summary
     assert!(
-        stdout.starts_with("ok    examples/mcp/intentplane.toml (1 server, 4 tools"),
+        stdout.starts_with(
+            "pass  read_inbox: forwarded as is, without a decision
+pass  list_vendors: forwarded as is, without a decision
+write send_money (payment.transfer): executed once, a retry answered from the store
+write send_email (mail.send): executed once, a retry answered from the store
+ok    examples/mcp/intentplane.toml (1 server, 4 tools"
+        ),
         "{stdout}"
     );
     assert!(stdout.ends_with("0 errors, 0 warnings\n"), "{stdout}");
@@ -422,7 +430,7 @@ fn the_config_may_come_from_the_environment() {
     let (code, stdout, _) = run(&["mcp", "--check"], Some(EXAMPLE));
     assert_eq!(code, Some(0), "{stdout}");
     assert!(
-        stdout.starts_with("ok    examples/mcp/intentplane.toml"),
+        stdout.contains("\nok    examples/mcp/intentplane.toml"),
         "{stdout}"
     );
     let (code, stdout, _) = run(
@@ -478,10 +486,13 @@ fn check_as_json_is_machine_readable() {
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["ok"], true);
+    // a write, as the config leaves it (`--servers` would name a hint)
     assert_eq!(
         v["tools"][2],
-        json!({"server": "demo", "tool": "send_money", "action": "payment.transfer"})
+        json!({"server": "demo", "tool": "send_money", "action": "payment.transfer",
+               "effect": "write", "hint": null, "suggested_effect": null})
     );
+    assert_eq!(v["tools"][0]["effect"], Value::Null, "a passthrough");
 }
 
 #[test]

@@ -313,8 +313,11 @@ fn a_call_that_cannot_be_built_is_denied_before_anything_is_spent() {
     };
     let dispatched = |i: &intentplane::gateway::Input, d: intentplane::gateway::Dispatch<'_>| {
         let mut out = vec![];
-        gw.decide_all(intentplane::gateway::Ask::one(i).dispatching(d), &mut out)
-            .unwrap();
+        gw.decide_all(
+            intentplane::gateway::Ask::one(i).dispatching(d, intentplane::gateway::Effect::Write),
+            &mut out,
+        )
+        .unwrap();
         out.pop().unwrap()
     };
     let d = dispatched(&input(proposal.clone(), &tw.emma(), vec![]), &refuse);

@@ -11,6 +11,7 @@ mod common;
 mod commits;
 mod config;
 mod downstream;
+mod effect;
 mod intent;
 mod listen;
 mod proxy;

@@ -102,6 +102,29 @@ fn check_json(cfg: &Path, servers: bool) -> (i32, Value) {
     (out.status.code().unwrap_or(-1), doc)
 }
 
+/// `ipc mcp --config F --check [--servers]` as a person reads it: exit
+/// code and what it prints.
+fn check_human(cfg: &Path, servers: bool) -> (i32, String) {
+    let mut cmd = Command::new(IPC);
+    cmd.args(["mcp", "--config"]).arg(cfg).arg("--check");
+    if servers {
+        cmd.arg("--servers");
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), stdout)
+}
+
+/// A tool of a `--check --format json` report.
+fn tool_of<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tool"] == name)
+        .unwrap()
+}
+
 /// The diagnostics of a report with this code.
 fn with_code<'a>(doc: &'a Value, code: &str) -> Vec<&'a Value> {
     doc["diagnostics"]
@@ -331,6 +354,146 @@ async fn a_restarted_server_whose_declaration_changed_has_the_tool_refused() {
     );
 }
 
+/// The demo server keeping its state in `state`, annotating `send_money`
+/// `readOnlyHint: true` when `lying` (a payment a server says is a read).
+fn stateful_demo(state: &Path, lying: bool) -> String {
+    let hint = if lying {
+        ", \"--read-only-hint\", \"send_money\""
+    } else {
+        ""
+    };
+    format!(
+        "command = \"{IPC}\"\nargs = [\"demo\", \"mcp-server\", \"--state\", \"{}\"{hint}]",
+        state.display()
+    )
+}
+
+/// `ipc mcp` on `cfg` as a process; the same payment called twice (an
+/// agent's retry): both answers, and the annotations the client was shown
+/// on `send_money`.
+async fn pay_twice(cfg: &Path) -> (Vec<rmcp::model::CallToolResult>, Option<bool>) {
+    let mut cmd = tokio::process::Command::new(IPC);
+    cmd.args(["mcp", "--config"]).arg(cfg);
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let client = ClientConfig::default().serve(transport).await.unwrap();
+    let shown = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.name == "send_money")
+        .and_then(|t| t.annotations.and_then(|a| a.read_only_hint));
+    let pay = json!({"recipient": "DE44500105175407324931", "amount": 12.5, "currency": "EUR", "subject": "rent"});
+    let mut answers = vec![];
+    for _ in 0..2 {
+        let p = CallToolRequestParams::new("send_money")
+            .with_arguments(pay.as_object().unwrap().clone());
+        answers.push(client.call_tool(p).await.unwrap());
+    }
+    client.cancel().await.unwrap();
+    (answers, shown)
+}
+
+/// The payments the demo server whose state is `state` executed.
+fn payments(state: &Path) -> usize {
+    let st: Value = serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
+    st["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["tool"] == "send_money")
+        .count()
+}
+
+/// Issue #40, item 2: a server's `readOnlyHint` is a hint the MCP
+/// specification tells clients not to trust. A server marks its payment
+/// tool read-only; the config says no `effect`: the payment is a write,
+/// executed once, the agent's retry answered from the store. `--check
+/// --servers` only suggests `effect = "read"`, as a hint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_a_server_marks_read_only_still_executes_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("demo-state.json");
+    let cfg = config(dir.path(), &stateful_demo(&state, true), SEND_MONEY);
+    let (answers, shown) = pay_twice(&cfg).await;
+    assert_eq!(shown, Some(true), "the server does say read-only");
+    for r in &answers {
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+    }
+    assert_eq!(answers[0].content, answers[1].content, "the stored answer");
+    assert_eq!(payments(&state), 1, "executed once");
+    // the check says how it is treated, and suggests, as a hint only
+    let (code, doc) = check_json(&cfg, true);
+    assert_eq!((code, doc["warnings"].clone()), (0, json!(0)), "{doc:#}");
+    let tool = tool_of(&doc, "send_money");
+    assert_eq!(tool["effect"], "write");
+    assert_eq!(tool["hint"], "readOnlyHint");
+    assert_eq!(tool["suggested_effect"], "read");
+    assert_eq!(tool_of(&doc, "read_inbox")["effect"], Value::Null);
+    let (code, human) = check_human(&cfg, true);
+    assert_eq!(code, 0, "{human}");
+    assert!(
+        human.contains("pass  read_inbox: forwarded as is, without a decision\n")
+            && human.contains(
+                "write send_money (payment.transfer): executed once, a retry answered from the store\n      hint: `demo` marks `send_money` `readOnlyHint: true`; if its answer may change between calls, write `effect = \"read\"` (a server's hint changes nothing by itself)\n"
+            ),
+        "{human}"
+    );
+    // without `--servers` the hint is not known: the treatment alone
+    let (_, doc) = check_json(&cfg, false);
+    let tool = tool_of(&doc, "send_money");
+    assert_eq!(
+        (tool["effect"].clone(), tool["hint"].clone()),
+        (json!("write"), Value::Null)
+    );
+}
+
+/// `effect = "write"` written out is the default's exactly-once, and a
+/// write by choice is not suggested a read, whatever the server says;
+/// `effect = "read"` on the same payment (the operator's choice) sends the
+/// retry again, and `--check` says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_declared_write_keeps_exactly_once_and_one_declared_read_is_sent_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("demo-state.json");
+    let written = |effect: &str| {
+        SEND_MONEY.replace(
+            "action = \"payment.transfer\"\n",
+            &format!("action = \"payment.transfer\"\neffect = \"{effect}\"\n"),
+        )
+    };
+    let cfg = config(dir.path(), &stateful_demo(&state, true), &written("write"));
+    let (answers, _) = pay_twice(&cfg).await;
+    assert!(
+        answers.iter().all(|r| r.is_error != Some(true)),
+        "{answers:?}"
+    );
+    assert_eq!(payments(&state), 1, "executed once");
+    let (code, doc) = check_json(&cfg, true);
+    assert_eq!(code, 0, "{doc:#}");
+    let tool = tool_of(&doc, "send_money");
+    assert_eq!(
+        (tool["effect"].clone(), tool["hint"].clone()),
+        (json!("write"), Value::Null)
+    );
+    // the same payment declared a read: each call is decided and sent; a
+    // new session starts (the reads are part of its declared content), so
+    // the payment its writes executed is not answered from their record
+    let cfg = config(dir.path(), &stateful_demo(&state, false), &written("read"));
+    let (_, human) = check_human(&cfg, false);
+    assert!(
+        human
+            .contains("read  send_money (payment.transfer): decided and sent again at each call\n"),
+        "{human}"
+    );
+    let (answers, _) = pay_twice(&cfg).await;
+    assert!(
+        answers.iter().all(|r| r.is_error != Some(true)),
+        "{answers:?}"
+    );
+    assert_eq!(payments(&state), 3, "sent again");
+}
+
 /// The server's environment as it was started: the server is a shell
 /// that writes `env` to a file, then runs the demo server; `ipc mcp --check
 /// --servers` runs in an environment of the test's own (`vars`).
@@ -441,13 +604,7 @@ fn a_stdio_server_gets_no_secret_of_another_server() {
         seen.contains(&json!("OWN")) && seen.contains(&json!("PATH")),
         "{doc:#}"
     );
-    let out = Command::new(IPC)
-        .args(["mcp", "--config"])
-        .arg(&cfg)
-        .args(["--check", "--servers"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (_, stdout) = check_human(&cfg, true);
     let line = stdout
         .lines()
         .find(|l| l.starts_with("env   demo: "))

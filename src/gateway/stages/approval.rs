@@ -1,10 +1,11 @@
 //! Stage 7, approval: a level above 0 needs people. The operation hash binds
 //! an approval to the exact operation (mandate, bundle, action, resolved
 //! values); each approval is checked for signature, hash, expiry, single
-//! use and approver. Step-up (1) is the mandate's user; four eyes (2) is
-//! the user and a different person, with a different key, whom the world
-//! authorises for the mandate's owner (and for the role a `four_eyes ... by
-//! ROLE` rule names). Not enough: PENDING with the hash.
+//! use (a read's used approval counts for nothing: each execution of a
+//! read is approved anew) and approver. Step-up (1) is the mandate's user;
+//! four eyes (2) is the user and a different person, with a different key,
+//! whom the world authorises for the mandate's owner (and for the role a
+//! `four_eyes ... by ROLE` rule names). Not enough: PENDING with the hash.
 
 use super::{Run, StageResult, Stop};
 use crate::canonical::to_jcs;
@@ -121,6 +122,13 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             continue;
         }
         if r.tx.nonce_used(&ap.nonce)? || r.nonces.contains(&ap.nonce) {
+            // a read's approval was for one execution, which used it: it
+            // counts for nothing now, and the read is asked again (a
+            // write's is never asked again: executed, it is answered from
+            // the store before this stage)
+            if r.effect == crate::gateway::Effect::Read {
+                continue;
+            }
             return Err(deny(format!(
                 "the approval by `{}` was already used",
                 ap.approver

@@ -2,6 +2,11 @@
 //! transaction: the executor runs (it validates before it writes), then the
 //! budget is spent, the approvals' nonces are consumed and the operation is
 //! recorded, so a concurrent or repeated proposal can never run twice.
+//!
+//! A read (its external caller says so, [`crate::gateway::Effect`]) is
+//! recorded under a key of its own execution instead of the operation
+//! hash: the same read again is decided and executed again, while an
+//! operation a write executed stays answered from the store.
 
 use super::approval::operation_hash;
 use super::budget::amount_of;
@@ -93,8 +98,10 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     }
     // the mandate and every ancestor: a child spends from its parent's budget
     let ancestors = r.ancestors.clone();
+    let mut calls = None;
     for link in std::iter::once(m.as_ref()).chain(ancestors.iter()) {
         let spent = r.tx.spend(&link.id, amount)?;
+        calls.get_or_insert(spent.calls);
         // the budget stage checked before; this is the same transaction, so
         // the check holds — but never let a mistake there spend past the cap
         if spent.amount > link.budget.amount || spent.calls > link.budget.calls {
@@ -103,7 +110,22 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             )));
         }
     }
-    r.tx.record_execution(&op, &result)?;
+    // a read under its own key (the mandate's call count, raised by this
+    // very call, tells its executions apart); a write under the operation
+    let key = match r.effect {
+        crate::gateway::Effect::Write => op,
+        crate::gateway::Effect::Read => {
+            let n = calls.ok_or_else(|| {
+                super::Stop::Store(crate::store::StoreError::Aborted(
+                    "a read spent no call".into(),
+                ))
+            })?;
+            let key = crate::gateway::read_execution(&op, n);
+            r.execution = Some(key.clone());
+            key
+        }
+    };
+    r.tx.record_execution(&key, &result)?;
     r.spent = Some(amount);
     r.result = Some(result);
     Ok(())

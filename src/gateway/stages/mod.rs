@@ -15,7 +15,9 @@ mod receipt;
 pub(crate) use receipt::append_alone as append_receipt_alone;
 pub use receipt::{Consumed, body as receipt_body};
 
-use super::{ActionRt, Decision, Deny, Gateway, Input, Mandate, Outcome, ReceiptRef, Stage};
+use super::{
+    ActionRt, Decision, Deny, Effect, Gateway, Input, Mandate, Outcome, ReceiptRef, Stage,
+};
 use crate::store::{StoreError, Tx};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -68,6 +70,11 @@ pub(crate) struct Run<'a> {
     /// The external caller's call, recorded as the result of an ALLOW
     /// (see [`crate::gateway::Gateway::decide_all`] with a dispatch).
     pub dispatch: Option<crate::gateway::Dispatch<'a>>,
+    /// What the external caller's call does: a read is executed again at
+    /// each allowed call (a gateway executing in process only writes).
+    pub effect: Effect,
+    /// An executed read's key ([`crate::gateway::read_execution`]).
+    pub execution: Option<String>,
 }
 
 /// What a stage returns: go on, stop with a DENY or a PENDING, or a store
@@ -97,8 +104,14 @@ pub(crate) fn run(
     input: &Input,
     tenants: &crate::gateway::Tenants,
     now: i64,
-    dispatch: Option<crate::gateway::Dispatch<'_>>,
+    dispatch: Option<crate::gateway::Dispatching<'_>>,
 ) -> Result<Decision, StoreError> {
+    // only a call made outside can be a read: the packs' own executors
+    // write, once
+    let effect = match dispatch {
+        Some(d) if gw.external => d.effect,
+        _ => Effect::Write,
+    };
     let mut r = Run {
         gw,
         tx,
@@ -121,7 +134,9 @@ pub(crate) fn run(
         spent: None,
         result: None,
         replayed: false,
-        dispatch,
+        dispatch: dispatch.map(|d| d.call),
+        effect,
+        execution: None,
     };
     let outcome = pipeline(&mut r);
     let mut d = match outcome {
@@ -211,6 +226,8 @@ fn base(r: &mut Run<'_>) -> Decision {
         policies: std::mem::take(&mut r.policies),
         result: r.result.take(),
         replayed: r.replayed,
+        effect: r.effect,
+        execution: r.execution.take(),
         receipt: None,
         secrets: Default::default(),
     }
@@ -340,6 +357,8 @@ pub(crate) fn deny_decision(action: Option<String>, deny: Deny) -> Decision {
         policies: vec![],
         result: None,
         replayed: false,
+        effect: Effect::Write,
+        execution: None,
         receipt: None,
         secrets: Default::default(),
     }

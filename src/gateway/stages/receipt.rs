@@ -337,8 +337,16 @@ fn body_with(
             .strs("nonces", c.nonces);
         w.jcs("consumed", &cw.finish());
     }
-    w.str("decision", d.decision.name())
-        .opt_uint("level", d.level.map(u64::from))?;
+    w.str("decision", d.decision.name());
+    // a read says so, and an executed one the key of its execution; a
+    // write's receipt has neither key (as before reads existed)
+    if !d.effect.is_write() {
+        w.str("effect", d.effect.name());
+    }
+    if let Some(e) = &d.execution {
+        w.str("execution", e);
+    }
+    w.opt_uint("level", d.level.map(u64::from))?;
     match mandate {
         Some((m, ancestors)) => {
             let mut mw = ObjectWriter::with_capacity(256);
@@ -445,6 +453,8 @@ mod tests {
             policies: vec!["policy1".into()],
             result: (outcome == Outcome::Allow).then(|| json!({"ok": true, "n": 1.5})),
             replayed: outcome == Outcome::Allow,
+            effect: crate::gateway::Effect::Write,
+            execution: None,
             receipt: None,
             secrets: Default::default(),
         }
@@ -479,6 +489,12 @@ mod tests {
         if let Some(c) = consumed {
             v["consumed"] = json!({"amount": c.amount, "nonces": c.nonces});
         }
+        if !d.effect.is_write() {
+            v["effect"] = json!(d.effect.name());
+        }
+        if let Some(e) = &d.execution {
+            v["execution"] = json!(e);
+        }
         crate::canonical::value_to_jcs(&v).unwrap()
     }
 
@@ -506,21 +522,30 @@ mod tests {
             (Outcome::Pending, Stage::Approval),
             (Outcome::Deny, Stage::Authn),
         ] {
-            let d = decision(o, s);
-            let nonces = ["n-2".to_string(), "n-1\u{7f}".to_string()];
-            let executed = Consumed {
-                amount: 12_050,
-                nonces: &nonces,
-            };
-            let none = Consumed {
-                amount: 0,
-                nonces: &[],
-            };
-            for mandate in [Some(&m), None] {
-                for consumed in [None, Some(&executed), Some(&none)] {
-                    let direct =
-                        body(1_764_268_800, "sha256:b", mandate, &proposal, &d, consumed).unwrap();
-                    assert_eq!(direct.as_str(), via_value(mandate, &proposal, &d, consumed));
+            for read in [false, true] {
+                let mut d = decision(o, s);
+                if read {
+                    d.effect = crate::gateway::Effect::Read;
+                    d.execution = (o == Outcome::Allow).then(|| "sha256:ab/read/3".to_string());
+                }
+                let nonces = ["n-2".to_string(), "n-1\u{7f}".to_string()];
+                let executed = Consumed {
+                    amount: 12_050,
+                    nonces: &nonces,
+                };
+                let none = Consumed {
+                    amount: 0,
+                    nonces: &[],
+                };
+                for mandate in [Some(&m), None] {
+                    for consumed in [None, Some(&executed), Some(&none)] {
+                        let direct =
+                            body(1_764_268_800, "sha256:b", mandate, &proposal, &d, consumed)
+                                .unwrap();
+                        assert_eq!(direct.as_str(), via_value(mandate, &proposal, &d, consumed));
+                        // a write's receipt has neither key
+                        assert_eq!(direct.as_str().contains("\"effect\""), read);
+                    }
                 }
             }
         }

@@ -34,6 +34,9 @@ pub struct ToolSite {
     pub passthrough: Option<(Range<usize>, bool)>,
     /// Each argument the proxy sends, where it is named.
     pub args: Vec<(String, Range<usize>)>,
+    /// `effect = "..."`, when the config writes it (a write by choice is
+    /// not suggested a read).
+    pub effect: Option<Range<usize>>,
 }
 
 /// A tool as a server declares it.
@@ -43,6 +46,85 @@ pub struct DeclaredTool {
     pub input_schema: Map<String, Value>,
     /// `annotations.readOnlyHint`.
     pub read_only: Option<bool>,
+    /// `annotations.idempotentHint`.
+    pub idempotent: Option<bool>,
+}
+
+/// How a decided tool's calls are executed, as the config says
+/// (`effect`), and what its server's annotations would suggest. The
+/// annotations are hints the MCP specification tells clients not to
+/// trust: they never change what the proxy does, only what `ipc mcp
+/// --check --servers` suggests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolEffect {
+    pub server: String,
+    pub tool: String,
+    pub action: String,
+    pub effect: crate::gateway::Effect,
+    /// The server annotates the tool `readOnlyHint: true` or
+    /// `idempotentHint: true` and the config leaves it a write (says no
+    /// `effect`): which hint, suggesting `effect = "read"`. `None` without
+    /// the server's declaration.
+    pub hint: Option<Hint>,
+}
+
+/// An annotation that suggests `effect = "read"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// `readOnlyHint: true`: the server says the tool changes nothing.
+    ReadOnly,
+    /// `idempotentHint: true` (and not read-only): the server says a
+    /// second identical call changes nothing more.
+    Idempotent,
+}
+
+impl Hint {
+    /// The annotation's name in `tools/list`.
+    pub fn annotation(self) -> &'static str {
+        match self {
+            Hint::ReadOnly => "readOnlyHint",
+            Hint::Idempotent => "idempotentHint",
+        }
+    }
+}
+
+/// Each decided tool's effect (the config's), in the config's order, with
+/// the hint of its server's annotations when `offered` holds its
+/// declaration (`--check --servers`) and the config does not say
+/// `effect` itself.
+pub fn effects(
+    sites: &Sites,
+    tools: &[ToolConfig],
+    offered: Option<&HashMap<String, Vec<DeclaredTool>>>,
+) -> Vec<ToolEffect> {
+    tools
+        .iter()
+        .filter_map(|t| {
+            let ToolMode::Action { action, effect, .. } = &t.mode else {
+                return None;
+            };
+            let decl = offered
+                .and_then(|o| o.get(&t.server))
+                .and_then(|list| list.iter().find(|d| d.name == t.tool));
+            let chosen = sites
+                .tools
+                .iter()
+                .any(|s| s.tool == t.tool && s.effect.is_some());
+            let hint = match decl {
+                _ if !effect.is_write() || chosen => None,
+                Some(d) if d.read_only == Some(true) => Some(Hint::ReadOnly),
+                Some(d) if d.idempotent == Some(true) => Some(Hint::Idempotent),
+                _ => None,
+            };
+            Some(ToolEffect {
+                server: t.server.clone(),
+                tool: t.tool.clone(),
+                action: action.clone(),
+                effect: *effect,
+                hint,
+            })
+        })
+        .collect()
 }
 
 fn sp(r: &Range<usize>) -> miette::SourceSpan {
@@ -337,6 +419,83 @@ fn fits_record(fields: &[crate::ir::FieldType], obj: &Map<String, Value>) -> Res
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A server's annotations suggest `effect = "read"` only on a tool the
+    /// config leaves a write without saying so; they decide nothing.
+    #[test]
+    fn annotations_only_suggest_a_read_where_the_config_says_nothing() {
+        use crate::gateway::Effect;
+        let tool = |name: &str, effect| ToolConfig {
+            server: "s".into(),
+            tool: name.into(),
+            mode: ToolMode::Action {
+                action: format!("p.{name}"),
+                params: vec![],
+                effect,
+            },
+            base: None,
+        };
+        let site = |name: &str, written: bool| ToolSite {
+            tool: name.into(),
+            span: 0..1,
+            passthrough: None,
+            args: vec![],
+            effect: written.then_some(0..1),
+        };
+        let decl = |name: &str, read_only, idempotent| DeclaredTool {
+            name: name.into(),
+            input_schema: Map::new(),
+            read_only,
+            idempotent,
+        };
+        let tools = vec![
+            tool("ro", Effect::Write),
+            tool("idem", Effect::Write),
+            tool("chosen", Effect::Write),
+            tool("read", Effect::Read),
+            tool("plain", Effect::Write),
+        ];
+        let sites = Sites {
+            tools: vec![
+                site("ro", false),
+                site("idem", false),
+                site("chosen", true),
+                site("read", true),
+                site("plain", false),
+            ],
+            ..Sites::default()
+        };
+        let offered = HashMap::from([(
+            "s".to_string(),
+            vec![
+                decl("ro", Some(true), Some(true)),
+                decl("idem", Some(false), Some(true)),
+                decl("chosen", Some(true), None),
+                decl("read", Some(true), None),
+                decl("plain", None, Some(false)),
+            ],
+        )]);
+        let hints: Vec<(String, Effect, Option<Hint>)> = effects(&sites, &tools, Some(&offered))
+            .into_iter()
+            .map(|e| (e.tool, e.effect, e.hint))
+            .collect();
+        assert_eq!(
+            hints,
+            vec![
+                ("ro".into(), Effect::Write, Some(Hint::ReadOnly)),
+                ("idem".into(), Effect::Write, Some(Hint::Idempotent)),
+                ("chosen".into(), Effect::Write, None),
+                ("read".into(), Effect::Read, None),
+                ("plain".into(), Effect::Write, None),
+            ]
+        );
+        // without the servers' declarations, no hint at all
+        assert!(
+            effects(&sites, &tools, None)
+                .iter()
+                .all(|e| e.hint.is_none())
+        );
+    }
 
     #[test]
     fn types_fit_their_json_schema() {

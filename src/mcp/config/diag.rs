@@ -194,6 +194,22 @@ pub enum ConfigError {
         help: Option<String>,
     },
 
+    /// A tool's `effect` that is neither `"read"` nor `"write"`; an
+    /// `effect` on a passthrough (forwarded without a decision: nothing is
+    /// executed once or again); or one action that one tool maps as a read
+    /// and another as a write (the same operation would be sent again
+    /// through one and answered from the store through the other).
+    #[error("tool `{tool}`: {message}")]
+    #[diagnostic(code(ipc::mcp::effect))]
+    Effect {
+        tool: String,
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+
     /// The inline declaration lacks what the pack language requires and
     /// the TOML must say (a parameter's type, a rule's kind).
     #[error("{message}")]

@@ -145,6 +145,10 @@ pub(super) struct ToolFile {
     /// server does not declare the tool read-only.
     pub passthrough: Option<S<PassthroughFile>>,
     pub action: Option<S<String>>,
+    /// `"read"` or `"write"` (the default): whether a decided call is sent
+    /// again at each call or executed once (a retry answered from the
+    /// store).
+    pub effect: Option<S<String>>,
     // inline declaration
     pub description: Option<S<String>>,
     pub scope: Option<S<String>>,

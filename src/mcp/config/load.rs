@@ -12,9 +12,9 @@ use super::mapping::SCALES;
 use super::{ArgMap, ServerConfig, SessionConfig, Setup, ToolConfig, ToolMode, Transport};
 use crate::bundle::{Bundle, TableAction};
 use crate::diagnostics::{PackDiagnostic, suggest};
-use crate::gateway::MandateToken;
 use crate::gateway::mandate::MandateSpec;
 use crate::gateway::world::{Approver, World};
+use crate::gateway::{Effect, MandateToken};
 use crate::ir::{RegistryShape, Type};
 use crate::keys::SecretKey;
 use serde_json::Value;
@@ -26,6 +26,13 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_STORE: &str = "intentplane.db";
 /// A config larger than this is not a config.
 const MAX_CONFIG_LEN: u64 = 1024 * 1024;
+
+/// `effect = "read" | "write"`, as the config spells it.
+fn parse_effect(word: &str) -> Option<Effect> {
+    [Effect::Read, Effect::Write]
+        .into_iter()
+        .find(|e| e.name() == word)
+}
 
 /// Everything [`Setup`] holds except the open store: what `--check`
 /// builds.
@@ -398,6 +405,7 @@ impl Loader {
             source: self.source.clone(),
             tools: vec![],
         };
+        let mut decided = vec![];
         for t in &cfg.tools {
             let tf = t.get_ref();
             let base = servers.iter().find_map(|s| match &s.transport {
@@ -411,6 +419,7 @@ impl Loader {
                 span: tf.tool.span(),
                 passthrough: None,
                 args: vec![],
+                effect: tf.effect.as_ref().map(|e| e.span()),
             };
             if tf.is_passthrough() {
                 site.passthrough = tf.passthrough.as_ref().map(|p| {
@@ -434,6 +443,13 @@ impl Loader {
                         .and_then(|(_, tok)| tok.get("mandate")?.get("claims").cloned())
                 });
                 let mut args = HashMap::new();
+                // a word that is none is reported by `tool_names`
+                let effect = tf
+                    .effect
+                    .as_ref()
+                    .and_then(|e| parse_effect(e.get_ref()))
+                    .unwrap_or_default();
+                decided.push((t, ta.action.name.clone(), effect));
                 if let Some(params) = self.mapping(tf, ta, claims.as_ref(), &mut args) {
                     site.args = args.into_iter().collect();
                     sites.tools.push(site);
@@ -443,12 +459,14 @@ impl Loader {
                         mode: ToolMode::Action {
                             action: ta.action.name.clone(),
                             params,
+                            effect,
                         },
                         base,
                     });
                 }
             }
         }
+        self.effects_agree(&decided);
         let store_path = match (&cfg.store, &world.store) {
             (Some(s), _) => match s.get_ref() {
                 u if crate::store::postgres::is_url(u) => PathBuf::from(u),
@@ -699,6 +717,9 @@ impl Loader {
                 });
                 continue;
             }
+            if let Some(e) = &tf.effect {
+                self.effect_word(&name, tf, e);
+            }
             match &tf.passthrough {
                 Some(p)
                     if tf.is_passthrough()
@@ -719,6 +740,65 @@ impl Loader {
                     help: Some("a read-only tool: `passthrough = true`; otherwise `action = \"pack.action\"` with its `[tools.params.P]`, or an inline declaration".into()),
                 }),
                 _ => {}
+            }
+        }
+    }
+
+    /// A tool's `effect = "..."`: a word of [`Effect`]'s, and only on a
+    /// tool whose calls are decided.
+    fn effect_word(&mut self, name: &str, tf: &ToolFile, e: &S<String>) {
+        let word = e.get_ref();
+        if parse_effect(word).is_none() {
+            let close = suggest(word, ["read", "write"]);
+            self.err(ConfigError::Effect {
+                tool: name.to_string(),
+                message: format!(
+                    "`effect = \"{}\"` is neither `\"read\"` nor `\"write\"`",
+                    crate::base::json::echo(word)
+                ),
+                span: sp(e.span()),
+                help: Some(format!(
+                    "{}`effect = \"read\"` sends every allowed call again (its answer may change), `\"write\"` (the default) executes once and answers a retry from the store",
+                    close.map(|c| format!("{c} ")).unwrap_or_default()
+                )),
+            });
+        } else if tf.is_passthrough() {
+            self.err(ConfigError::Effect {
+                tool: name.to_string(),
+                message: "a passthrough tool is forwarded as is: it has no `effect`".into(),
+                span: sp(e.span()),
+                help: Some("remove `effect`, or remove `passthrough` and map the tool onto an action, so that the gateway decides each call".into()),
+            });
+        }
+    }
+
+    /// One action mapped as a read by one tool and as a write by another:
+    /// an error at the later tool's `effect` (or its `tool`).
+    fn effects_agree(&mut self, decided: &[(&S<ToolFile>, String, Effect)]) {
+        let mut first: HashMap<&str, (&S<ToolFile>, Effect)> = HashMap::new();
+        for (t, action, effect) in decided {
+            match first.get(action.as_str()) {
+                Some((other, theirs)) if theirs != effect => {
+                    let tf = t.get_ref();
+                    let span = tf.effect.as_ref().map_or(tf.tool.span(), |e| e.span());
+                    let other = other.get_ref().tool.get_ref();
+                    self.err(ConfigError::Effect {
+                        tool: tf.tool.get_ref().clone(),
+                        message: format!(
+                            "the action `{action}` is a {} here and a {} for the tool `{other}`",
+                            effect.name(),
+                            theirs.name()
+                        ),
+                        span: sp(span),
+                        help: Some(
+                            "give both tools the same `effect`: else the same operation would be sent again through one tool and answered from the store through the other".into(),
+                        ),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    first.insert(action, (t, *effect));
+                }
             }
         }
     }

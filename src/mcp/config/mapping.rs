@@ -22,7 +22,7 @@ use serde_json::{Map, Number, Value, json};
 pub const SCALES: &[u32] = &[1, 10, 100];
 
 pub(super) fn to_proposal(t: &ToolConfig, args: &Map<String, Value>) -> Result<Value, String> {
-    let ToolMode::Action { action, params } = &t.mode else {
+    let ToolMode::Action { action, params, .. } = &t.mode else {
         return Err(format!(
             "tool `{}` is passed through: it makes no proposal",
             t.tool

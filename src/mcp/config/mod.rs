@@ -181,6 +181,11 @@ pub enum ToolMode {
         /// (e.g. `payment.transfer`).
         action: String,
         params: Vec<(String, ArgMap)>,
+        /// `effect = "read"`: every call decided and, when allowed, sent
+        /// again; `"write"` (the default, also when the config says
+        /// nothing): executed once, a retry answered from the store. Only
+        /// the config says which; a server's annotations never do.
+        effect: crate::gateway::Effect,
     },
 }
 
@@ -271,6 +276,16 @@ impl Setup {
 }
 
 impl ToolConfig {
+    /// What a call of the tool does, as the config declares it: a
+    /// passthrough is forwarded without a decision, and counts as a write
+    /// here (it has no operation to execute once or again).
+    pub fn effect(&self) -> crate::gateway::Effect {
+        match &self.mode {
+            ToolMode::Action { effect, .. } => *effect,
+            ToolMode::Passthrough => crate::gateway::Effect::Write,
+        }
+    }
+
     /// The agent's tool arguments as a gateway proposal
     /// `{"action", "args"}` in the gateway's units (minor units for scaled
     /// money). An argument that cannot be converted (4.001 with scale 100, a

@@ -302,13 +302,18 @@ pub async fn ask(
 /// Whether the second half of a four-eyes approval of `op` is at hand: an
 /// approval by someone other than `user` dropped in the approvals folder
 /// (`dropped`), or submitted to the store (`ipc approve --submit`, the
-/// approval page) and not expired.
+/// approval page) and not expired; in either case not used up (by an
+/// execution of a read).
 pub fn second_half(gw: &Gateway, op: &str, user: &str, dropped: &[Value]) -> bool {
-    dropped
+    // an approval a read's execution used up counts for nothing
+    gw.unused_approvals(dropped.to_vec())
         .iter()
         .any(|a| a["approval"]["approver"].as_str() != Some(user))
-        || gw.pending_op(op).is_ok_and(|p| match gw.now() {
-            Ok(now) => p.approved_by(now).iter().any(|n| n != user),
+        || gw.pending_op(op).is_ok_and(|mut p| match gw.now() {
+            Ok(now) => {
+                p.approvals = gw.unused_approvals(std::mem::take(&mut p.approvals));
+                p.approved_by(now).iter().any(|n| n != user)
+            }
             // no clock, no second half: the refusal stands
             Err(_) => false,
         })

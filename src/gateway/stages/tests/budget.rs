@@ -87,6 +87,8 @@ fn a_missing_budget_value_is_a_deny() {
                     spent: None,
                     result: None,
                     replayed: false,
+                    effect: crate::gateway::Effect::Write,
+                    execution: None,
                 };
                 amount = Some(super::amount_of(&r).map_err(|d| d.reason));
                 Ok(serde_json::Value::Null)
