@@ -143,7 +143,7 @@ fn show(a: &ShowArgs, out: &mut dyn Write) -> u8 {
         .into_iter()
         .find(|(o, _)| o.operation_hash == a.operation)
     else {
-        let e = crate::gateway::pending::PendingError::Unknown {
+        let e = crate::gateway::approving::PendingError::Unknown {
             hash: a.operation.clone(),
         };
         return failure(out, a.format, &e);

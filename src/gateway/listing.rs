@@ -76,10 +76,19 @@ pub(crate) fn keys(
     Ok(out)
 }
 
+/// Most entries one tenant's index keeps, and most of one group (a
+/// pending operation's mandate, a held child's parent) in it (an index is
+/// rewritten on each new entry of its tenant). Past a bound the oldest of
+/// that tenant, or of that group, leaves the listing but stays reachable
+/// by its key: one agent's flood pushes out only its own mandate's
+/// entries, never another tenant's, nor another mandate's of its tenant
+/// while that one stays within its bound.
+pub const MAX_PER_TENANT: usize = 1_000;
+pub const MAX_PER_MANDATE: usize = 200;
+
 /// Keeps one tenant's index within its bounds after `group` added one:
 /// that group's oldest leaves first, then the tenant's oldest.
 pub(crate) fn bound(index: &mut Vec<(String, String)>, group: &str) {
-    use crate::gateway::pending::{MAX_PER_MANDATE, MAX_PER_TENANT};
     if index.iter().filter(|(_, g)| g == group).count() > MAX_PER_MANDATE
         && let Some(i) = index.iter().position(|(_, g)| g == group)
     {

@@ -11,6 +11,7 @@
 
 pub mod answer;
 pub mod approval;
+pub mod approving;
 pub mod chain;
 pub mod envelope;
 pub mod executors;

@@ -16,6 +16,7 @@
 
 #[cfg(feature = "solver")]
 mod scenario;
+mod values;
 #[cfg(feature = "solver")]
 mod world;
 

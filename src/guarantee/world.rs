@@ -152,7 +152,7 @@ impl Records<'_> {
                 let Some(k) = self.expr_key(key, args, claims) else {
                     return false;
                 };
-                let v = super::scenario::as_given(&self.field_type(registry, field), value);
+                let v = super::values::as_given(&self.field_type(registry, field), value);
                 self.set_field(registry, &k, field, v);
                 true
             }
@@ -179,7 +179,7 @@ impl Records<'_> {
                     .claim(name)
                     .map(|c| c.ty.clone())
                     .unwrap_or(Type::Text);
-                claims.insert(name.clone(), super::scenario::as_given(&ty, value));
+                claims.insert(name.clone(), super::values::as_given(&ty, value));
                 true
             }
             _ => false,
@@ -218,6 +218,6 @@ fn record_sample(ty: &Type) -> Value {
         Type::Bool => false.into(),
         Type::Timestamp => "2026-01-01T00:00:00Z".into(),
         Type::Date => "2026-01-01".into(),
-        t => super::scenario::sample(t),
+        t => super::values::sample(t),
     }
 }

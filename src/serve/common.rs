@@ -307,8 +307,8 @@ pub(super) async fn blocking<T: Send + 'static>(
 /// A pending-operation refusal as an HTTP answer: 404 for an unknown hash,
 /// 409 for one no longer approvable, 400 for a bad approval, 500 for the
 /// store.
-pub(super) fn pending_error(st: &AppState, e: crate::gateway::pending::PendingError) -> Response {
-    use crate::gateway::pending::PendingError as P;
+pub(super) fn pending_error(st: &AppState, e: crate::gateway::approving::PendingError) -> Response {
+    use crate::gateway::approving::PendingError as P;
     let status = match &e {
         P::Unknown { .. } => StatusCode::NOT_FOUND,
         P::NotApprover { .. } => StatusCode::FORBIDDEN,
@@ -343,10 +343,10 @@ fn of_tenants(
     gw: &Gateway,
     hash: &str,
     tenants: &crate::gateway::Tenants,
-) -> Result<(), crate::gateway::pending::PendingError> {
+) -> Result<(), crate::gateway::approving::PendingError> {
     match gw.pending_op(hash) {
         Ok(op) if !tenants.allows(&op.owner) => {
-            Err(crate::gateway::pending::PendingError::Unknown { hash: hash.into() })
+            Err(crate::gateway::approving::PendingError::Unknown { hash: hash.into() })
         }
         Ok(_) => Ok(()),
         Err(e) => Err(e),

@@ -6,7 +6,7 @@
 //! `GET /v1/mandates?id=ID` hands the agent host its token.
 
 use super::common::{AppState, Caller, Shared, coded_error, error, json_ok, read_json};
-use super::page::Page;
+use super::signin::{Page, signed_in};
 use crate::gateway::chain::ChildError;
 use crate::gateway::{ChildRequest, MandateToken};
 use axum::body::Body;
@@ -157,7 +157,7 @@ pub(super) async fn list(
 /// signed-in user's confirmation, each as she reads it and as she signs it
 /// (`mandate`: the object whose JCS her key signs).
 pub(super) async fn waiting(State(st): State<Page>, headers: HeaderMap) -> Response {
-    let who = match super::page::signed_in(&st, &headers) {
+    let who = match signed_in(&st, &headers) {
         Ok(w) => w,
         Err(r) => return *r,
     };
@@ -201,7 +201,7 @@ async fn signed_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(String, T), Response> {
-    let who = super::page::signed_in(st, headers).map_err(|r| *r)?;
+    let who = signed_in(st, headers).map_err(|r| *r)?;
     Ok((who, read_json(st, body).await?))
 }
 

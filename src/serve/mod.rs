@@ -33,6 +33,8 @@ mod openapi;
 mod owner;
 #[cfg(feature = "http")]
 mod page;
+#[cfg(feature = "http")]
+mod signin;
 
 #[cfg(feature = "http")]
 pub use gate::{Admit, serve_gated};

@@ -389,6 +389,9 @@ struct Walker<'a> {
     scope: Scope,
     reexports: &'a Reexports,
     found: &'a mut BTreeSet<Breach>,
+    /// Every `(room, path from the crate root)` a room reaches, as written
+    /// and through re-exports.
+    reached: &'a mut BTreeSet<(ModPath, ModPath)>,
 }
 
 impl Walker<'_> {
@@ -397,6 +400,10 @@ impl Walker<'_> {
             return;
         };
         let reached = through(self.reexports, abs.clone());
+        self.reached
+            .insert((self.scope.module.clone(), abs.clone()));
+        self.reached
+            .insert((self.scope.module.clone(), reached.clone()));
         for target in [&abs, &reached] {
             for rule in RULES {
                 if rule.forbids(&self.scope.module, target) {
@@ -524,21 +531,52 @@ impl<'ast> Visit<'ast> for Walker<'_> {
     }
 }
 
-fn breaches(mods: &[Module]) -> BTreeSet<Breach> {
+/// What the crate's rooms reach: the paths that break a rule, and every
+/// `(room, path)` reached.
+fn walk_all(mods: &[Module]) -> (BTreeSet<Breach>, BTreeSet<(ModPath, ModPath)>) {
     let reexports = reexports(mods);
     let mut found = BTreeSet::new();
+    let mut reached = BTreeSet::new();
     for m in mods {
         let mut w = Walker {
             file: &m.file,
             scope: scope_of(&m.path, &m.ast.items),
             reexports: &reexports,
             found: &mut found,
+            reached: &mut reached,
         };
         for item in &m.ast.items {
             w.visit_item(item);
         }
     }
-    found
+    (found, reached)
+}
+
+fn breaches(mods: &[Module]) -> BTreeSet<Breach> {
+    walk_all(mods).0
+}
+
+/// The pairs of modules that import each other (neither inside the
+/// other): a circle, where a change on one side is a change on both.
+fn circles(mods: &[Module]) -> Vec<(String, String)> {
+    let known: BTreeSet<ModPath> = mods.iter().map(|m| m.path.clone()).collect();
+    let module_of = |path: &ModPath| -> Option<ModPath> {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|p| known.contains(p))
+    };
+    let edges: BTreeSet<(ModPath, ModPath)> = walk_all(mods)
+        .1
+        .into_iter()
+        .filter_map(|(from, path)| Some((from.clone(), module_of(&path)?)))
+        .filter(|(from, to)| !starts_with(from, to) && !starts_with(to, from))
+        .collect();
+    edges
+        .iter()
+        .filter(|(a, b)| a < b && edges.contains(&(b.clone(), a.clone())))
+        .map(|(a, b)| (a.join("::"), b.join("::")))
+        .collect()
 }
 
 fn root() -> PathBuf {
@@ -566,6 +604,44 @@ fn every_room_imports_only_what_its_layer_allows() {
     assert!(text.is_empty(), "{}", text.join("\n"));
 }
 
+/// No two modules import each other: one side owns the type, the other
+/// uses it (#38: `gateway::mandate` and `narrowing`, `pending` and
+/// `render`, `serve::mandates` and `page` were such pairs).
+#[test]
+fn no_two_modules_import_each_other() {
+    let mods = modules(&root().join("src/lib.rs"));
+    let open = [
+        ("gateway::chain", "gateway::render::child"),
+        ("mcp::config::environ", "mcp::config::load"),
+    ];
+    let found: Vec<_> = circles(&mods)
+        .into_iter()
+        .filter(|(a, b)| !open.contains(&(a.as_str(), b.as_str())))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "modules that import each other:\n{}",
+        found
+            .iter()
+            .map(|(a, b)| format!("{a} <-> {b}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // and the check sees a circle
+    let pair = crate_of(&[
+        ("gateway::a", "use super::b::X; pub struct Y;"),
+        (
+            "gateway::b",
+            "pub struct X; fn f(_: crate::gateway::a::Y) {}",
+        ),
+        ("gateway", "pub mod a; pub mod b;"),
+    ]);
+    assert_eq!(
+        circles(&pair),
+        vec![("gateway::a".to_string(), "gateway::b".to_string())]
+    );
+}
+
 /// Each rule is in ARCHITECTURE.md, tagged, and each tagged layering rule
 /// there is checked here.
 #[test]
@@ -580,7 +656,9 @@ fn the_rules_are_architectures_own() {
         .skip(1)
         .filter_map(|s| s.split('`').next())
         .collect();
-    let ours: BTreeSet<&str> = RULES.iter().map(|r| r.id).collect();
+    let mut ours: BTreeSet<&str> = RULES.iter().map(|r| r.id).collect();
+    // checked by `no_two_modules_import_each_other`
+    ours.insert("no-circles");
     assert_eq!(tagged, ours);
 }
 

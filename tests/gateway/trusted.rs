@@ -519,7 +519,7 @@ fn an_expired_pending_operation_is_refused() {
     assert!(
         matches!(
             e,
-            intentplane::gateway::pending::PendingError::Expired { .. }
+            intentplane::gateway::approving::PendingError::Expired { .. }
         ),
         "{e}"
     );
@@ -530,7 +530,7 @@ fn an_expired_pending_operation_is_refused() {
 #[test]
 fn approvals_submitted_by_hash_count_on_the_next_proposal() {
     use intentplane::gateway::approval::SignedApproval;
-    use intentplane::gateway::pending::PendingError;
+    use intentplane::gateway::approving::PendingError;
     let w = TestWorld::new();
     let gw = w.gateway();
     let m = w.mandate(MandateSpec::for_pack(
@@ -730,7 +730,7 @@ fn world_once() -> &'static TestWorld {
 #[test]
 fn only_an_approver_of_the_operation_may_decline_it() {
     use intentplane::gateway::approval::SignedDecline;
-    use intentplane::gateway::pending::PendingError;
+    use intentplane::gateway::approving::PendingError;
     let w = TestWorld::new();
     let gw = w.gateway();
     let m = w.clerk();
