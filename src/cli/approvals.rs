@@ -59,39 +59,19 @@ pub fn run(args: &ApprovalsArgs, out: &mut dyn Write) -> u8 {
     }
 }
 
-fn load(g: &GatewayArgs) -> Option<Gateway> {
-    match super::gateway::load_trusted(g) {
-        Ok(gw) => Some(gw),
-        Err(e) => {
-            eprint!("{}", super::bundle::render_error(e.as_ref(), false));
-            None
-        }
-    }
-}
-
 fn list(a: &ListArgs, out: &mut dyn Write) -> u8 {
-    let Some(gw) = load(&a.gateway) else { return 1 };
-    let ops = match gw.pending_ops() {
-        Ok(o) => o,
+    let Some(gw) = super::gateway::load_trusted_or_report(&a.gateway) else {
+        return 1;
+    };
+    let which = crate::gateway::approving::Which {
+        tenants: &crate::gateway::Tenants::All,
+        all: a.all,
+        for_whom: a.for_whom.as_deref(),
+    };
+    let shown: Vec<(PendingOp, &'static str)> = match gw.pending_listing(&which) {
+        Ok(s) => s,
         Err(e) => return failure(out, a.format, &e),
     };
-    let now = match gw.now() {
-        Ok(n) => n,
-        Err(e) => return failure(out, a.format, &e),
-    };
-    let shown: Vec<(PendingOp, &'static str)> = ops
-        .into_iter()
-        .map(|(op, ex)| {
-            let s = op.status(ex, now);
-            (op, s)
-        })
-        .filter(|(_, s)| a.all || *s == "waiting")
-        .filter(|(op, _)| {
-            a.for_whom
-                .as_deref()
-                .is_none_or(|w| op.approvable_by(gw.world(), w))
-        })
-        .collect();
     let written = match a.format {
         Format::Json => writeln!(
             out,
@@ -134,7 +114,9 @@ fn list(a: &ListArgs, out: &mut dyn Write) -> u8 {
 }
 
 fn show(a: &ShowArgs, out: &mut dyn Write) -> u8 {
-    let Some(gw) = load(&a.gateway) else { return 1 };
+    let Some(gw) = super::gateway::load_trusted_or_report(&a.gateway) else {
+        return 1;
+    };
     let ops = match gw.pending_ops() {
         Ok(o) => o,
         Err(e) => return failure(out, a.format, &e),

@@ -120,6 +120,18 @@ pub struct ConfigNotHere;
 /// A loading failure, rendered by the caller.
 pub type LoadError = Box<dyn Diagnostic + Send + Sync>;
 
+/// [`load_trusted`], its error printed on stderr (the trusted side's
+/// commands: `ipc approvals`, `ipc mandates`).
+pub(super) fn load_trusted_or_report(args: &GatewayArgs) -> Option<Gateway> {
+    match load_trusted(args) {
+        Ok(gw) => Some(gw),
+        Err(e) => {
+            eprint!("{}", super::bundle::render_error(e.as_ref(), false));
+            None
+        }
+    }
+}
+
 /// The gateway of the trusted side's commands (`ipc approve`,
 /// `ipc approvals`, `ipc registry`): from a bundle, or from the MCP
 /// proxy's configuration (`--config`), which loads exactly what `ipc mcp`

@@ -81,18 +81,10 @@ pub fn run(args: &MandatesArgs, out: &mut dyn Write) -> u8 {
     }
 }
 
-fn load(g: &GatewayArgs) -> Option<crate::gateway::Gateway> {
-    match super::gateway::load_trusted(g) {
-        Ok(gw) => Some(gw),
-        Err(e) => {
-            eprint!("{}", super::bundle::render_error(e.as_ref(), false));
-            None
-        }
-    }
-}
-
 fn list(a: &ListArgs, out: &mut dyn Write) -> u8 {
-    let Some(gw) = load(&a.gateway) else { return 1 };
+    let Some(gw) = super::gateway::load_trusted_or_report(&a.gateway) else {
+        return 1;
+    };
     let rows = match gw.mandate_listing() {
         Ok(r) => r,
         Err(e) => return failure(out, a.format, &e),
@@ -136,7 +128,9 @@ fn list(a: &ListArgs, out: &mut dyn Write) -> u8 {
 }
 
 fn show(a: &IdArgs, out: &mut dyn Write) -> u8 {
-    let Some(gw) = load(&a.gateway) else { return 1 };
+    let Some(gw) = super::gateway::load_trusted_or_report(&a.gateway) else {
+        return 1;
+    };
     // by its id, listed or not
     let row = match gw.mandate_row(&a.id) {
         Ok(r) => r,
@@ -202,7 +196,9 @@ fn no_parent(id: &str) -> crate::gateway::ChildError {
 }
 
 fn revoke(a: &IdArgs, out: &mut dyn Write) -> u8 {
-    let Some(gw) = load(&a.gateway) else { return 1 };
+    let Some(gw) = super::gateway::load_trusted_or_report(&a.gateway) else {
+        return 1;
+    };
     match gw.revoke_child(&a.id, "cli") {
         Ok(r) => {
             let written = match a.format {
@@ -222,7 +218,9 @@ fn revoke(a: &IdArgs, out: &mut dyn Write) -> u8 {
 
 fn issue(a: &IssueChildArgs, out: &mut dyn Write) -> u8 {
     let bad = |reason: String| crate::gateway::ChildError::Request { reason };
-    let Some(gw) = load(&a.gateway) else { return 1 };
+    let Some(gw) = super::gateway::load_trusted_or_report(&a.gateway) else {
+        return 1;
+    };
     let parent = match super::child::read_parent(&a.parent) {
         Ok(p) => p,
         Err(e) => return failure(out, a.format, &bad(e)),

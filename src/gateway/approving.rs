@@ -10,6 +10,16 @@ use super::pending::{NS, PendingOp, Submitted, decline, get, of};
 use crate::store::StoreError;
 use serde_json::Value;
 
+/// Which pending operations [`crate::gateway::Gateway::pending_listing`]
+/// shows.
+pub struct Which<'a> {
+    pub tenants: &'a crate::gateway::Tenants,
+    /// Every status, not only `waiting`.
+    pub all: bool,
+    /// Only those this approver may approve.
+    pub for_whom: Option<&'a str>,
+}
+
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum PendingError {
     /// No pending operation with that hash (or one of another tenant, which a
@@ -113,6 +123,33 @@ impl crate::gateway::Gateway {
             Ok(Value::Null)
         })?;
         Ok(out)
+    }
+
+    /// The pending operations a listing shows, each with its status
+    /// (`waiting`, `approved`, `executed`, `expired`, `declined`): those of
+    /// `which.tenants`, only the waiting ones unless `which.all`, only
+    /// those `which.for_whom` may approve when given. The one listing
+    /// `ipc approvals list`, `GET /v1/approvals` and the approval page
+    /// read; they differ only in how they ask and print.
+    pub fn pending_listing(
+        &self,
+        which: &Which<'_>,
+    ) -> Result<Vec<(PendingOp, &'static str)>, StoreError> {
+        let now = self.now()?;
+        Ok(self
+            .pending_ops_of(which.tenants)?
+            .into_iter()
+            .map(|(op, executed)| {
+                let status = op.status(executed, now);
+                (op, status)
+            })
+            .filter(|(_, s)| which.all || *s == "waiting")
+            .filter(|(op, _)| {
+                which
+                    .for_whom
+                    .is_none_or(|w| op.approvable_by(&self.world, w))
+            })
+            .collect())
     }
 
     /// `approvals` without those whose nonce an execution used up (a

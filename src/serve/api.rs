@@ -351,20 +351,17 @@ async fn approvals(
         }
     }
     read_store(&st, "the approvals", move |gw| {
-        let now = gw.now()?;
-        gw.pending_ops_of(&tenants).map(|ops| {
-            let ops: Vec<_> = ops
-                .into_iter()
-                .filter(|(op, executed)| op.status(*executed, now) == "waiting")
-                .filter(|(op, _)| {
-                    for_whom
-                        .as_deref()
-                        .is_none_or(|w| op.approvable_by(gw.world(), w))
-                })
-                .map(|(op, _)| op)
-                .collect();
-            json!({"operations": ops})
-        })
+        let which = crate::gateway::approving::Which {
+            tenants: &tenants,
+            all: false,
+            for_whom: for_whom.as_deref(),
+        };
+        let ops: Vec<_> = gw
+            .pending_listing(&which)?
+            .into_iter()
+            .map(|(op, _)| op)
+            .collect();
+        Ok(json!({"operations": ops}))
     })
     .await
 }

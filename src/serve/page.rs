@@ -255,17 +255,18 @@ async fn operations(State(st): State<Page>, headers: HeaderMap) -> Response {
     };
     read_store(&st, "the approvals", move |gw| {
         let now = gw.now()?;
-        let ops = gw.pending_ops()?;
+        let which = crate::gateway::approving::Which {
+            tenants: &crate::gateway::Tenants::All,
+            all: true,
+            for_whom: Some(&who),
+        };
         let mut shown: Vec<serde_json::Value> = vec![];
-        for (op, executed) in ops
-            .iter()
-            .filter(|(op, _)| op.approvable_by(gw.world(), &who))
-        {
+        for (op, status) in gw.pending_listing(&which)? {
             // the one rendering (`gateway::render`), as JSON: the page
             // puts each of its texts into the document as text
-            let view = crate::gateway::render::show(gw, op, now)?;
+            let view = crate::gateway::render::show(gw, &op, now)?;
             let mut v = serde_json::to_value(&view).unwrap_or(serde_json::Value::Null);
-            v["status"] = json!(op.status(*executed, now));
+            v["status"] = json!(status);
             // the pack's own words for the action, the card's title
             v["description"] = json!(
                 gw.actions
