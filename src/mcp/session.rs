@@ -22,7 +22,7 @@ use crate::base::json::format_time;
 use crate::canonical::ObjectWriter;
 use crate::gateway::mandate::MandateToken;
 use crate::mcp::config::SessionConfig;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -182,6 +182,45 @@ fn ids(mandates: &[(String, Value)]) -> Result<Vec<String>, SessionError> {
         .collect()
 }
 
+/// A new session `new` recorded in `tx` in place of `previous` (whose
+/// mandates are revoked), with its `session` receipt (`issued`: the new
+/// mandates' ids).
+fn record_new(
+    tx: &mut dyn Tx,
+    slot: &str,
+    bundle_hash: &str,
+    previous: Option<&Record>,
+    new: &Record,
+    issued: &[String],
+    why: Why,
+) -> Result<Start, StoreError> {
+    let revoked = match previous {
+        Some(p) => ids(&p.mandates).map_err(|e| StoreError::Aborted(e.to_string()))?,
+        None => vec![],
+    };
+    for id in &revoked {
+        tx.revoke(id)?;
+    }
+    let record = serde_json::to_value(new).map_err(|e| StoreError::Aborted(e.to_string()))?;
+    tx.state_put(SESSION_NS, slot, &record)?;
+    let mut w = ObjectWriter::new();
+    w.str("bundle", bundle_hash)
+        .str("change", "start")
+        .str("config", slot)
+        .str("fingerprint", &new.fingerprint)
+        .str("kind", "session")
+        .strs("mandates", issued)
+        .str("reason", why.as_str())
+        .strs("revoked", &revoked)
+        .str("time", &format_time(new.started_at));
+    tx.append_receipt_jcs(&w.finish())?;
+    Ok(Start::New {
+        mandates: issued.to_vec(),
+        revoked,
+        why,
+    })
+}
+
 /// Continues the session recorded for `config` in `store`, or records
 /// `session`'s freshly issued mandates as a new one (`fresh`:
 /// `--new-session`), revoking the previous; `now` is the gateway's time;
@@ -254,32 +293,16 @@ pub fn resume(
                 return Ok(Value::Null);
             }
         };
-        let revoked = match &previous {
-            Some(p) => ids(&p.mandates).map_err(|e| StoreError::Aborted(e.to_string()))?,
-            None => vec![],
-        };
-        for id in &revoked {
-            tx.revoke(id)?;
-        }
-        let record = serde_json::to_value(&new).map_err(|e| StoreError::Aborted(e.to_string()))?;
-        tx.state_put(SESSION_NS, &slot, &record)?;
-        let mut w = ObjectWriter::new();
-        w.str("bundle", bundle_hash)
-            .str("change", "start")
-            .str("config", &slot)
-            .str("fingerprint", &fingerprint)
-            .str("kind", "session")
-            .strs("mandates", &issued)
-            .str("reason", why.as_str())
-            .strs("revoked", &revoked)
-            .str("time", &format_time(now));
-        tx.append_receipt_jcs(&w.finish())?;
         start = Some((
-            Start::New {
-                mandates: issued.clone(),
-                revoked,
+            record_new(
+                tx,
+                &slot,
+                bundle_hash,
+                previous.as_ref(),
+                &new,
+                &issued,
                 why,
-            },
+            )?,
             new.clone(),
         ));
         Ok(Value::Null)

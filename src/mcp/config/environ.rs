@@ -67,7 +67,7 @@ fn reads(sf: &ServerFile) -> Vec<String> {
 /// The names of the `${VAR}`s of `text` (`$$` is a `$`, not a variable).
 fn variables(text: &str) -> Vec<String> {
     let names = std::cell::RefCell::new(vec![]);
-    let _ = super::load::expand_env(text, |name| {
+    let _ = super::servers::expand_env(text, |name| {
         names.borrow_mut().push(name.to_string());
         Some(String::new())
     });

@@ -8,9 +8,13 @@
 //!
 //! Submodules: `file` (the TOML's shape, with spans), `lower` (inline tools
 //! to the pack language's syntax tree, checked by `crate::check`), `load`
-//! (servers, packs or bundle, world, session, tool mappings), `mapping`
-//! (tool arguments to proposals and trusted values back), `diag`.
+//! (the driver of the passes: `servers`, `packs` (packs or bundle),
+//! `world`, `session`, `tools` and `args` (tool mappings), each reporting
+//! into `ctx::Diags`), `mapping` (tool arguments to proposals and trusted
+//! values back), `diag`.
 
+mod args;
+mod ctx;
 pub mod declared;
 mod diag;
 pub mod environ;
@@ -18,7 +22,12 @@ mod file;
 mod load;
 mod lower;
 mod mapping;
+mod packs;
 mod remote;
+mod servers;
+mod session;
+mod tools;
+mod world;
 
 pub use diag::{ConfigError, ConfigReport, Diag, Reported};
 pub use load::{Checked, DEFAULT_STORE, check, load, load_with_report};

@@ -48,7 +48,51 @@ pub(super) fn remote(
             None
         }
     };
-    let token = match (&sf.token_file, &sf.token_env) {
+    let token = token(dir, name, sf, &mut errs);
+    let ca = match (&sf.ca_file, https) {
+        (None, _) | (Some(_), None) => None,
+        (Some(f), Some(false)) => {
+            errs.push(ConfigError::CaFile {
+                server: name.into(),
+                message: "`ca_file` is for an `https://` URL".into(),
+                span: sp(f),
+                help: Some("use `https://`, or remove `ca_file`".into()),
+            });
+            None
+        }
+        (Some(f), Some(true)) => match read_certs(&dir.join(f.get_ref())) {
+            Ok(certs) => Some(certs),
+            Err(message) => {
+                errs.push(ConfigError::CaFile {
+                    server: name.into(),
+                    message,
+                    span: sp(f),
+                    help: Some(
+                        "the PEM certificate(s) (`-----BEGIN CERTIFICATE-----`) of the authority that signed the server's certificate, relative to the config".into(),
+                    ),
+                });
+                None
+            }
+        },
+    };
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    Ok(Remote {
+        url: url.get_ref().clone(),
+        token,
+        token_file: sf
+            .token_file
+            .as_ref()
+            .map(|f| std::path::absolute(dir.join(f.get_ref())).unwrap_or(dir.join(f.get_ref()))),
+        ca,
+    })
+}
+
+/// The bearer token of `token_file` or `token_env`, read now; a problem
+/// pushed onto `errs`.
+fn token(dir: &Path, name: &str, sf: &ServerFile, errs: &mut Vec<ConfigError>) -> Option<Bearer> {
+    match (&sf.token_file, &sf.token_env) {
         (Some(f), Some(_)) => {
             errs.push(ConfigError::ServerToken {
                 server: name.into(),
@@ -112,45 +156,7 @@ pub(super) fn remote(
             }
         },
         (None, None) => None,
-    };
-    let ca = match (&sf.ca_file, https) {
-        (None, _) | (Some(_), None) => None,
-        (Some(f), Some(false)) => {
-            errs.push(ConfigError::CaFile {
-                server: name.into(),
-                message: "`ca_file` is for an `https://` URL".into(),
-                span: sp(f),
-                help: Some("use `https://`, or remove `ca_file`".into()),
-            });
-            None
-        }
-        (Some(f), Some(true)) => match read_certs(&dir.join(f.get_ref())) {
-            Ok(certs) => Some(certs),
-            Err(message) => {
-                errs.push(ConfigError::CaFile {
-                    server: name.into(),
-                    message,
-                    span: sp(f),
-                    help: Some(
-                        "the PEM certificate(s) (`-----BEGIN CERTIFICATE-----`) of the authority that signed the server's certificate, relative to the config".into(),
-                    ),
-                });
-                None
-            }
-        },
-    };
-    if !errs.is_empty() {
-        return Err(errs);
     }
-    Ok(Remote {
-        url: url.get_ref().clone(),
-        token,
-        token_file: sf
-            .token_file
-            .as_ref()
-            .map(|f| std::path::absolute(dir.join(f.get_ref())).unwrap_or(dir.join(f.get_ref()))),
-        ca,
-    })
 }
 
 impl Remote {

@@ -233,7 +233,7 @@ fn params(gw: &Gateway, d: &Decision) -> Result<ElicitRequestParams, String> {
 }
 
 fn respond(d: &Decision, why: &str) -> Answer {
-    Answer::Respond(Box::new(super::refusal_with(d, why).into()))
+    Answer::Respond(Box::new(super::answer::refusal_with(d, why).into()))
 }
 
 fn on_result(d: &Decision, r: &ElicitResult) -> Answer {
@@ -272,7 +272,7 @@ pub async fn ask(
         Err(e) => return respond(d, &format!("cannot build the confirmation: {e}")),
     };
     let refuse = |why: &str| {
-        CallToolResponse::from(super::refusal_with(
+        CallToolResponse::from(super::answer::refusal_with(
             d,
             &format!(
                 "{why}; or the user `{}` approves out of band (`{line}`), then call this tool again with the same arguments",
