@@ -67,7 +67,7 @@ fn reads(sf: &ServerFile) -> Vec<String> {
 /// The names of the `${VAR}`s of `text` (`$$` is a `$`, not a variable).
 fn variables(text: &str) -> Vec<String> {
     let names = std::cell::RefCell::new(vec![]);
-    let _ = super::servers::expand_env(text, |name| {
+    let _ = expand_env(text, |name| {
         names.borrow_mut().push(name.to_string());
         Some(String::new())
     });
@@ -79,6 +79,41 @@ pub(super) fn base() -> Vec<(String, String)> {
     BASE.iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
         .collect()
+}
+
+/// `${VAR}` expanded from `lookup` (`$$` is a `$`, any other `$` kept);
+/// `Err` names the variable that is not set (empty: an unclosed `${`).
+pub(super) fn expand_env(
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(r) = after.strip_prefix('$') {
+            out.push('$');
+            rest = r;
+        } else if let Some(r) = after.strip_prefix('{') {
+            let Some(end) = r.find('}') else {
+                return Err(String::new());
+            };
+            let name = &r[..end];
+            let valid =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(String::new());
+            }
+            out.push_str(&lookup(name).ok_or_else(|| name.to_string())?);
+            rest = &r[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use super::ctx::{Diags, Dir, Span, sp};
 use super::diag::ConfigError;
-use super::environ::Named;
+use super::environ::{Named, expand_env};
 use super::file::{ConfigFile, S, ServerFile};
 use super::{ServerConfig, Transport};
 use std::collections::HashMap;
@@ -137,41 +137,6 @@ fn http(
             None
         }
     }
-}
-
-/// `${VAR}` expanded from `lookup` (`$$` is a `$`, any other `$` kept);
-/// `Err` names the variable that is not set (empty: an unclosed `${`).
-pub(super) fn expand_env(
-    text: &str,
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<String, String> {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(r) = after.strip_prefix('$') {
-            out.push('$');
-            rest = r;
-        } else if let Some(r) = after.strip_prefix('{') {
-            let Some(end) = r.find('}') else {
-                return Err(String::new());
-            };
-            let name = &r[..end];
-            let valid =
-                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                return Err(String::new());
-            }
-            out.push_str(&lookup(name).ok_or_else(|| name.to_string())?);
-            rest = &r[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 /// A server's `args`, `env` or `cwd` value with each `${VAR}` expanded
