@@ -66,18 +66,15 @@ mod tx;
 pub use connect::redact;
 pub use names::{is_url, quote_table};
 
+use super::rows::{self, to_i64};
 use connect::{config, lower};
 use registry::{RegistryFailure, RegistryRead};
 use schema::{SchemaError, prepare_schema, read_snapshot, txt};
 use tx::{
-    EXECUTED_SQL, Head, NONCE_SQL, PgTx, REVOKED_SQL, SPENT_SQL, STATE_SQL, spent_of, to_i64,
-    to_json_text,
+    EXECUTED_SQL, Head, NONCE_SQL, PgTx, REVOKED_SQL, SPENT_SQL, STATE_SQL, spent_of, to_json_text,
 };
 
-use super::{
-    HeadLockHold, ReceiptRange, ReceiptRecord, Relink, Snapshot, Store, StoreError, StoredReceipt,
-    TxFn,
-};
+use super::{HeadLockHold, ReceiptRange, ReceiptRecord, Relink, Snapshot, Store, StoreError, TxFn};
 use postgres::error::SqlState;
 use postgres::{Client, Config, NoTls, Statement};
 use serde_json::Value;
@@ -128,6 +125,9 @@ impl Default for PgOptions {
     }
 }
 
+/// A query's parameter.
+type Param<'a> = &'a (dyn postgres::types::ToSql + Sync);
+
 /// One connection and its prepared statements.
 struct Conn {
     client: Client,
@@ -176,6 +176,22 @@ impl Conn {
         let s = self.client.prepare(sql)?;
         self.stmts.insert(sql, s.clone());
         Ok(s)
+    }
+
+    /// At most one row of the prepared `sql`.
+    fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Option<postgres::Row>, postgres::Error> {
+        let st = self.stmt(sql)?;
+        self.client.query_opt(&st, params)
+    }
+
+    /// The prepared `sql` run; the number of rows it changed.
+    fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, postgres::Error> {
+        let st = self.stmt(sql)?;
+        self.client.execute(&st, params)
     }
 }
 
@@ -637,17 +653,16 @@ impl Store for PgStore {
     }
 
     fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
-        let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         let (sql, params): (&'static str, Vec<i64>) = match range {
             ReceiptRange::Last { limit: n } => (
                 "SELECT seq::text, prev_hash::text, hash::text, body::text FROM
                  (SELECT * FROM ipc_receipts ORDER BY seq DESC LIMIT $1) AS r ORDER BY seq",
-                vec![limit(n)],
+                vec![rows::param(n)],
             ),
             ReceiptRange::After { seq, limit: n } => (
                 "SELECT seq::text, prev_hash::text, hash::text, body::text
                  FROM ipc_receipts WHERE seq > $1 ORDER BY seq LIMIT $2",
-                vec![i64::try_from(seq).unwrap_or(i64::MAX), limit(n)],
+                vec![rows::param(seq), rows::param(n)],
             ),
         };
         let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
@@ -664,14 +679,12 @@ impl Store for PgStore {
                     return Ok(rows
                         .iter()
                         .map(|r| {
-                            StoredReceipt {
-                                seq: txt(r, 0).parse().unwrap_or(0),
-                                prev_hash: txt(r, 1),
-                                hash: txt(r, 2),
-                                body: txt(r, 3),
-                                body_storage: None,
-                            }
-                            .record()
+                            rows::receipt(
+                                txt(r, 0).parse().unwrap_or(0),
+                                txt(r, 1),
+                                txt(r, 2),
+                                txt(r, 3),
+                            )
                         })
                         .collect());
                 }
@@ -692,7 +705,7 @@ impl Store for PgStore {
             .client
             .query_opt("SELECT seq, hash FROM ipc_head WHERE id = 1", &[])
             .map_err(backend)?;
-        row.map(|r| Ok((u64::try_from(col::<i64>(&r, 0)?).unwrap_or(0), col(&r, 1)?)))
+        row.map(|r| Ok(rows::shown_head(col(&r, 0)?, col(&r, 1)?)))
             .transpose()
     }
 

@@ -3,7 +3,8 @@
 //! leniently for `verify_store`.
 
 use super::{APPLICATION, SCHEMA_VERSION, pg_text};
-use crate::store::{Accounts, Snapshot, Spent, StoredReceipt};
+use crate::store::rows;
+use crate::store::{Accounts, Snapshot};
 use postgres::Client;
 use std::collections::HashMap;
 
@@ -174,14 +175,13 @@ pub(super) fn read_snapshot(client: &mut Client) -> Result<Snapshot, postgres::E
         )?
         .iter()
         .map(|r| {
-            let storage = txt(r, 4);
-            StoredReceipt {
-                seq: txt(r, 0).parse().unwrap_or(0),
-                prev_hash: txt(r, 1),
-                hash: txt(r, 2),
-                body: txt(r, 3),
-                body_storage: (storage != "text").then_some(storage),
-            }
+            rows::stored_receipt(
+                txt(r, 0).parse().unwrap_or(0),
+                txt(r, 1),
+                txt(r, 2),
+                txt(r, 3),
+                &txt(r, 4),
+            )
         })
         .collect();
     let head = client
@@ -197,12 +197,9 @@ pub(super) fn read_snapshot(client: &mut Client) -> Result<Snapshot, postgres::E
     )? {
         accounts.budgets.insert(
             txt(&r, 0),
-            Spent {
-                // an amount that is not a number (tampered) is no receipt's sum
-                amount: txt(&r, 1).parse().unwrap_or(i64::MIN),
-                // nor is a negative count
-                calls: txt(&r, 2).parse().unwrap_or(u64::MAX),
-            },
+            // an amount that is not a number (tampered) is no receipt's
+            // sum, nor is a negative count
+            rows::audited_spent(txt(&r, 1).parse().ok(), txt(&r, 2).parse().ok()),
         );
     }
     for r in client.query("SELECT nonce::text FROM ipc_nonces", &[])? {

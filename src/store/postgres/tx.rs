@@ -3,8 +3,9 @@
 //! head lock.
 
 use super::registry::{RegistryFailure, RegistryRead};
-use super::{Conn, backend, col, pg_text, retryable};
+use super::{Conn, Param, backend, col, pg_text, retryable};
 use crate::canonical::Jcs;
+use crate::store::rows::{self, to_i64};
 use crate::store::{ChainLink, RegistryRow, Spent, StoreError, Tx};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -44,44 +45,27 @@ impl PgTx<'_> {
     fn query_opt(
         &mut self,
         sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
+        params: &[Param<'_>],
     ) -> Result<Option<postgres::Row>, StoreError> {
-        let st = self.conn.stmt(sql).map_err(|e| self.err(e))?;
-        self.conn
-            .client
-            .query_opt(&st, params)
-            .map_err(|e| self.err(e))
+        self.conn.query_opt(sql, params).map_err(|e| self.err(e))
     }
 
-    fn execute(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<u64, StoreError> {
-        let st = self.conn.stmt(sql).map_err(|e| self.err(e))?;
-        self.conn
-            .client
-            .execute(&st, params)
-            .map_err(|e| self.err(e))
+    fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, StoreError> {
+        self.conn.execute(sql, params).map_err(|e| self.err(e))
     }
 
     fn json(
         &mut self,
         sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
+        params: &[Param<'_>],
     ) -> Result<Option<Value>, StoreError> {
         let row = self.query_opt(sql, params)?;
         row.map(|r| {
             let text: String = col(&r, 0)?;
-            serde_json::from_str(&text)
-                .map_err(|e| StoreError::Backend(format!("stored json is invalid: {e}")))
+            rows::json(&text)
         })
         .transpose()
     }
-}
-
-pub(super) fn to_i64(n: u64) -> Result<i64, StoreError> {
-    i64::try_from(n).map_err(|_| StoreError::Backend(format!("`{n}` does not fit the store")))
 }
 
 pub(super) fn to_json_text(v: &Value) -> Result<String, StoreError> {
@@ -101,24 +85,14 @@ pub(super) const STATE_SQL: &str = "SELECT json FROM ipc_state WHERE ns = $1 AND
 /// A budget row (`amount`, `calls` first), or nothing spent without one.
 pub(super) fn spent_of(row: Option<&postgres::Row>) -> Result<Spent, StoreError> {
     Ok(match row {
-        Some(r) => Spent {
-            amount: col(r, 0)?,
-            calls: u64::try_from(col::<i64>(r, 1)?).unwrap_or(0),
-        },
+        Some(r) => rows::spent(col(r, 0)?, col(r, 1)?),
         None => Spent::default(),
     })
 }
 
 fn head_of(row: Option<postgres::Row>) -> Result<Option<(u64, String)>, StoreError> {
-    row.map(|r| {
-        let seq: i64 = col(&r, 0)?;
-        Ok((
-            u64::try_from(seq)
-                .map_err(|_| StoreError::Backend(format!("head marker has seq `{seq}`")))?,
-            col::<String>(&r, 1)?,
-        ))
-    })
-    .transpose()
+    row.map(|r| rows::head(col(&r, 0)?, col(&r, 1)?))
+        .transpose()
 }
 
 impl Tx for PgTx<'_> {
@@ -161,17 +135,12 @@ impl Tx for PgTx<'_> {
         );
         let row = match row {
             Err(StoreError::Backend(e)) if e.contains("(22003)") => {
-                return Err(StoreError::Backend(format!(
-                    "budget of `{mandate_id}` overflows"
-                )));
+                return Err(rows::overflows(mandate_id));
             }
             other => other?,
         };
         let row = row.ok_or_else(|| StoreError::Backend("no budget row returned".into()))?;
-        let spent = Spent {
-            amount: col(&row, 0)?,
-            calls: u64::try_from(col::<i64>(&row, 1)?).unwrap_or(0),
-        };
+        let spent = rows::spent(col(&row, 0)?, col(&row, 1)?);
         self.head.spent.insert(mandate_id.to_string(), spent);
         Ok(spent)
     }
