@@ -3,10 +3,12 @@
 //! that logs them (never timed); children held in the index of every
 //! tenant kept before stay listed and confirmable.
 
+use super::held::PENDING_NS;
 use super::*;
+use crate::gateway::Gateway;
 use crate::gateway::testkit::{MandateSpec, TestWorld, now};
 use crate::store::memory::MemoryStore;
-use crate::store::{ChainLink, ReceiptRange, ReceiptRecord, Snapshot, Spent, Store, TxFn};
+use crate::store::{ChainLink, ReceiptRange, ReceiptRecord, Snapshot, Spent, Store, Tx, TxFn};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 

@@ -1,8 +1,9 @@
 use super::*;
-use crate::gateway::Outcome;
 use crate::gateway::testkit::{
     ATTACKER_IBAN, LANDLORD, MandateSpec, TestWorld, assert_deny, decide, now, transfer,
 };
+use crate::gateway::{Gateway, Outcome};
+use crate::keys::SecretKey;
 use serde_json::json;
 
 fn token(v: &Value) -> MandateToken {

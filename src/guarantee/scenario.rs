@@ -284,65 +284,9 @@ pub(super) fn scenario(
         let Some(v) = ctx.get(&prm.name) else {
             continue;
         };
-        let reg_type = |r: &str| p.pack.registry(r).map(|x| x.member_type().clone());
-        let mut value = None;
-        for (param, reg, member) in &wanted {
-            if *param != prm.name {
-                continue;
-            }
-            let members = data.members(reg);
-            if *member {
-                let found = match prm.critical {
-                    true => data.source_member(prm, reg, true),
-                    false => None,
-                };
-                if let Some((o, m)) = found.or_else(|| data.member(reg)) {
-                    let ty = reg_type(reg).unwrap_or(Type::Text);
-                    value = Some(member_value(&prm.ty, canonical(&ty, &m).unwrap_or(m)));
-                    if o != "*" {
-                        owner.get_or_insert(o);
-                    }
-                } else {
-                    notes.push(format!("`{}` must be in `registry.{reg}`", prm.name));
-                }
-            } else if let Some((o, m)) = prm
-                .critical
-                .then(|| data.source_member(prm, reg, false))
-                .flatten()
-            {
-                // a critical value from its own source that the
-                // membership's registry does not hold
-                let ty = reg_type(reg).unwrap_or(Type::Text);
-                value = Some(member_value(&prm.ty, canonical(&ty, &m).unwrap_or(m)));
-                if o != "*" {
-                    owner.get_or_insert(o);
-                }
-            } else {
-                let v = as_given(&prm.ty, v);
-                if v.as_str().is_some_and(|s| members.iter().any(|m| m == s)) {
-                    notes.push(format!("`{}` must not be in `registry.{reg}`", prm.name));
-                }
-                value = Some(v);
-            }
-        }
+        let mut value = wanted_value(&data, prm, v, &wanted, &mut owner, &mut notes);
         if value.is_none() && prm.critical {
-            // a critical value from its trusted source: a registry's member
-            // from the pack's data, else the mandate claim that vouches
-            for s in &prm.sources {
-                match s {
-                    Source::Registry { registry } => {
-                        if let Some((o, m)) = data.member(registry) {
-                            let ty = reg_type(registry).unwrap_or(Type::Text);
-                            value = Some(member_value(&prm.ty, canonical(&ty, &m).unwrap_or(m)));
-                            if o != "*" {
-                                owner.get_or_insert(o);
-                            }
-                            break;
-                        }
-                    }
-                    Source::Claim { .. } | Source::Lookup(_) => {}
-                }
-            }
+            value = trusted_value(&data, prm, &mut owner);
         }
         let value = fit(
             prm,
@@ -354,38 +298,7 @@ pub(super) fn scenario(
         let looked_up =
             prm.critical && written_where_looked_up(&mut records, prm, &value, &args, &claims);
         if prm.critical {
-            let from_registry = looked_up
-                || prm.sources.iter().any(|s| match s {
-                    Source::Registry { registry } => value.as_str().is_some_and(|v| {
-                        data.members(registry)
-                            .iter()
-                            .any(|m| canonical(&prm.ty, m).as_deref() == Some(v) || m == v)
-                    }),
-                    _ => false,
-                });
-            let claim = prm.sources.iter().find_map(|s| match s {
-                Source::Claim { claim } => Some(claim.clone()),
-                _ => None,
-            });
-            match claim {
-                Some(c) if !from_registry => {
-                    let collection = p.pack.claim(&c).is_some_and(|x| x.ty.is_collection());
-                    if collection {
-                        let e = claims.entry(c).or_insert_with(|| Value::Array(vec![]));
-                        if let Value::Array(xs) = e {
-                            match &value {
-                                Value::Array(items) => xs.extend(items.iter().cloned()),
-                                one => xs.push(one.clone()),
-                            }
-                        }
-                    } else {
-                        claims.insert(c, value.clone());
-                    }
-                }
-                Some(_) => {}
-                None if !from_registry => notes.push(must_come_from(&prm.name, prm)),
-                None => {}
-            }
+            vouch(&data, prm, &value, looked_up, &mut claims, &mut notes);
         }
         if !prm.critical {
             // a record's critical fields: every element's from its sources
@@ -426,6 +339,164 @@ pub(super) fn scenario(
     {
         mandate["budget"] = Value::String(Money::from_minor(m.clamp(0, MAX_MINOR)).to_string());
     }
+    let test = scenario_test(a, g, &ctx, decision, &user, args, &notes);
+    let mut file = json!({
+        "pack": p.pack.name,
+        "clock": format_time(now),
+        "mandates": {"guarantee": mandate},
+        "tests": [test],
+    });
+    if !records.added.is_empty() {
+        file["registries"] = Value::Object(records.added);
+    }
+    file
+}
+
+/// `m`, a member of `registry.reg`, as parameter `prm` takes it: in the
+/// registry's canonical spelling.
+fn registry_member(data: &Data<'_>, prm: &ir::Param, reg: &str, m: String) -> Value {
+    let ty = data
+        .p
+        .pack
+        .registry(reg)
+        .map(|x| x.member_type().clone())
+        .unwrap_or(Type::Text);
+    member_value(&prm.ty, canonical(&ty, &m).unwrap_or(m))
+}
+
+/// The value of `prm` that the memberships the counterexample wants
+/// (`wanted`: parameter, registry, member or not) give it: a member of the
+/// pack's data (a critical one from its own source first), a critical
+/// value from its own source that the registry does not hold, or the
+/// counterexample's value `v`; `None` when no membership names `prm`.
+/// What the world must also give goes to `notes`.
+fn wanted_value(
+    data: &Data<'_>,
+    prm: &ir::Param,
+    v: &Value,
+    wanted: &[(&str, &str, bool)],
+    owner: &mut Option<String>,
+    notes: &mut Vec<String>,
+) -> Option<Value> {
+    let mut value = None;
+    for (param, reg, member) in wanted {
+        if *param != prm.name {
+            continue;
+        }
+        let members = data.members(reg);
+        if *member {
+            let found = match prm.critical {
+                true => data.source_member(prm, reg, true),
+                false => None,
+            };
+            if let Some((o, m)) = found.or_else(|| data.member(reg)) {
+                value = Some(registry_member(data, prm, reg, m));
+                if o != "*" {
+                    owner.get_or_insert(o);
+                }
+            } else {
+                notes.push(format!("`{}` must be in `registry.{reg}`", prm.name));
+            }
+        } else if let Some((o, m)) = prm
+            .critical
+            .then(|| data.source_member(prm, reg, false))
+            .flatten()
+        {
+            // a critical value from its own source that the
+            // membership's registry does not hold
+            value = Some(registry_member(data, prm, reg, m));
+            if o != "*" {
+                owner.get_or_insert(o);
+            }
+        } else {
+            let v = as_given(&prm.ty, v);
+            if v.as_str().is_some_and(|s| members.iter().any(|m| m == s)) {
+                notes.push(format!("`{}` must not be in `registry.{reg}`", prm.name));
+            }
+            value = Some(v);
+        }
+    }
+    value
+}
+
+/// A critical value from its trusted source: a registry's member from the
+/// pack's data (else `None`: the mandate claim that vouches, [`vouch`]).
+fn trusted_value(data: &Data<'_>, prm: &ir::Param, owner: &mut Option<String>) -> Option<Value> {
+    for s in &prm.sources {
+        match s {
+            Source::Registry { registry } => {
+                if let Some((o, m)) = data.member(registry) {
+                    let value = registry_member(data, prm, registry, m);
+                    if o != "*" {
+                        owner.get_or_insert(o);
+                    }
+                    return Some(value);
+                }
+            }
+            Source::Claim { .. } | Source::Lookup(_) => {}
+        }
+    }
+    None
+}
+
+/// Who vouches for the critical `value` of `prm`: a registry of the pack's
+/// data holding it (or the record it was `looked_up` in), else the mandate
+/// claim among its sources, which is given the value (added to it, for a
+/// collection); with neither, what the world must give goes to `notes`.
+fn vouch(
+    data: &Data<'_>,
+    prm: &ir::Param,
+    value: &Value,
+    looked_up: bool,
+    claims: &mut Map<String, Value>,
+    notes: &mut Vec<String>,
+) {
+    let from_registry = looked_up
+        || prm.sources.iter().any(|s| match s {
+            Source::Registry { registry } => value.as_str().is_some_and(|v| {
+                data.members(registry)
+                    .iter()
+                    .any(|m| canonical(&prm.ty, m).as_deref() == Some(v) || m == v)
+            }),
+            _ => false,
+        });
+    let claim = prm.sources.iter().find_map(|s| match s {
+        Source::Claim { claim } => Some(claim.clone()),
+        _ => None,
+    });
+    match claim {
+        Some(c) if !from_registry => {
+            let collection = data.p.pack.claim(&c).is_some_and(|x| x.ty.is_collection());
+            if collection {
+                let e = claims.entry(c).or_insert_with(|| Value::Array(vec![]));
+                if let Value::Array(xs) = e {
+                    match value {
+                        Value::Array(items) => xs.extend(items.iter().cloned()),
+                        one => xs.push(one.clone()),
+                    }
+                }
+            } else {
+                claims.insert(c, value.clone());
+            }
+        }
+        Some(_) => {}
+        None if !from_registry => notes.push(must_come_from(&prm.name, prm)),
+        None => {}
+    }
+}
+
+/// The scenario's one test: the proposal, what the guarantee expects of
+/// it (and the user's approval, when level 1 is what lets it through), and
+/// how it was found, with what the world must also give (`notes`).
+fn scenario_test(
+    a: &ir::Action,
+    g: &ir::Guarantee,
+    ctx: &Map<String, Value>,
+    decision: &str,
+    user: &str,
+    args: Map<String, Value>,
+    notes: &[String],
+) -> Value {
     let expect = match g.level {
         None => json!({"decision": "DENY", "stage": "policy"}),
         Some(n) => json!({"decision": "PENDING", "level": n}),
@@ -455,16 +526,7 @@ pub(super) fn scenario(
         description.push_str(&format!("; the world must also give: {}", notes.join(", ")));
     }
     test["description"] = Value::String(description);
-    let mut file = json!({
-        "pack": p.pack.name,
-        "clock": format_time(now),
-        "mandates": {"guarantee": mandate},
-        "tests": [test],
-    });
-    if !records.added.is_empty() {
-        file["registries"] = Value::Object(records.added);
-    }
-    file
+    test
 }
 
 /// The amount an action spends is never negative: the budget stage

@@ -519,31 +519,7 @@ impl Prover {
             message,
             example: ex,
         };
-        // the plain forbids, as permits: "some forbid holds"
-        let mut forbids_as_permits = PolicySet::new();
-        let mut n_forbids = 0;
-        for p in &policies {
-            let Ok(pst::Policy::Static(sp)) = p.to_pst() else {
-                continue;
-            };
-            let t = sp.body();
-            let guarded = t.clauses().iter().any(|c| match c {
-                Clause::When(e) => conjuncts(e).iter().any(|x| is_guard(x)),
-                Clause::Unless(_) => false,
-            });
-            if t.effect == Effect::Forbid {
-                n_forbids += 1;
-                if !guarded {
-                    let q = make_policy(
-                        &format!("f{n_forbids}"),
-                        Effect::Permit,
-                        &uid,
-                        when_of(t.clauses()),
-                    )?;
-                    forbids_as_permits.add(q).map_err(|e| e.to_string())?;
-                }
-            }
-        }
+        let (forbids_as_permits, n_forbids) = forbids_as_permits(&policies, &uid)?;
         for env in &envs {
             for p in &policies {
                 let Ok(pst::Policy::Static(sp)) = p.to_pst() else {
@@ -585,35 +561,12 @@ impl Prover {
                     continue;
                 }
                 // an approval rule made unreachable by a forbid
-                let guarded = t.clauses().iter().any(|c| match c {
-                    Clause::When(e) => conjuncts(e).iter().any(|x| is_guard(x)),
-                    Clause::Unless(_) => false,
-                });
                 if t.effect == Effect::Forbid
-                    && guarded
+                    && guarded(t.clauses())
                     && forbids_as_permits.policies().count() > 0
                 {
-                    let unguarded: Vec<Clause> = t
-                        .clauses()
-                        .iter()
-                        .filter_map(|c| match c {
-                            Clause::When(e) => {
-                                let kept: Vec<Arc<Expr>> =
-                                    conjuncts(e).into_iter().filter(|x| !is_guard(x)).collect();
-                                crate::mutate::mutants::conjoin(&kept).map(Clause::When)
-                            }
-                            u => Some(u.clone()),
-                        })
-                        .collect();
-                    let cond = make_policy("a", Effect::Permit, &uid, when_of(&unguarded))?;
-                    let mut a = PolicySet::new();
-                    a.add(cond).map_err(|e| e.to_string())?;
-                    let a = in_domain(&a, &domain)?;
-                    let ca = CompiledPolicySet::compile(&a, env, &self.schema)
-                        .map_err(|e| e.to_string())?;
-                    let cf = CompiledPolicySet::compile(&forbids_as_permits, env, &self.schema)
-                        .map_err(|e| e.to_string())?;
-                    if solve!(self, c => c.check_implies_opt(&ca, &cf))? {
+                    let within = (&uid, &domain, env);
+                    if self.a_forbid_always_applies(t.clauses(), within, &forbids_as_permits)? {
                         out.push(finding(
                             "approval-unreachable",
                             p,
@@ -637,39 +590,110 @@ impl Prover {
                 }
             }
             // a set with forbids that still allows everything at level 0
-            if n_forbids > 0 {
-                let mut all = PolicySet::new();
-                all.add(make_policy("all", Effect::Permit, &uid, None)?)
-                    .map_err(|e| e.to_string())?;
-                all.add(make_policy(
-                    "level0",
-                    Effect::Forbid,
-                    &uid,
-                    Some(cmp(BinaryOp::NotEq, CTX_APPROVAL_LEVEL, 0)),
-                )?)
-                .map_err(|e| e.to_string())?;
-                let all = in_domain(&all, &domain)?;
-                let ca = CompiledPolicySet::compile(&all, env, &self.schema)
-                    .map_err(|e| e.to_string())?;
-                let cs = CompiledPolicySet::compile(set, env, &self.schema)
-                    .map_err(|e| e.to_string())?;
-                if solve!(self, c => c.check_implies_opt(&ca, &cs))? {
-                    let permit = policies.iter().find(|p| {
+            if n_forbids > 0 && self.allows_everything_at_level_0(set, (&uid, &domain, env))? {
+                let permit = policies.iter().find(|p| {
                         matches!(p.to_pst(), Ok(pst::Policy::Static(ref sp)) if sp.body().effect == Effect::Permit)
                     });
-                    if let Some(p) = permit {
-                        out.push(finding(
+                if let Some(p) = permit {
+                    out.push(finding(
                             "permit-always-allows",
                             p,
                             "the action is allowed without approval for every request: none of its rules ever applies".into(),
                             None,
                         ));
-                    }
                 }
             }
         }
         Ok(out)
     }
+
+    /// Whether, whenever the approval rule of `clauses` (a guarded forbid)
+    /// applies without its guard, one of the plain forbids
+    /// (`forbids_as_permits`) applies too, within the action's domain.
+    fn a_forbid_always_applies(
+        &mut self,
+        clauses: &[Clause],
+        (uid, domain, env): (&EntityUid, &Policy, &RequestEnv),
+        forbids_as_permits: &PolicySet,
+    ) -> Result<bool, String> {
+        let unguarded: Vec<Clause> = clauses
+            .iter()
+            .filter_map(|c| match c {
+                Clause::When(e) => {
+                    let kept: Vec<Arc<Expr>> =
+                        conjuncts(e).into_iter().filter(|x| !is_guard(x)).collect();
+                    crate::mutate::mutants::conjoin(&kept).map(Clause::When)
+                }
+                u => Some(u.clone()),
+            })
+            .collect();
+        let cond = make_policy("a", Effect::Permit, uid, when_of(&unguarded))?;
+        let mut a = PolicySet::new();
+        a.add(cond).map_err(|e| e.to_string())?;
+        let a = in_domain(&a, domain)?;
+        let ca = CompiledPolicySet::compile(&a, env, &self.schema).map_err(|e| e.to_string())?;
+        let cf = CompiledPolicySet::compile(forbids_as_permits, env, &self.schema)
+            .map_err(|e| e.to_string())?;
+        solve!(self, c => c.check_implies_opt(&ca, &cf))
+    }
+
+    /// Whether `set` allows every request of the action's domain at
+    /// approval level 0.
+    fn allows_everything_at_level_0(
+        &mut self,
+        set: &PolicySet,
+        (uid, domain, env): (&EntityUid, &Policy, &RequestEnv),
+    ) -> Result<bool, String> {
+        let mut all = PolicySet::new();
+        all.add(make_policy("all", Effect::Permit, uid, None)?)
+            .map_err(|e| e.to_string())?;
+        all.add(make_policy(
+            "level0",
+            Effect::Forbid,
+            uid,
+            Some(cmp(BinaryOp::NotEq, CTX_APPROVAL_LEVEL, 0)),
+        )?)
+        .map_err(|e| e.to_string())?;
+        let all = in_domain(&all, domain)?;
+        let ca = CompiledPolicySet::compile(&all, env, &self.schema).map_err(|e| e.to_string())?;
+        let cs = CompiledPolicySet::compile(set, env, &self.schema).map_err(|e| e.to_string())?;
+        solve!(self, c => c.check_implies_opt(&ca, &cs))
+    }
+}
+
+/// Whether a `when` clause of a policy holds an approval guard (an
+/// approval rule, not a plain forbid).
+fn guarded(clauses: &[Clause]) -> bool {
+    clauses.iter().any(|c| match c {
+        Clause::When(e) => conjuncts(e).iter().any(|x| is_guard(x)),
+        Clause::Unless(_) => false,
+    })
+}
+
+/// The plain (unguarded) forbids of `policies`, as permits: "some forbid
+/// holds"; and how many forbids there are, guarded or not.
+fn forbids_as_permits(policies: &[&Policy], uid: &EntityUid) -> Result<(PolicySet, usize), String> {
+    let mut forbids_as_permits = PolicySet::new();
+    let mut n_forbids = 0;
+    for p in policies {
+        let Ok(pst::Policy::Static(sp)) = p.to_pst() else {
+            continue;
+        };
+        let t = sp.body();
+        if t.effect == Effect::Forbid {
+            n_forbids += 1;
+            if !guarded(t.clauses()) {
+                let q = make_policy(
+                    &format!("f{n_forbids}"),
+                    Effect::Permit,
+                    uid,
+                    when_of(t.clauses()),
+                )?;
+                forbids_as_permits.add(q).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Ok((forbids_as_permits, n_forbids))
 }
 
 /// The clauses of a policy as one `when` condition for a new policy.

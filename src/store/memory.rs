@@ -2,9 +2,9 @@
 //! transaction writes into an overlay that is merged only when the body
 //! returns `Ok`, so an `Err` (or a panic) leaves nothing behind.
 
+use super::rows;
 use super::{
-    Accounts, ChainLink, ReceiptRange, ReceiptRecord, Snapshot, Spent, Store, StoreError,
-    StoredReceipt, Tx, TxFn,
+    Accounts, ChainLink, ReceiptRange, ReceiptRecord, Snapshot, Spent, Store, StoreError, Tx, TxFn,
 };
 use crate::canonical::Jcs;
 use serde_json::Value;
@@ -150,12 +150,7 @@ impl Tx for Overlay<'_> {
 
     fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
         let now = self.spent(mandate_id)?;
-        let next = Spent {
-            amount: now.amount.checked_add(amount).ok_or_else(|| {
-                StoreError::Backend(format!("budget of `{mandate_id}` overflows"))
-            })?,
-            calls: now.calls.saturating_add(1),
-        };
+        let next = rows::spent_after(now, mandate_id, amount)?;
         self.budgets.insert(mandate_id.to_string(), next);
         Ok(next)
     }
@@ -262,12 +257,14 @@ impl Store for MemoryStore {
             receipts: s
                 .receipts
                 .iter()
-                .map(|r| StoredReceipt {
-                    seq: r.link.seq,
-                    prev_hash: r.link.prev_hash.clone(),
-                    hash: r.link.hash.clone(),
-                    body: r.body.to_string(),
-                    body_storage: None,
+                .map(|r| {
+                    rows::stored_receipt(
+                        r.link.seq,
+                        r.link.prev_hash.clone(),
+                        r.link.hash.clone(),
+                        r.body.to_string(),
+                        "text",
+                    )
                 })
                 .collect(),
             head: s.head.clone(),

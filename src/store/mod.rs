@@ -25,6 +25,7 @@ pub mod postgres;
 #[path = "postgres/names.rs"]
 pub mod postgres;
 pub mod receipts;
+mod rows;
 pub mod sqlite;
 
 use serde::{Deserialize, Serialize};

@@ -24,9 +24,9 @@
 //! nothing, and synced with the next `FULL` commit, which syncs the whole
 //! WAL file; a crash of the machine can lose only such a tail.
 
+use super::rows::{self, to_i64};
 use super::{
-    Accounts, ChainLink, ReceiptRange, ReceiptRecord, Snapshot, Spent, Store, StoreError,
-    StoredReceipt, Tx, TxFn,
+    Accounts, ChainLink, ReceiptRange, ReceiptRecord, Snapshot, Spent, Store, StoreError, Tx, TxFn,
 };
 use crate::canonical::Jcs;
 use rusqlite::types::ValueRef;
@@ -608,33 +608,27 @@ impl Store for SqliteStore {
 
     fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
         let conn = self.lock_reader();
-        let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         match range {
             ReceiptRange::Last { limit: n } => read_records(
                 &conn,
                 "SELECT * FROM (SELECT seq, prev_hash, hash, body FROM receipts
                  ORDER BY seq DESC LIMIT ?1) ORDER BY seq",
-                [limit(n)],
+                [rows::param(n)],
             ),
             ReceiptRange::After { seq, limit: n } => read_records(
                 &conn,
                 "SELECT seq, prev_hash, hash, body FROM receipts WHERE seq > ?1
                  ORDER BY seq LIMIT ?2",
-                [i64::try_from(seq).unwrap_or(i64::MAX), limit(n)],
+                [rows::param(seq), rows::param(n)],
             ),
         }
     }
 
     fn head(&self) -> Result<Option<(u64, String)>, StoreError> {
         let conn = self.lock_reader();
-        conn.query_row("SELECT seq, hash FROM head WHERE id = 1", [], |r| {
-            Ok((
-                u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
-                text(r.get_ref(1)?),
-            ))
-        })
-        .optional()
-        .map_err(backend)
+        conn.query_row("SELECT seq, hash FROM head WHERE id = 1", [], shown_head)
+            .optional()
+            .map_err(backend)
     }
 
     fn snapshot(&self) -> Result<Snapshot, StoreError> {
@@ -660,17 +654,12 @@ fn read_records(
     let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
     let rows = stmt
         .query_map(params, |row| {
-            Ok(ReceiptRecord {
-                seq: u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
-                prev_hash: text(row.get_ref(1)?),
-                hash: text(row.get_ref(2)?),
-                body: {
-                    let raw = text(row.get_ref(3)?);
-                    // A body that is not JSON (tampered) is kept as a
-                    // string: its hash will not match, and verify says so.
-                    crate::canonical::read_json(&raw).unwrap_or(Value::String(raw))
-                },
-            })
+            Ok(rows::receipt(
+                u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
+                text(row.get_ref(1)?),
+                text(row.get_ref(2)?),
+                text(row.get_ref(3)?),
+            ))
         })
         .map_err(backend)?;
     rows.collect::<Result<Vec<_>, _>>().map_err(backend)
@@ -683,21 +672,16 @@ fn read_snapshot(conn: &Connection) -> Result<Snapshot, rusqlite::Error> {
     let mut rows = stmt.query([])?;
     while let Some(row) = rows.next()? {
         let storage: String = row.get(4)?;
-        receipts.push(StoredReceipt {
-            seq: u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
-            prev_hash: text(row.get_ref(1)?),
-            hash: text(row.get_ref(2)?),
-            body: text(row.get_ref(3)?),
-            body_storage: (storage != "text").then_some(storage),
-        });
+        receipts.push(rows::stored_receipt(
+            u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
+            text(row.get_ref(1)?),
+            text(row.get_ref(2)?),
+            text(row.get_ref(3)?),
+            &storage,
+        ));
     }
     let head = conn
-        .query_row("SELECT seq, hash FROM head WHERE id = 1", [], |r| {
-            Ok((
-                u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
-                text(r.get_ref(1)?),
-            ))
-        })
+        .query_row("SELECT seq, hash FROM head WHERE id = 1", [], shown_head)
         .optional()?;
     let mut accounts = Accounts::default();
     let mut stmt = conn.prepare("SELECT mandate_id, amount, calls FROM budgets")?;
@@ -706,11 +690,8 @@ fn read_snapshot(conn: &Connection) -> Result<Snapshot, rusqlite::Error> {
         let calls: i64 = row.get(2)?;
         accounts.budgets.insert(
             text(row.get_ref(0)?),
-            Spent {
-                amount: row.get(1)?,
-                // a negative count (tampered) is not any receipt's sum
-                calls: u64::try_from(calls).unwrap_or(u64::MAX),
-            },
+            // a negative count (tampered) is not any receipt's sum
+            rows::audited_spent(Some(row.get(1)?), u64::try_from(calls).ok()),
         );
     }
     let mut stmt = conn.prepare("SELECT nonce FROM nonces")?;
@@ -740,8 +721,9 @@ fn text(v: ValueRef<'_>) -> String {
     }
 }
 
-fn to_i64(n: u64) -> Result<i64, StoreError> {
-    i64::try_from(n).map_err(|_| StoreError::Backend(format!("`{n}` does not fit the store")))
+/// The head marker's row (`seq`, `hash`) as [`Store::head`] shows it.
+fn shown_head(r: &rusqlite::Row<'_>) -> rusqlite::Result<(u64, String)> {
+    Ok(rows::shown_head(r.get(0)?, text(r.get_ref(1)?)))
 }
 
 /// The operations of one transaction body, on the writer connection.
@@ -774,11 +756,7 @@ impl SqlTx<'_> {
             .query_row(p, |r| Ok(text(r.get_ref(0)?)))
             .optional()
             .map_err(backend)?;
-        raw.map(|s| {
-            serde_json::from_str(&s)
-                .map_err(|e| StoreError::Backend(format!("stored json is invalid: {e}")))
-        })
-        .transpose()
+        raw.map(|s| rows::json(&s)).transpose()
     }
 
     /// Inserts a key; `Ok(false)` when it was already there.
@@ -803,10 +781,7 @@ impl Tx for SqlTx<'_> {
             .optional()
             .map_err(backend)?;
         Ok(row
-            .map(|(amount, calls)| Spent {
-                amount,
-                calls: u64::try_from(calls).unwrap_or(0),
-            })
+            .map(|(amount, calls)| rows::spent(amount, calls))
             .unwrap_or_default())
     }
 
@@ -815,12 +790,7 @@ impl Tx for SqlTx<'_> {
         // statement was measured slower (its statement journal spills to
         // a temporary file inside the batch's savepoint)
         let now = self.spent(mandate_id)?;
-        let next = Spent {
-            amount: now.amount.checked_add(amount).ok_or_else(|| {
-                StoreError::Backend(format!("budget of `{mandate_id}` overflows"))
-            })?,
-            calls: now.calls.saturating_add(1),
-        };
+        let next = rows::spent_after(now, mandate_id, amount)?;
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -919,14 +889,7 @@ impl Tx for SqlTx<'_> {
                 .query_row([], |r| Ok((r.get(0)?, text(r.get_ref(1)?))))
                 .optional()
                 .map_err(backend)?;
-            let head = match row {
-                Some((seq, hash)) => Some((
-                    u64::try_from(seq)
-                        .map_err(|_| StoreError::Backend(format!("head marker has seq `{seq}`")))?,
-                    hash,
-                )),
-                None => None,
-            };
+            let head = row.map(|(seq, hash)| rows::head(seq, hash)).transpose()?;
             self.head.known = Some(head);
         }
         let prev = match &self.head.known {

@@ -1,6 +1,6 @@
 //! `ipc serve --listen` as a real process, and a tiny HTTP/1.1 client over
 //! real sockets (each request on its own connection, `Connection: close`),
-//! for `tests/service/serve.rs` and `tests/service/pg_serve.rs`.
+//! for `tests/service/serve*.rs` and `tests/service/pg_serve.rs`.
 #![allow(dead_code)]
 
 use super::{TestWorld, path_str};

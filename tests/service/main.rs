@@ -10,4 +10,8 @@ mod common;
 mod mandates;
 mod pg_serve;
 mod serve;
+mod serve_access;
+mod serve_approvals;
+mod serve_kit;
+mod serve_startup;
 mod stdio_groups;

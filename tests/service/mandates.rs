@@ -6,7 +6,7 @@
 //! list|show|revoke` read and revoke it in the same store.
 #![cfg(feature = "http")]
 
-use super::serve::{as_approver, sign_in};
+use super::serve_approvals::{as_approver, sign_in};
 use crate::common;
 use common::cli::ipc;
 use common::http::*;

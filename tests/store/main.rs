@@ -8,9 +8,14 @@
 #[allow(dead_code, unused_imports)]
 mod common;
 
+mod concurrency;
 mod contract;
+mod contract_kit;
 mod failures;
+mod opening;
+mod pg_contract;
 mod pg_optimistic;
 mod pg_registries;
 mod pg_stuck;
 mod pg_tls;
+mod tamper;

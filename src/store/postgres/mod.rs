@@ -35,7 +35,7 @@
 //! store). Should the server still abort a transaction with a serialization
 //! failure (40001) or a deadlock (40P01), the whole transaction is rolled
 //! back and run again from the start (bodies are re-runnable: they only act
-//! through the [`Tx`]); it is never turned into a decision.
+//! through the [`Tx`](super::Tx)); it is never turned into a decision.
 //!
 //! **Decisions before the lock.** [`Store::transaction_linked`] (the
 //! gateway's decisions) runs the body first on a read-only snapshot without
@@ -55,17 +55,26 @@
 //! holding `ipc_*` tables without that marker (another application), or
 //! with a newer version, is refused and left untouched.
 
+mod connect;
 mod names;
 mod optimistic;
+mod registry;
+mod schema;
 mod tls;
+mod tx;
 
+pub use connect::redact;
 pub use names::{is_url, quote_table};
 
-use super::{
-    Accounts, ChainLink, HeadLockHold, ReceiptRange, ReceiptRecord, RegistryRow, Relink, Snapshot,
-    Spent, Store, StoreError, StoredReceipt, Tx, TxFn,
+use super::rows::{self, to_i64};
+use connect::{config, lower};
+use registry::{RegistryFailure, RegistryRead};
+use schema::{SchemaError, prepare_schema, read_snapshot, txt};
+use tx::{
+    EXECUTED_SQL, Head, NONCE_SQL, PgTx, REVOKED_SQL, SPENT_SQL, STATE_SQL, spent_of, to_json_text,
 };
-use crate::canonical::Jcs;
+
+use super::{HeadLockHold, ReceiptRange, ReceiptRecord, Relink, Snapshot, Store, StoreError, TxFn};
 use postgres::error::SqlState;
 use postgres::{Client, Config, NoTls, Statement};
 use serde_json::Value;
@@ -81,50 +90,6 @@ pub const APPLICATION: &str = "intentplane";
 pub const SCHEMA_VERSION: i64 = 1;
 /// The environment variable naming a file that holds the password.
 pub const PASSWORD_FILE_ENV: &str = "IPC_PG_PASSWORD_FILE";
-/// Advisory lock key serialising schema creation ("IPCS").
-const SCHEMA_LOCK: i64 = 0x4950_4353;
-
-/// Every table of the store, `ipc_meta` first.
-const TABLES: [&str; 8] = [
-    "ipc_meta",
-    "ipc_budgets",
-    "ipc_nonces",
-    "ipc_executions",
-    "ipc_revocations",
-    "ipc_state",
-    "ipc_receipts",
-    "ipc_head",
-];
-
-const SCHEMA: &str = r#"
-CREATE TABLE ipc_meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE ipc_budgets (
-    mandate_id TEXT COLLATE "C" PRIMARY KEY,
-    amount     BIGINT NOT NULL,
-    calls      BIGINT NOT NULL
-);
-CREATE TABLE ipc_nonces (nonce TEXT COLLATE "C" PRIMARY KEY);
-CREATE TABLE ipc_executions (op_hash TEXT COLLATE "C" PRIMARY KEY, result TEXT NOT NULL);
-CREATE TABLE ipc_revocations (token_id TEXT COLLATE "C" PRIMARY KEY);
-CREATE TABLE ipc_state (
-    ns   TEXT COLLATE "C" NOT NULL,
-    key  TEXT COLLATE "C" NOT NULL,
-    json TEXT NOT NULL,
-    PRIMARY KEY (ns, key)
-);
-CREATE TABLE ipc_receipts (
-    seq       BIGINT PRIMARY KEY,
-    prev_hash TEXT NOT NULL,
-    hash      TEXT NOT NULL,
-    body      TEXT NOT NULL
-);
-CREATE TABLE ipc_head (
-    id   INTEGER PRIMARY KEY CHECK (id = 1),
-    seq  BIGINT NOT NULL,
-    hash TEXT NOT NULL
-);
-"#;
-
 /// How a [`PgStore`] connects and retries.
 #[derive(Clone, Copy, Debug)]
 pub struct PgOptions {
@@ -160,116 +125,8 @@ impl Default for PgOptions {
     }
 }
 
-/// The session bounds ([`PgOptions::lock_timeout`],
-/// [`PgOptions::idle_in_transaction_timeout`]) added to the connection's
-/// `options` (`-c name=ms`), each unless the URL's `options` set it.
-fn session_bounds(c: &mut Config, options: &PgOptions) {
-    let given = c.get_options().unwrap_or_default().to_string();
-    let mut out = given.clone();
-    for (name, d) in [
-        ("lock_timeout", options.lock_timeout),
-        (
-            "idle_in_transaction_session_timeout",
-            options.idle_in_transaction_timeout,
-        ),
-    ] {
-        if !given.contains(name) {
-            if !out.is_empty() {
-                out.push(' ');
-            }
-            out.push_str(&format!("-c {name}={}", d.as_millis()));
-        }
-    }
-    c.options(&out);
-}
-
-/// The URL with any password in it (user info or a `password=`
-/// parameter) replaced by `***` (for messages).
-pub fn redact(url: &str) -> String {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let rest = &url[start..];
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let mut out = match authority.rfind('@') {
-        Some(at) => match authority[..at].find(':') {
-            Some(colon) => format!(
-                "{}{}:***{}",
-                &url[..start],
-                &authority[..colon],
-                &url[start + at..]
-            ),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    };
-    if let Some(q) = out.find('?') {
-        let params: Vec<String> = out[q + 1..]
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k == "password" => format!("{k}=***"),
-                _ => kv.to_string(),
-            })
-            .collect();
-        out = format!("{}?{}", &out[..q], params.join("&"));
-    }
-    out
-}
-
-/// Parses the URL (refusing a password in it) and adds the password from
-/// the environment, a default user and timeouts.
-fn config(url: &str, options: &PgOptions) -> Result<(Config, tls::Tls), StoreError> {
-    let shown = redact(url);
-    let (rest, tls_params) = tls::split(url);
-    let mut c: Config = rest
-        .parse()
-        .map_err(|e: postgres::Error| StoreError::Open {
-            path: shown.clone(),
-            reason: format!("invalid postgresql url: {}", lower(&e.to_string())),
-        })?;
-    if c.get_password().is_some() {
-        return Err(StoreError::PasswordInUrl { url: shown });
-    }
-    let tls = tls::choose(&shown, &mut c, tls_params)?;
-    if let Some(file) = std::env::var_os(PASSWORD_FILE_ENV) {
-        let text = std::fs::read_to_string(&file).map_err(|e| StoreError::Open {
-            path: shown.clone(),
-            reason: format!(
-                "cannot read the password file `{}` (`{PASSWORD_FILE_ENV}`): {}",
-                std::path::Path::new(&file).display(),
-                lower(&e.to_string())
-            ),
-        })?;
-        let password = text.lines().next().unwrap_or("");
-        c.password(password);
-    } else if let Ok(p) = std::env::var("PGPASSWORD") {
-        c.password(p);
-    }
-    if c.get_user().is_none()
-        && let Some(u) = ["PGUSER", "USER"]
-            .iter()
-            .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
-    {
-        c.user(&u);
-    }
-    if c.get_connect_timeout().is_none() {
-        c.connect_timeout(options.connect_timeout);
-    }
-    if c.get_application_name().is_none() {
-        c.application_name("ipc");
-    }
-    session_bounds(&mut c, options);
-    Ok((c, tls))
-}
-
-fn lower(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => String::new(),
-    }
-}
+/// A query's parameter.
+type Param<'a> = &'a (dyn postgres::types::ToSql + Sync);
 
 /// One connection and its prepared statements.
 struct Conn {
@@ -319,6 +176,22 @@ impl Conn {
         let s = self.client.prepare(sql)?;
         self.stmts.insert(sql, s.clone());
         Ok(s)
+    }
+
+    /// At most one row of the prepared `sql`.
+    fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Option<postgres::Row>, postgres::Error> {
+        let st = self.stmt(sql)?;
+        self.client.query_opt(&st, params)
+    }
+
+    /// The prepared `sql` run; the number of rows it changed.
+    fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, postgres::Error> {
+        let st = self.stmt(sql)?;
+        self.client.execute(&st, params)
     }
 }
 
@@ -726,111 +599,6 @@ fn write_head(conn: &mut Conn, head: &Head) -> Result<(), postgres::Error> {
     Ok(())
 }
 
-enum SchemaError {
-    Pg(postgres::Error),
-    Foreign(String),
-    Newer(i64),
-    Missing(String),
-}
-
-impl From<postgres::Error> for SchemaError {
-    fn from(e: postgres::Error) -> Self {
-        SchemaError::Pg(e)
-    }
-}
-
-/// Checks the schema, creating it when allowed and absent; all in one
-/// transaction under an advisory lock.
-fn prepare_schema(client: &mut Client, create: bool) -> Result<(), SchemaError> {
-    client.batch_execute("BEGIN")?;
-    let r = check_or_create(client, create);
-    match r {
-        Ok(()) => {
-            client.batch_execute("COMMIT")?;
-            Ok(())
-        }
-        Err(e) => {
-            let _ = client.batch_execute("ROLLBACK");
-            Err(e)
-        }
-    }
-}
-
-fn check_or_create(client: &mut Client, create: bool) -> Result<(), SchemaError> {
-    client.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])?;
-    let schema = txt(&client.query_one("SELECT current_schema()::text", &[])?, 0);
-    if schema.is_empty() {
-        return Err(SchemaError::Missing(
-            "no schema to use: none of the `search_path` schemas exists".into(),
-        ));
-    }
-    let present: Vec<String> = client
-        .query(
-            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
-               AND c.relname = ANY($2)",
-            &[&schema, &TABLES.to_vec()],
-        )?
-        .iter()
-        .map(|r| txt(r, 0))
-        .collect();
-    if present.iter().any(|t| t == "ipc_meta") {
-        let rows = client
-            .query("SELECT key::text, value::text FROM ipc_meta", &[])
-            .map_err(|e| {
-                SchemaError::Foreign(format!(
-                    "schema `{schema}` has an `ipc_meta` table that is not intentplane's ({})",
-                    pg_text(&e)
-                ))
-            })?;
-        let meta: HashMap<String, String> = rows.iter().map(|r| (txt(r, 0), txt(r, 1))).collect();
-        if meta.get("application").map(String::as_str) != Some(APPLICATION) {
-            return Err(SchemaError::Foreign(format!(
-                "schema `{schema}` belongs to another application (`ipc_meta` has no `application = {APPLICATION}`)"
-            )));
-        }
-        let version: i64 = meta
-            .get("schema_version")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| {
-                SchemaError::Foreign(format!(
-                    "schema `{schema}`: `ipc_meta` has no readable `schema_version`"
-                ))
-            })?;
-        if version > SCHEMA_VERSION {
-            return Err(SchemaError::Newer(version));
-        }
-        if version < SCHEMA_VERSION {
-            // version 1 is the first: there is nothing older to migrate
-            return Err(SchemaError::Foreign(format!(
-                "schema `{schema}`: unknown schema version {version}"
-            )));
-        }
-        if let Some(missing) = TABLES.iter().find(|t| !present.iter().any(|p| p == *t)) {
-            return Err(SchemaError::Missing(format!(
-                "schema `{schema}` is an intentplane store without its table `{missing}`"
-            )));
-        }
-        return Ok(());
-    }
-    if let Some(t) = present.first() {
-        return Err(SchemaError::Foreign(format!(
-            "schema `{schema}` has a table `{t}` but no intentplane marker (`ipc_meta`): another application's"
-        )));
-    }
-    if !create {
-        return Err(SchemaError::Missing(format!(
-            "not an intentplane store: schema `{schema}` has no `ipc_meta` table"
-        )));
-    }
-    client.batch_execute(SCHEMA)?;
-    client.execute(
-        "INSERT INTO ipc_meta (key, value) VALUES ('application', $1), ('schema_version', $2)",
-        &[&APPLICATION, &SCHEMA_VERSION.to_string()],
-    )?;
-    Ok(())
-}
-
 impl Store for PgStore {
     /// Decides before the head lock and checks under it
     /// (`postgres/optimistic.rs`): processes decide side by side and take turns
@@ -885,17 +653,16 @@ impl Store for PgStore {
     }
 
     fn receipts_range(&self, range: ReceiptRange) -> Result<Vec<ReceiptRecord>, StoreError> {
-        let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         let (sql, params): (&'static str, Vec<i64>) = match range {
             ReceiptRange::Last { limit: n } => (
                 "SELECT seq::text, prev_hash::text, hash::text, body::text FROM
                  (SELECT * FROM ipc_receipts ORDER BY seq DESC LIMIT $1) AS r ORDER BY seq",
-                vec![limit(n)],
+                vec![rows::param(n)],
             ),
             ReceiptRange::After { seq, limit: n } => (
                 "SELECT seq::text, prev_hash::text, hash::text, body::text
                  FROM ipc_receipts WHERE seq > $1 ORDER BY seq LIMIT $2",
-                vec![i64::try_from(seq).unwrap_or(i64::MAX), limit(n)],
+                vec![rows::param(seq), rows::param(n)],
             ),
         };
         let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
@@ -912,14 +679,12 @@ impl Store for PgStore {
                     return Ok(rows
                         .iter()
                         .map(|r| {
-                            StoredReceipt {
-                                seq: txt(r, 0).parse().unwrap_or(0),
-                                prev_hash: txt(r, 1),
-                                hash: txt(r, 2),
-                                body: txt(r, 3),
-                                body_storage: None,
-                            }
-                            .record()
+                            rows::receipt(
+                                txt(r, 0).parse().unwrap_or(0),
+                                txt(r, 1),
+                                txt(r, 2),
+                                txt(r, 3),
+                            )
                         })
                         .collect());
                 }
@@ -940,7 +705,7 @@ impl Store for PgStore {
             .client
             .query_opt("SELECT seq, hash FROM ipc_head WHERE id = 1", &[])
             .map_err(backend)?;
-        row.map(|r| Ok((u64::try_from(col::<i64>(&r, 0)?).unwrap_or(0), col(&r, 1)?)))
+        row.map(|r| Ok(rows::shown_head(col(&r, 0)?, col(&r, 1)?)))
             .transpose()
     }
 
@@ -981,432 +746,5 @@ impl Store for PgStore {
         let snap = snap.map_err(backend)?;
         end.map_err(backend)?;
         Ok(snap)
-    }
-}
-
-/// A column read leniently, as text (`::text` in the query): whatever a
-/// tampered table holds, a snapshot reads it and `verify_store` judges it.
-fn txt(r: &postgres::Row, i: usize) -> String {
-    r.try_get::<_, Option<String>>(i)
-        .ok()
-        .flatten()
-        .unwrap_or_default()
-}
-
-fn read_snapshot(client: &mut Client) -> Result<Snapshot, postgres::Error> {
-    let receipts = client
-        .query(
-            "SELECT seq::text, prev_hash::text, hash::text, body::text, pg_typeof(body)::text
-             FROM ipc_receipts ORDER BY ipc_receipts.seq",
-            &[],
-        )?
-        .iter()
-        .map(|r| {
-            let storage = txt(r, 4);
-            StoredReceipt {
-                seq: txt(r, 0).parse().unwrap_or(0),
-                prev_hash: txt(r, 1),
-                hash: txt(r, 2),
-                body: txt(r, 3),
-                body_storage: (storage != "text").then_some(storage),
-            }
-        })
-        .collect();
-    let head = client
-        .query_opt(
-            "SELECT seq::text, hash::text FROM ipc_head WHERE id = 1",
-            &[],
-        )?
-        .map(|r| (txt(&r, 0).parse().unwrap_or(0), txt(&r, 1)));
-    let mut accounts = Accounts::default();
-    for r in client.query(
-        "SELECT mandate_id::text, amount::text, calls::text FROM ipc_budgets",
-        &[],
-    )? {
-        accounts.budgets.insert(
-            txt(&r, 0),
-            Spent {
-                // an amount that is not a number (tampered) is no receipt's sum
-                amount: txt(&r, 1).parse().unwrap_or(i64::MIN),
-                // nor is a negative count
-                calls: txt(&r, 2).parse().unwrap_or(u64::MAX),
-            },
-        );
-    }
-    for r in client.query("SELECT nonce::text FROM ipc_nonces", &[])? {
-        accounts.nonces.insert(txt(&r, 0));
-    }
-    for r in client.query("SELECT op_hash::text FROM ipc_executions", &[])? {
-        accounts.executions.insert(txt(&r, 0));
-    }
-    Ok(Snapshot {
-        receipts,
-        head,
-        accounts,
-    })
-}
-
-/// The chain's head as the open transaction sees it: read once after the
-/// lock, written once before `COMMIT`. With it, the revocations and
-/// budgets the transaction has read or written: while it holds the head
-/// lock no other writer can change them (every writer takes the lock
-/// first), so a batch of decisions under one mandate reads each once
-/// instead of once per decision (two round trips of seven).
-#[derive(Clone, Debug, Default)]
-struct Head {
-    known: Option<Option<(u64, String)>>,
-    dirty: bool,
-    revoked: HashMap<String, bool>,
-    spent: HashMap<String, Spent>,
-}
-
-/// The operations of one transaction body.
-struct PgTx<'c> {
-    conn: &'c mut Conn,
-    head: &'c mut Head,
-    /// Set when the server aborted the transaction with a serialization
-    /// failure or a deadlock: the body's result is discarded and the
-    /// transaction run again.
-    retry: &'c mut Option<String>,
-}
-
-impl PgTx<'_> {
-    fn err(&mut self, e: postgres::Error) -> StoreError {
-        if retryable(&e) {
-            *self.retry = Some(pg_text(&e));
-        }
-        backend(e)
-    }
-
-    fn query_opt(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Option<postgres::Row>, StoreError> {
-        let st = self.conn.stmt(sql).map_err(|e| self.err(e))?;
-        self.conn
-            .client
-            .query_opt(&st, params)
-            .map_err(|e| self.err(e))
-    }
-
-    fn execute(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<u64, StoreError> {
-        let st = self.conn.stmt(sql).map_err(|e| self.err(e))?;
-        self.conn
-            .client
-            .execute(&st, params)
-            .map_err(|e| self.err(e))
-    }
-
-    fn json(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Option<Value>, StoreError> {
-        let row = self.query_opt(sql, params)?;
-        row.map(|r| {
-            let text: String = col(&r, 0)?;
-            serde_json::from_str(&text)
-                .map_err(|e| StoreError::Backend(format!("stored json is invalid: {e}")))
-        })
-        .transpose()
-    }
-}
-
-fn to_i64(n: u64) -> Result<i64, StoreError> {
-    i64::try_from(n).map_err(|_| StoreError::Backend(format!("`{n}` does not fit the store")))
-}
-
-fn to_json_text(v: &Value) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(|e| StoreError::Backend(e.to_string()))
-}
-
-/// One read of a registry table ([`Tx::registry_rows`]): its query and
-/// parameters, comparable (an optimistic transaction re-reads each one
-/// under the head lock, `optimistic`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct RegistryRead {
-    table: String,
-    sql: String,
-    owner: String,
-    keyed: bool,
-    key: Option<String>,
-}
-
-enum RegistryFailure {
-    /// The statement failed (a missing table, a serialization failure).
-    Pg(postgres::Error),
-    /// A row of the wrong shape.
-    Store(StoreError),
-}
-
-impl RegistryRead {
-    fn new(table: &str, owner: &str, keyed: bool, key: Option<&str>) -> Result<Self, StoreError> {
-        let quoted = quote_table(table).ok_or_else(|| {
-            StoreError::Backend(format!(
-                "`{table}` is not a table name (`name` or `schema.name`)"
-            ))
-        })?;
-        let key = key.filter(|_| keyed);
-        let sql = match (keyed, key.is_some()) {
-            (true, true) => format!(
-                "SELECT key::text, NULL::text, record::text FROM {quoted} WHERE owner = $1 AND key = $2"
-            ),
-            (true, false) => {
-                format!("SELECT key::text, NULL::text, record::text FROM {quoted} WHERE owner = $1")
-            }
-            _ => format!("SELECT value::text, id::text, NULL::text FROM {quoted} WHERE owner = $1"),
-        };
-        Ok(Self {
-            table: table.to_string(),
-            sql,
-            owner: owner.to_string(),
-            keyed,
-            key: key.map(str::to_string),
-        })
-    }
-
-    /// Reads the rows in the open transaction, in a savepoint: a table
-    /// that is missing or of another shape fails this read (the gateway
-    /// denies), not the whole transaction.
-    fn run(&self, conn: &mut Conn) -> Result<Vec<RegistryRow>, RegistryFailure> {
-        conn.client
-            .batch_execute("SAVEPOINT registry")
-            .map_err(RegistryFailure::Pg)?;
-        let read = (|| -> Result<Vec<postgres::Row>, postgres::Error> {
-            let st = match conn.table_stmts.get(&self.sql) {
-                Some(s) => s.clone(),
-                None => {
-                    let s = conn.client.prepare(&self.sql)?;
-                    conn.table_stmts.insert(self.sql.clone(), s.clone());
-                    s
-                }
-            };
-            match &self.key {
-                Some(k) => conn.client.query(&st, &[&self.owner, k]),
-                None => conn.client.query(&st, &[&self.owner]),
-            }
-        })();
-        let end = if read.is_ok() {
-            "RELEASE registry"
-        } else {
-            "ROLLBACK TO registry; RELEASE registry"
-        };
-        conn.client
-            .batch_execute(end)
-            .map_err(RegistryFailure::Pg)?;
-        let rows = read.map_err(RegistryFailure::Pg)?;
-        self.records(&rows).map_err(RegistryFailure::Store)
-    }
-
-    fn records(&self, rows: &[postgres::Row]) -> Result<Vec<RegistryRow>, StoreError> {
-        let (table, owner, keyed) = (&self.table, &self.owner, self.keyed);
-        let bad = |what: String| StoreError::Backend(format!("registry table `{table}`: {what}"));
-        rows.iter()
-            .map(|r| {
-                let key: Option<String> = col(r, 0)?;
-                let key = key.ok_or_else(|| {
-                    bad(format!(
-                        "a row of `{owner}` has no {}",
-                        if keyed { "key" } else { "value" }
-                    ))
-                })?;
-                let record = match col::<Option<String>>(r, 2)? {
-                    Some(text) => Some(
-                        serde_json::from_str(&text)
-                            .map_err(|e| bad(format!("record `{key}` is not json: {e}")))?,
-                    ),
-                    None if keyed => return Err(bad(format!("record `{key}` is null"))),
-                    None => None,
-                };
-                Ok(RegistryRow {
-                    key,
-                    id: col(r, 1)?,
-                    record,
-                })
-            })
-            .collect()
-    }
-}
-
-/// The chain's head as the head marker records it.
-const HEAD_SQL: &str = "SELECT seq, hash FROM ipc_head WHERE id = 1";
-/// One key's row, as both kinds of transaction read it (`PgTx`, and
-/// `optimistic` before the lock).
-const SPENT_SQL: &str = "SELECT amount, calls FROM ipc_budgets WHERE mandate_id = $1";
-const NONCE_SQL: &str = "SELECT 1 FROM ipc_nonces WHERE nonce = $1";
-const EXECUTED_SQL: &str = "SELECT result FROM ipc_executions WHERE op_hash = $1";
-const REVOKED_SQL: &str = "SELECT 1 FROM ipc_revocations WHERE token_id = $1";
-const STATE_SQL: &str = "SELECT json FROM ipc_state WHERE ns = $1 AND key = $2";
-
-/// A budget row (`amount`, `calls` first), or nothing spent without one.
-fn spent_of(row: Option<&postgres::Row>) -> Result<Spent, StoreError> {
-    Ok(match row {
-        Some(r) => Spent {
-            amount: col(r, 0)?,
-            calls: u64::try_from(col::<i64>(r, 1)?).unwrap_or(0),
-        },
-        None => Spent::default(),
-    })
-}
-
-fn head_of(row: Option<postgres::Row>) -> Result<Option<(u64, String)>, StoreError> {
-    row.map(|r| {
-        let seq: i64 = col(&r, 0)?;
-        Ok((
-            u64::try_from(seq)
-                .map_err(|_| StoreError::Backend(format!("head marker has seq `{seq}`")))?,
-            col::<String>(&r, 1)?,
-        ))
-    })
-    .transpose()
-}
-
-impl Tx for PgTx<'_> {
-    fn registry_rows(
-        &mut self,
-        table: &str,
-        owner: &str,
-        keyed: bool,
-        key: Option<&str>,
-    ) -> Result<Vec<RegistryRow>, StoreError> {
-        let read = RegistryRead::new(table, owner, keyed, key)?;
-        read.run(self.conn).map_err(|e| match e {
-            RegistryFailure::Pg(e) => {
-                let e = self.err(e);
-                StoreError::Backend(format!("registry table `{table}`: {e}"))
-            }
-            RegistryFailure::Store(e) => e,
-        })
-    }
-
-    fn spent(&mut self, mandate_id: &str) -> Result<Spent, StoreError> {
-        if let Some(s) = self.head.spent.get(mandate_id) {
-            return Ok(*s);
-        }
-        let row = self.query_opt(SPENT_SQL, &[&mandate_id])?;
-        let spent = spent_of(row.as_ref())?;
-        self.head.spent.insert(mandate_id.to_string(), spent);
-        Ok(spent)
-    }
-
-    fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
-        // one round trip: add in the database (BIGINT overflow is an
-        // error there, 22003, as `checked_add` is in the other stores)
-        let row = self.query_opt(
-            "INSERT INTO ipc_budgets (mandate_id, amount, calls) VALUES ($1, $2, 1)
-             ON CONFLICT (mandate_id) DO UPDATE
-             SET amount = ipc_budgets.amount + EXCLUDED.amount, calls = ipc_budgets.calls + 1
-             RETURNING amount, calls",
-            &[&mandate_id, &amount],
-        );
-        let row = match row {
-            Err(StoreError::Backend(e)) if e.contains("(22003)") => {
-                return Err(StoreError::Backend(format!(
-                    "budget of `{mandate_id}` overflows"
-                )));
-            }
-            other => other?,
-        };
-        let row = row.ok_or_else(|| StoreError::Backend("no budget row returned".into()))?;
-        let spent = Spent {
-            amount: col(&row, 0)?,
-            calls: u64::try_from(col::<i64>(&row, 1)?).unwrap_or(0),
-        };
-        self.head.spent.insert(mandate_id.to_string(), spent);
-        Ok(spent)
-    }
-
-    fn nonce_used(&mut self, nonce: &str) -> Result<bool, StoreError> {
-        Ok(self.query_opt(NONCE_SQL, &[&nonce])?.is_some())
-    }
-
-    fn use_nonce(&mut self, nonce: &str) -> Result<(), StoreError> {
-        let n = self.execute(
-            "INSERT INTO ipc_nonces (nonce) VALUES ($1) ON CONFLICT DO NOTHING",
-            &[&nonce],
-        )?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::Conflict(format!(
-                "nonce `{nonce}` was already used"
-            )))
-        }
-    }
-
-    fn executed(&mut self, op_hash: &str) -> Result<Option<Value>, StoreError> {
-        self.json(EXECUTED_SQL, &[&op_hash])
-    }
-
-    fn record_execution(&mut self, op_hash: &str, result: &Value) -> Result<(), StoreError> {
-        let text = to_json_text(result)?;
-        let n = self.execute(
-            "INSERT INTO ipc_executions (op_hash, result) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&op_hash, &text],
-        )?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::Conflict(format!(
-                "operation `{op_hash}` was already executed"
-            )))
-        }
-    }
-
-    fn revoked(&mut self, token_id: &str) -> Result<bool, StoreError> {
-        if let Some(r) = self.head.revoked.get(token_id) {
-            return Ok(*r);
-        }
-        let revoked = self.query_opt(REVOKED_SQL, &[&token_id])?.is_some();
-        self.head.revoked.insert(token_id.to_string(), revoked);
-        Ok(revoked)
-    }
-
-    fn revoke(&mut self, token_id: &str) -> Result<(), StoreError> {
-        self.execute(
-            "INSERT INTO ipc_revocations (token_id) VALUES ($1) ON CONFLICT DO NOTHING",
-            &[&token_id],
-        )?;
-        self.head.revoked.insert(token_id.to_string(), true);
-        Ok(())
-    }
-
-    fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError> {
-        self.json(STATE_SQL, &[&ns, &key])
-    }
-
-    fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError> {
-        let text = to_json_text(value)?;
-        self.execute(
-            "INSERT INTO ipc_state (ns, key, json) VALUES ($1, $2, $3)
-             ON CONFLICT (ns, key) DO UPDATE SET json = EXCLUDED.json",
-            &[&ns, &key, &text],
-        )?;
-        Ok(())
-    }
-
-    fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
-        if self.head.known.is_none() {
-            let row = self.query_opt(HEAD_SQL, &[])?;
-            self.head.known = Some(head_of(row)?);
-        }
-        let prev = match &self.head.known {
-            Some(Some((seq, hash))) => Some((*seq, hash.as_str())),
-            _ => None,
-        };
-        let link = ChainLink::next(prev, body);
-        let seq = to_i64(link.seq)?;
-        self.execute(
-            "INSERT INTO ipc_receipts (seq, prev_hash, hash, body) VALUES ($1, $2, $3, $4)",
-            &[&seq, &link.prev_hash, &link.hash, &body.as_str()],
-        )?;
-        self.head.known = Some(Some((link.seq, link.hash.clone())));
-        self.head.dirty = true;
-        Ok(link)
     }
 }

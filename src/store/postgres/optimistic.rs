@@ -45,11 +45,12 @@
 //! to report.
 
 use super::{
-    BEGIN_LOCKED, Conn, EXECUTED_SQL, Failure, Head, NONCE_SQL, REVOKED_SQL, RegistryFailure,
-    RegistryRead, SPENT_SQL, STATE_SQL, backend, begin, col, commit, fail, retryable, run_bodies,
-    spent_of, to_i64, to_json_text,
+    BEGIN_LOCKED, Conn, EXECUTED_SQL, Failure, Head, NONCE_SQL, Param, REVOKED_SQL,
+    RegistryFailure, RegistryRead, SPENT_SQL, STATE_SQL, backend, begin, col, commit, fail,
+    retryable, run_bodies, spent_of, to_i64, to_json_text,
 };
 use crate::canonical::Jcs;
+use crate::store::rows;
 use crate::store::{ChainLink, RegistryRow, Relink, Spent, StoreError, Tx, TxFn};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -198,12 +199,9 @@ impl OptimisticTx<'_> {
     fn row(
         &mut self,
         sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
+        params: &[Param<'_>],
     ) -> Result<Option<postgres::Row>, StoreError> {
-        let read = self
-            .conn
-            .stmt(sql)
-            .and_then(|st| self.conn.client.query_opt(&st, params));
+        let read = self.conn.query_opt(sql, params);
         read.map_err(|e| {
             self.failed = true;
             backend(e)
@@ -213,7 +211,7 @@ impl OptimisticTx<'_> {
     fn text(
         &mut self,
         sql: &'static str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
+        params: &[Param<'_>],
     ) -> Result<Option<String>, StoreError> {
         self.row(sql, params)?
             .map(|r| col::<String>(&r, 0))
@@ -229,11 +227,6 @@ impl OptimisticTx<'_> {
             tx.text(EXECUTED_SQL, &[&op_hash])
         })
     }
-}
-
-fn parse(text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text)
-        .map_err(|e| StoreError::Backend(format!("stored json is invalid: {e}")))
 }
 
 impl Tx for OptimisticTx<'_> {
@@ -252,14 +245,7 @@ impl Tx for OptimisticTx<'_> {
 
     fn spend(&mut self, mandate_id: &str, amount: i64) -> Result<Spent, StoreError> {
         let base = self.spent(mandate_id)?;
-        let amount = base
-            .amount
-            .checked_add(amount)
-            .ok_or_else(|| StoreError::Backend(format!("budget of `{mandate_id}` overflows")))?;
-        let spent = Spent {
-            amount,
-            calls: base.calls.saturating_add(1),
-        };
+        let spent = rows::spent_after(base, mandate_id, amount)?;
         self.writes.spent.insert(mandate_id.to_string(), spent);
         Ok(spent)
     }
@@ -285,7 +271,7 @@ impl Tx for OptimisticTx<'_> {
 
     fn executed(&mut self, op_hash: &str) -> Result<Option<Value>, StoreError> {
         self.executed_text(op_hash)?
-            .map(|t| parse(&t))
+            .map(|t| rows::json(&t))
             .transpose()
             .inspect_err(|_| self.failed = true)
     }
@@ -321,7 +307,7 @@ impl Tx for OptimisticTx<'_> {
             Some(t) => Some(t.clone()),
             None => self.lookup::<StateKey>(&k, |tx| tx.text(STATE_SQL, &[&ns, &key]))?,
         };
-        text.map(|t| parse(&t))
+        text.map(|t| rows::json(&t))
             .transpose()
             .inspect_err(|_| self.failed = true)
     }
@@ -589,7 +575,7 @@ impl Current {
         let seq = seq.as_deref().unwrap_or("");
         match (seq.parse::<u64>(), hash) {
             (Ok(n), Some(h)) => Ok(Some((n, h.clone()))),
-            _ => Err(StoreError::Backend(format!("head marker has seq `{seq}`"))),
+            _ => Err(rows::bad_head(seq)),
         }
     }
 }
@@ -651,8 +637,7 @@ fn current(conn: &mut Conn, keys: &Reads) -> Result<Current, Failure> {
                 let calls = t(4).and_then(|c| c.parse::<i64>().ok());
                 match (amount, calls) {
                     (Some(amount), Some(calls)) => {
-                        let calls = u64::try_from(calls).unwrap_or(0);
-                        now.spent.insert(key, Spent { amount, calls });
+                        now.spent.insert(key, rows::spent(amount, calls));
                     }
                     _ => {
                         now.spent.remove(&key);
@@ -695,7 +680,7 @@ fn current(conn: &mut Conn, keys: &Reads) -> Result<Current, Failure> {
 fn typed_query(
     conn: &mut Conn,
     sql: &str,
-    params: &[&(dyn postgres::types::ToSql + Sync)],
+    params: &[Param<'_>],
 ) -> Result<Vec<postgres::Row>, Failure> {
     let typed: Vec<(&(dyn postgres::types::ToSql + Sync), postgres::types::Type)> = params
         .iter()
