@@ -36,6 +36,7 @@ pub mod tenants;
 #[allow(clippy::unwrap_used, clippy::expect_used)] // test code: a broken fixture panics
 pub mod testkit;
 pub mod trusted;
+pub mod widening;
 pub mod world;
 
 use crate::bundle::Bundle;

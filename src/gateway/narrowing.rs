@@ -288,3 +288,49 @@ pub fn allowed<'m>(sources: &'m Narrowing, action: &str, param: &str) -> Option<
         })
         .map(|(_, v)| v.as_slice())
 }
+
+/// The parameters (with their action) that claim `c` is a source of.
+pub(crate) fn vouched_by<'a>(
+    actions: &'a [&'a Action],
+    c: &'a str,
+) -> impl Iterator<Item = (&'a Action, &'a crate::ir::Param)> {
+    actions.iter().flat_map(move |a| {
+        a.params
+            .iter()
+            .filter(move |p| {
+                p.sources
+                    .iter()
+                    .any(|s| matches!(s, Source::Claim { claim } if claim == c))
+            })
+            .map(move |p| (*a, p))
+    })
+}
+
+/// A child's default narrowing: the parent's, and every critical
+/// parameter a claim can vouch for takes its value only from the child's
+/// claims (among the sources the parent allows), so that a child for the
+/// landlord allows the landlord and no other saved payee. A parameter the
+/// parent lets no claim vouch for keeps the parent's sources.
+pub(crate) fn strict_within(parent: &Narrowing, actions: &[&Action]) -> Narrowing {
+    let mut out = parent.clone();
+    for a in actions {
+        for p in a.params.iter().filter(|p| p.critical) {
+            let declared: Vec<String> = p.sources.iter().map(|s| s.to_string()).collect();
+            let allowed: Vec<String> = match allowed(parent, &a.name, &p.name) {
+                Some(l) => l.to_vec(),
+                None => declared,
+            };
+            let kept: Vec<String> = p
+                .sources
+                .iter()
+                .filter(|s| matches!(s, Source::Claim { .. }))
+                .map(|s| s.to_string())
+                .filter(|s| allowed.contains(s))
+                .collect();
+            if !kept.is_empty() && kept.len() < allowed.len() {
+                out.insert(format!("{}.{}", a.name, p.name), kept);
+            }
+        }
+    }
+    out
+}

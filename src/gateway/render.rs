@@ -974,6 +974,15 @@ pub fn parse(text: &str, ty: &dyn Fn(&str, &str) -> Option<Type>) -> Result<Pars
     })
 }
 
+/// A claim value as a [`Widening::Claim`] names it: a string escaped, any
+/// other value as its JSON, escaped.
+pub(crate) fn shown_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => escape(s),
+        other => escape(&other.to_string()),
+    }
+}
+
 #[cfg(test)]
 #[path = "render_tests.rs"]
 mod tests;

@@ -11,8 +11,8 @@ use crate::base::Money;
 use crate::base::json::format_time;
 use crate::gateway::Gateway;
 use crate::gateway::Mandate;
-use crate::gateway::chain::Widening;
 use crate::gateway::registry::Registries;
+use crate::gateway::widening::Widening;
 use crate::ir::{RegistryShape, Source, Type};
 use crate::store::{StoreError, Tx};
 use serde::Serialize;
@@ -120,7 +120,7 @@ pub fn show(
             .unwrap_or(Type::Text);
         // the owner's registries that vouch beside this claim
         let mut own: Vec<&crate::ir::Registry> = vec![];
-        for (_, p) in crate::gateway::chain::vouched_by(&actions, name) {
+        for (_, p) in crate::gateway::narrowing::vouched_by(&actions, name) {
             for s in &p.sources {
                 if let Source::Registry { registry } = s
                     && let Some(r) =
@@ -170,7 +170,7 @@ pub fn show(
             };
             let widened = widens.iter().any(|w| {
                 matches!(w, Widening::Claim { claim, value }
-                    if claim == name && *value == crate::gateway::chain::shown_value(m))
+                    if claim == name && *value == super::shown_value(m))
             });
             shown.origins.push(
                 if in_parent {
@@ -225,7 +225,7 @@ fn narrowing(
     parent: &Mandate,
     child: &Mandate,
 ) -> Vec<SourceShown> {
-    let default = crate::gateway::chain::strict_within(parent, actions);
+    let default = crate::gateway::narrowing::strict_within(&parent.sources, actions);
     let mut out: Vec<SourceShown> = vec![];
     let mut named = vec![];
     let mut actions = actions.to_vec();

@@ -173,7 +173,8 @@ fn a_child_wider_than_its_default_says_so_in_plain_words() {
         );
     }
     // the default: strict, nothing wider
-    child.sources = crate::gateway::chain::strict_within(&parent.mandate, &gw_actions(&gw));
+    child.sources =
+        crate::gateway::narrowing::strict_within(&parent.mandate.sources, &gw_actions(&gw));
     let shown = gw.show_child(&parent, &child).unwrap();
     assert!(!shown.sources.is_empty());
     assert!(shown.sources.iter().all(|s| !s.wider), "{shown:#?}");

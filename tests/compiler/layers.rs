@@ -610,20 +610,7 @@ fn every_room_imports_only_what_its_layer_allows() {
 #[test]
 fn no_two_modules_import_each_other() {
     let mods = modules(&root().join("src/lib.rs"));
-    // left open, each until its room is split (and then off this list:
-    // a pair here that is no circle fails the test)
-    let open = [("gateway::chain", "gateway::render::child")];
-    let all = circles(&mods);
-    for (a, b) in open {
-        assert!(
-            all.iter().any(|(x, y)| x == a && y == b),
-            "`{a}` and `{b}` no longer import each other: take them off the list"
-        );
-    }
-    let found: Vec<_> = all
-        .into_iter()
-        .filter(|(a, b)| !open.contains(&(a.as_str(), b.as_str())))
-        .collect();
+    let found = circles(&mods);
     assert!(
         found.is_empty(),
         "modules that import each other:\n{}",

@@ -2,11 +2,12 @@
 //! issued, checked and recorded (a receipt each).
 
 use super::held::{PENDING_NS, held_get, index_push};
-use super::verify::{parent_err, strict_within};
+use super::verify::parent_err;
 use super::{ChildError, ChildRequest, Draft, Issued, NS, Widening};
 use crate::base::json::{echo, format_time};
 use crate::gateway::listing;
 use crate::gateway::mandate::{Budget, Mandate, MandateToken, ParentRef};
+use crate::gateway::narrowing::strict_within;
 use crate::gateway::{Gateway, ReceiptRef};
 use crate::keys::SecretKey;
 use crate::store::StoreError;
@@ -50,7 +51,7 @@ impl Gateway {
                 format_time(expires_at)
             )));
         }
-        let sources = strict_within(pm, &actions);
+        let sources = strict_within(&pm.sources, &actions);
         let id = match &req.id {
             Some(id) => id.clone(),
             None => crate::gateway::mandate::new_id().map_err(bad)?,

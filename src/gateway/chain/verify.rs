@@ -7,7 +7,7 @@ use crate::base::json::echo;
 use crate::bundle::format::TablePack;
 use crate::canonical::to_jcs;
 use crate::gateway::Gateway;
-use crate::gateway::mandate::{Mandate, MandateToken, Narrowing};
+use crate::gateway::mandate::{Mandate, MandateToken};
 use crate::gateway::registry::Registries;
 use crate::ir::{Action, Expr, Key, Source};
 use crate::store::{StoreError, Tx};
@@ -54,23 +54,6 @@ pub(super) fn read_beyond_sources(actions: &[&Action], c: &str) -> bool {
     })
 }
 
-/// The parameters (with their action) that claim `c` is a source of.
-pub(crate) fn vouched_by<'a>(
-    actions: &'a [&'a Action],
-    c: &'a str,
-) -> impl Iterator<Item = (&'a Action, &'a crate::ir::Param)> {
-    actions.iter().flat_map(move |a| {
-        a.params
-            .iter()
-            .filter(move |p| {
-                p.sources
-                    .iter()
-                    .any(|s| matches!(s, Source::Claim { claim } if claim == c))
-            })
-            .map(move |p| (*a, p))
-    })
-}
-
 /// The owner's registries (never a global one) that the parent lets vouch
 /// for every parameter claim `c` vouches for, per parameter: a value of
 /// the claim is within the parent when, for every such parameter, one of
@@ -87,7 +70,7 @@ pub(crate) fn registries_for<'a>(
         return None;
     }
     let mut per_param = vec![];
-    for (a, p) in vouched_by(actions, c) {
+    for (a, p) in crate::gateway::narrowing::vouched_by(actions, c) {
         let allowed = crate::gateway::narrowing::allowed(&parent.sources, &a.name, &p.name);
         let regs: Vec<&crate::ir::Registry> = p
             .sources
@@ -104,45 +87,6 @@ pub(crate) fn registries_for<'a>(
         per_param.push(regs);
     }
     (!per_param.is_empty()).then_some(per_param)
-}
-
-/// A child's default narrowing: the parent's, and every critical
-/// parameter a claim can vouch for takes its value only from the child's
-/// claims (among the sources the parent allows), so that a child for the
-/// landlord allows the landlord and no other saved payee. A parameter the
-/// parent lets no claim vouch for keeps the parent's sources.
-pub(crate) fn strict_within(parent: &Mandate, actions: &[&Action]) -> Narrowing {
-    let mut out = parent.sources.clone();
-    for a in actions {
-        for p in a.params.iter().filter(|p| p.critical) {
-            let declared: Vec<String> = p.sources.iter().map(|s| s.to_string()).collect();
-            let allowed: Vec<String> =
-                match crate::gateway::narrowing::allowed(&parent.sources, &a.name, &p.name) {
-                    Some(l) => l.to_vec(),
-                    None => declared,
-                };
-            let kept: Vec<String> = p
-                .sources
-                .iter()
-                .filter(|s| matches!(s, Source::Claim { .. }))
-                .map(|s| s.to_string())
-                .filter(|s| allowed.contains(s))
-                .collect();
-            if !kept.is_empty() && kept.len() < allowed.len() {
-                out.insert(format!("{}.{}", a.name, p.name), kept);
-            }
-        }
-    }
-    out
-}
-
-/// A claim value as a [`Widening::Claim`] names it: a string escaped, any
-/// other value as its JSON, escaped.
-pub(crate) fn shown_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => crate::gateway::render::escape(s),
-        other => crate::gateway::render::escape(&other.to_string()),
-    }
 }
 
 /// A claim value as registries compare it.
@@ -384,7 +328,7 @@ impl Gateway {
                 if !held {
                     w.push(Widening::Claim {
                         claim: name.clone(),
-                        value: shown_value(v),
+                        value: crate::gateway::render::shown_value(v),
                     });
                 }
             }
