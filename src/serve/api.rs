@@ -330,26 +330,11 @@ async fn approvals(
     axum::Extension(Caller(tenants)): axum::Extension<Caller>,
     uri: Uri,
 ) -> Response {
-    let mut for_whom: Option<String> = None;
-    for pair in uri
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        match pair.split_once('=') {
-            Some(("for", v)) if !v.is_empty() => for_whom = Some(v.to_string()),
-            _ => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!(
-                        "unknown parameter `{}`: give `for=NAME` or nothing",
-                        shown(pair)
-                    ),
-                );
-            }
-        }
-    }
+    // a repeated `for` names the last one, as it always did
+    let for_whom = match super::common::query_values(&uri, "for") {
+        Ok(v) => v.into_iter().last(),
+        Err(r) => return *r,
+    };
     read_store(&st, "the approvals", move |gw| {
         let which = crate::gateway::approving::Which {
             tenants: &tenants,

@@ -111,6 +111,46 @@ pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response 
     answer(status, json!({"error": message.into()}).to_string())
 }
 
+/// The one query parameter `name` a route takes (`?NAME=VALUE`), or
+/// none: each value given, in order (a caller decides what a repeat
+/// means); any other parameter, or an empty value, is refused in words
+/// that name the one it takes.
+pub(super) fn query_values(
+    uri: &axum::http::Uri,
+    name: &str,
+) -> Result<Vec<String>, Box<Response>> {
+    let mut out = vec![];
+    for pair in uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        match pair.split_once('=') {
+            Some((k, v)) if k == name && !v.is_empty() => out.push(v.to_string()),
+            _ => return Err(Box::new(unknown_query(pair, name))),
+        }
+    }
+    Ok(out)
+}
+
+/// The refusal of a query parameter a route does not take.
+pub(super) fn unknown_query(pair: &str, name: &str) -> Response {
+    let upper = name.to_uppercase();
+    let upper = if name == "for" {
+        "NAME"
+    } else {
+        upper.as_str()
+    };
+    error(
+        StatusCode::BAD_REQUEST,
+        format!(
+            "unknown parameter `{}`: give `{name}={upper}` or nothing",
+            shown(pair)
+        ),
+    )
+}
+
 /// At most 100 characters of a header a caller sent, for an error message.
 pub(super) fn shown(v: &str) -> String {
     v.chars().take(100).collect()
@@ -398,5 +438,47 @@ pub(super) async fn decline_signed(
         Ok(Ok(r)) => json_ok(st, &json!({"ok": true, "receipt": r})),
         Ok(Err(e)) => pending_error(st, e),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the decline failed"),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    async fn text(r: Response) -> String {
+        let b = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    /// A route's one query parameter: its values in order, and any other
+    /// parameter (or an empty value) refused in words naming the one it
+    /// takes (`GET /v1/approvals?for=`, `GET /v1/mandates?id=`).
+    #[tokio::test]
+    async fn a_query_takes_its_one_parameter_and_refuses_any_other() {
+        let uri = |q: &str| q.parse::<axum::http::Uri>().unwrap();
+        assert_eq!(
+            query_values(&uri("/v1/approvals?for=emma&for=cfo"), "for").unwrap(),
+            vec!["emma", "cfo"]
+        );
+        assert!(
+            query_values(&uri("/v1/approvals"), "for")
+                .unwrap()
+                .is_empty()
+        );
+        for (q, name, said) in [
+            (
+                "/v1/approvals?who=emma",
+                "for",
+                "give `for=NAME` or nothing",
+            ),
+            ("/v1/approvals?for=", "for", "give `for=NAME` or nothing"),
+            ("/v1/mandates?id=a&x=1", "id", "give `id=ID` or nothing"),
+        ] {
+            let r = *query_values(&uri(q), name).unwrap_err();
+            assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+            let t = text(r).await;
+            assert!(t.contains(said), "{t}");
+        }
     }
 }

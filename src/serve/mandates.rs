@@ -116,26 +116,13 @@ pub(super) async fn list(
     axum::Extension(Caller(tenants)): axum::Extension<Caller>,
     uri: Uri,
 ) -> Response {
-    let mut id: Option<String> = None;
-    for pair in uri
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        match pair.split_once('=') {
-            Some(("id", v)) if !v.is_empty() && id.is_none() => id = Some(v.to_string()),
-            _ => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!(
-                        "unknown parameter `{}`: give `id=ID` or nothing",
-                        super::common::shown(pair)
-                    ),
-                );
-            }
+    let id = match super::common::query_values(&uri, "id") {
+        Ok(v) if v.len() > 1 => {
+            return super::common::unknown_query(&format!("id={}", v[1]), "id");
         }
-    }
+        Ok(v) => v.into_iter().next(),
+        Err(r) => return *r,
+    };
     off_loop(&st, move |gw| {
         let allowed = |r: &Value| r["owner"].as_str().is_some_and(|o| tenants.allows(o));
         let Some(i) = &id else {
