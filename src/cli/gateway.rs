@@ -181,8 +181,11 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
             return Err(Box::new(FrozenClock { at }));
         }
         if args.announce_frozen_clock {
-            eprintln!(
-                "warning: the world fixes the clock at `{at}` (--allow-frozen-clock): nothing expires while this runs"
+            crate::base::log::warn(
+                "frozen_clock",
+                &format!(
+                    "the world fixes the clock at `{at}` (--allow-frozen-clock): nothing expires while this runs"
+                ),
             );
         }
     }
@@ -195,9 +198,12 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
         )
         .map_err(|e| Box::new(e) as LoadError)?;
     if key.is_none() && world.bundle_keys.is_empty() {
-        eprintln!(
-            "warning: `{}` runs unverified (--allow-unsigned): anyone who can write it decides what is allowed",
-            bundle_path.display()
+        crate::base::log::warn(
+            "unsigned_bundle",
+            &format!(
+                "`{}` runs unverified (--allow-unsigned): anyone who can write it decides what is allowed",
+                bundle_path.display()
+            ),
         );
     }
     let store_path = args.store.clone().or_else(|| world.store.clone());
@@ -207,8 +213,9 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
         Some(p) => crate::store::open(&p, true).map_err(|e| Box::new(e) as LoadError)?,
         None if !args.ephemeral_ok => return Err(Box::new(NoStore)),
         None => {
-            eprintln!(
-                "warning: no store (`--store` or the world's `store`): approvals, budgets and idempotency last only as long as this process"
+            crate::base::log::warn(
+                "no_store",
+                "no store (`--store` or the world's `store`): approvals, budgets and idempotency last only as long as this process",
             );
             Arc::new(MemoryStore::new())
         }
@@ -233,7 +240,7 @@ pub fn load_with_mandate(
         Some(p) => match read_json(p) {
             Ok(v) => Some(v),
             Err(e) => {
-                eprintln!("error: {e}");
+                crate::base::log::error("mandate", &e.to_string());
                 return None;
             }
         },

@@ -7,10 +7,12 @@
 //! one store transaction (group commit); receipt reads run on tokio's
 //! blocking pool.
 
+use super::common::AppState;
 use super::common::{
     Caller, Failed, Job, Route, Shared, answer, authenticate, blocking, build, decline_signed,
     error, json_body, json_ok, no_browser, read_json, read_store, read_text, shown, submit_signed,
 };
+use crate::base::log;
 use crate::gateway::{Gateway, GatewayError, Input};
 use crate::store::ReceiptRange;
 use axum::Router;
@@ -41,6 +43,7 @@ pub(super) fn routes() -> Vec<Route<Shared>> {
         Route::get("/v1/mandates", super::mandates::list),
         Route::post("/v1/mandates", super::mandates::propose),
         Route::get("/v1/health", health),
+        Route::get("/v1/ready", super::ready::ready),
         Route::get("/v1/openapi.json", super::openapi::document),
     ]
 }
@@ -142,6 +145,7 @@ async fn decide(
     match answer.await {
         Ok(Ok(d)) => {
             st.metrics.decision(&d, start.elapsed());
+            log_decision(&st, &d);
             json_ok(&st, &d)
         }
         Ok(Err(Failed { store, message })) => {
@@ -150,7 +154,12 @@ async fn decide(
             } else {
                 st.metrics.error();
             }
-            eprintln!("error: {message}");
+            log::line(
+                log::Level::Error,
+                "decision_failed",
+                &message,
+                &[("store", Value::from(store))],
+            );
             error(StatusCode::INTERNAL_SERVER_ERROR, message)
         }
         Err(_) => {
@@ -161,6 +170,29 @@ async fn decide(
             )
         }
     }
+}
+
+/// With `--log-format json`, the decision's line: its action (one of the
+/// bundle's: the name of an unknown one is the agent's text, left out),
+/// outcome, stage, operation hash and receipt; never a value of its
+/// arguments, nor its reason (which may quote one).
+fn log_decision(st: &AppState, d: &crate::gateway::Decision) {
+    if log::format() != log::Format::Json {
+        return;
+    }
+    let action = d.action.as_deref().filter(|a| st.gw.policies(a).is_some());
+    let fields = [
+        ("action", Value::from(action)),
+        ("decision", json!(d.decision)),
+        ("stage", json!(d.stage)),
+        ("operation_hash", Value::from(d.operation_hash.as_deref())),
+        (
+            "receipt_seq",
+            Value::from(d.receipt.as_ref().map(|r| r.seq)),
+        ),
+        ("replayed", Value::from(d.replayed)),
+    ];
+    log::line(log::Level::Event, "decision", "", &fields);
 }
 
 /// The decider thread: takes every decision waiting (up to `MAX_BATCH`)

@@ -153,9 +153,12 @@ impl TokenFile {
         let st = stamp(path);
         let d = read_tokens(path)?;
         if let Some(mode) = crate::keys::open_to_others(path) {
-            eprintln!(
-                "warning: other users can read the token file `{}` (mode {mode:o}): `chmod 600` it",
-                path.display()
+            crate::base::log::warn(
+                "token_file",
+                &format!(
+                    "other users can read the token file `{}` (mode {mode:o}): `chmod 600` it",
+                    path.display()
+                ),
             );
         }
         Ok(TokenFile {
@@ -184,7 +187,10 @@ impl TokenFile {
             Ok(d) => c.tokens = Some(d),
             Err(e) => {
                 if c.tokens.is_some() {
-                    eprintln!("error: {e}; every request is refused until it is fixed");
+                    crate::base::log::error(
+                        "token_file",
+                        &format!("{e}; every request is refused until it is fixed"),
+                    );
                 }
                 c.tokens = None;
             }

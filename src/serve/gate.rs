@@ -54,7 +54,7 @@ pub async fn serve_gated(
         Some(p) => Some(TokenFile::open(p)?),
         None => None,
     };
-    listen_and_serve(config, out, move |hosts| {
+    listen_and_serve(config, out, move |hosts, _shown| {
         let gate = Arc::new(Gate {
             tokens,
             hosts,
@@ -74,6 +74,7 @@ pub async fn serve_gated(
         Ok((service.layer(from_fn_with_state(gate, check)), reload))
     })
     .await
+    .map(|_signal| ())
 }
 
 /// `Host`, then no browser, then the token and its tenants, then the

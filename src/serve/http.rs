@@ -27,11 +27,12 @@ use super::common::{AppState, Shared, error, shown};
 use super::listen::{Listener, accept_loop};
 use super::metrics::Metrics;
 use super::{HttpConfig, ListenAddr, ServeError};
+use crate::base::log;
 use crate::gateway::Gateway;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::{Next, from_fn_with_state};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::Response;
 use serde_json::Value;
 use std::io::Write;
@@ -107,11 +108,13 @@ pub fn routes() -> Vec<(Method, &'static str)> {
     api.chain(metrics).chain(page).chain(owner).collect()
 }
 
-/// Runs the HTTP server until SIGINT or SIGTERM.
+/// Runs the HTTP server until SIGINT or SIGTERM; `store` names the
+/// gateway's store (its password hidden) in the start-up line.
 pub fn serve(
     gw: Gateway,
     mandate: Option<Value>,
     config: HttpConfig,
+    store: &str,
     out: &mut dyn Write,
 ) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -120,7 +123,8 @@ pub fn serve(
         .map_err(|e| ServeError::Runtime {
             reason: e.to_string().to_lowercase(),
         })?;
-    rt.block_on(listen_and_serve(&config, out, |hosts| {
+    let signal = rt.block_on(listen_and_serve(&config, out, |hosts, shown| {
+        started(&gw, store, shown, &config.allowed_hosts);
         let app = App::new(gw, mandate, &config, hosts)?;
         let state = app.state.clone();
         let reload = state.tokens.is_some().then(|| {
@@ -131,21 +135,54 @@ pub fn serve(
             }) as Reload
         });
         Ok((app.router(), reload))
-    }))
+    }))?;
+    log::line(
+        log::Level::Info,
+        "stopped",
+        &format!("stopped ({signal}): no more requests are taken"),
+        &[("signal", Value::from(signal))],
+    );
+    Ok(())
+}
+
+/// The start-up line: the store, the bundle's hash, where the approval
+/// page is (`shown`: where the server listens).
+fn started(gw: &Gateway, store: &str, shown: &str, allowed_hosts: &[String]) {
+    let page = match allowed_hosts.first() {
+        // behind a proxy: the page is where the proxy serves that name
+        Some(h) => format!("https://{h}/approve"),
+        None if shown.starts_with("http") => format!("{shown}/approve"),
+        None => format!("/approve through a proxy to {shown}"),
+    };
+    log::line(
+        log::Level::Info,
+        "started",
+        &format!(
+            "serving bundle {} on {shown}; store: {store}; approval page: {page}",
+            gw.bundle_hash()
+        ),
+        &[
+            ("bundle", Value::from(gw.bundle_hash())),
+            ("listen", Value::from(shown)),
+            ("store", Value::from(store)),
+            ("approval_page", Value::from(page.as_str())),
+        ],
+    );
 }
 
 /// Reads the token file again (on SIGHUP).
 pub(super) type Reload = Box<dyn Fn() + Send + Sync>;
 
 /// Binds `config.listen`, builds the app for the `Host` values served
-/// there (`None` on a Unix socket), reloads its token file on SIGHUP, and
-/// serves it until SIGINT or SIGTERM: `ipc serve --listen` and
+/// there (`None` on a Unix socket) and the address shown (`http://IP:PORT`
+/// or `unix:PATH`), reloads its token file on SIGHUP, and serves it until
+/// SIGINT or SIGTERM, whose name it returns: `ipc serve --listen` and
 /// `ipc mcp --listen` alike.
 pub(super) async fn listen_and_serve(
     config: &HttpConfig,
     out: &mut dyn Write,
-    build: impl FnOnce(Option<Vec<String>>) -> Result<(Router, Option<Reload>), ServeError>,
-) -> Result<(), ServeError> {
+    build: impl FnOnce(Option<Vec<String>>, &str) -> Result<(Router, Option<Reload>), ServeError>,
+) -> Result<&'static str, ServeError> {
     let listener = Listener::bind(&config.listen).await?;
     let hosts = match (&config.listen, &listener) {
         (ListenAddr::Tcp(_), Listener::Tcp(l)) => {
@@ -157,7 +194,7 @@ pub(super) async fn listen_and_serve(
         }
         _ => None,
     };
-    let (app, reload) = build(hosts)?;
+    let (app, reload) = build(hosts, &listener.shown())?;
     if let Some(reload) = reload {
         // registered now, before "listening": a SIGHUP sent the moment
         // after is a reload, never the default action (exit)
@@ -169,23 +206,29 @@ pub(super) async fn listen_and_serve(
             };
             while hup.recv().await.is_some() {
                 reload();
-                eprintln!("the token file was read again (SIGHUP)");
+                log::info("reload", "the token file was read again (SIGHUP)");
             }
         });
     }
-    let stop = shutdown();
+    let signal = std::sync::Arc::new(std::sync::OnceLock::new());
+    let stop = {
+        let (stop, signal) = (shutdown(), signal.clone());
+        async move {
+            let _ = signal.set(stop.await);
+        }
+    };
     let _ = writeln!(out, "listening on {}", listener.shown());
     let _ = out.flush();
     accept_loop(listener, app, config, stop).await;
-    Ok(())
+    Ok(signal.get().copied().unwrap_or("a signal"))
 }
 
-/// SIGINT or SIGTERM. The handlers are registered when this is called,
+/// SIGINT or SIGTERM, by name. The handlers are registered when this is called,
 /// before the server says it is listening, not when the future is first
 /// polled: the accept loop may not poll it before answering a first
 /// request, and a signal sent in between took the default action (the
 /// process died without removing its socket).
-fn shutdown() -> impl std::future::Future<Output = ()> {
+fn shutdown() -> impl std::future::Future<Output = &'static str> {
     use tokio::signal::unix::{SignalKind, signal};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());
@@ -193,15 +236,17 @@ fn shutdown() -> impl std::future::Future<Output = ()> {
         match (term, int) {
             (Ok(mut t), Ok(mut i)) => {
                 tokio::select! {
-                    _ = t.recv() => {}
-                    _ = i.recv() => {}
+                    _ = t.recv() => "SIGTERM",
+                    _ = i.recv() => "SIGINT",
                 }
             }
             (Ok(mut t), Err(_)) => {
                 t.recv().await;
+                "SIGTERM"
             }
             (Err(_), Ok(mut i)) => {
                 i.recv().await;
+                "SIGINT"
             }
             // no handler could be installed: the signals keep their
             // default action, which ends the process
@@ -240,6 +285,33 @@ fn compose(state: &Shared, page: super::page::Page, extra: Router<Shared>) -> Ro
         .merge(super::api::metrics_router(state))
         .merge(super::api::router(state, extra))
         .layer(from_fn_with_state(state.clone(), host_guard))
+        .layer(from_fn(log_request))
+}
+
+/// With `--log-format json`: one line per request, refused ones included
+/// (method, path without its query, status, milliseconds), never a header
+/// or a body.
+async fn log_request(req: Request, next: Next) -> Response {
+    if log::format() != log::Format::Json {
+        return next.run(req).await;
+    }
+    let method = req.method().to_string();
+    let path: String = req.uri().path().chars().take(200).collect();
+    let start = std::time::Instant::now();
+    let resp = next.run(req).await;
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    log::line(
+        log::Level::Event,
+        "request",
+        "",
+        &[
+            ("method", Value::from(method)),
+            ("path", Value::from(path)),
+            ("status", Value::from(resp.status().as_u16())),
+            ("duration_ms", Value::from((ms * 1000.0).round() / 1000.0)),
+        ],
+    );
+    resp
 }
 
 /// The `Host` check, before any router's: a request for a name this

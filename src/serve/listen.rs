@@ -159,9 +159,12 @@ pub(crate) async fn accept_loop(
             Err(e) => {
                 // out of file descriptors, or a connection reset before it
                 // was accepted: wait a little instead of spinning
-                eprintln!(
-                    "warning: cannot accept a connection: {}",
-                    e.to_string().to_lowercase()
+                crate::base::log::warn(
+                    "accept",
+                    &format!(
+                        "cannot accept a connection: {}",
+                        e.to_string().to_lowercase()
+                    ),
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

@@ -3,7 +3,7 @@
 //! and the server; `api.rs`: the agent host's API and `/metrics`;
 //! `page.rs`: the approval page and approver sessions; `owner.rs`: an
 //! owner's signed registry changes; `common.rs`: what they share;
-//! `openapi.rs`: the API's description;
+//! `openapi.rs`: the API's description; `ready.rs`: the readiness probe;
 //! `listen.rs`: sockets, the connection bound and timeouts; `gate.rs`: the
 //! same checks in front of another service, `ipc mcp --listen`; `auth.rs`: the
 //! bearer token; `metrics.rs`: the Prometheus counters). It reads the
@@ -33,6 +33,8 @@ mod openapi;
 mod owner;
 #[cfg(feature = "http")]
 mod page;
+#[cfg(feature = "http")]
+mod ready;
 #[cfg(feature = "http")]
 mod signin;
 

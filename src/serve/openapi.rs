@@ -22,7 +22,7 @@ pub(super) async fn document() -> Response {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::DOCUMENT;
     use crate::gateway::testkit::TestWorld;
     use crate::serve::{App, HttpConfig, ListenAddr};
@@ -50,6 +50,14 @@ mod tests {
     /// The real router (`App::router`, as `ipc serve --listen` runs it) on
     /// the test world, with a token file.
     fn app(dir: &std::path::Path) -> axum::Router {
+        app_on(dir, TestWorld::new().gateway())
+    }
+
+    /// [`app`] on `gw`.
+    pub(in crate::serve) fn app_on(
+        dir: &std::path::Path,
+        gw: crate::gateway::Gateway,
+    ) -> axum::Router {
         let tf = dir.join("token");
         std::fs::write(&tf, format!("{TOKEN}\n")).unwrap();
         let config = HttpConfig {
@@ -63,14 +71,12 @@ mod tests {
             body_timeout: Duration::from_secs(5),
             write_timeout: Duration::from_secs(5),
         };
-        App::new(TestWorld::new().gateway(), None, &config, None)
-            .unwrap()
-            .router()
+        App::new(gw, None, &config, None).unwrap().router()
     }
 
     /// Sends a request as an agent host would (its token, a JSON body on
     /// `POST`): the status, and the body.
-    fn call(
+    pub(in crate::serve) fn call(
         rt: &tokio::runtime::Runtime,
         app: &axum::Router,
         m: &Method,

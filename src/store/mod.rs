@@ -416,10 +416,13 @@ fn open_waiting_pg(
         match postgres::PgStore::open_with(url, postgres::PgOptions::default(), create) {
             Ok(s) => return Ok(std::sync::Arc::new(s)),
             Err(e @ StoreError::Open { .. }) if start.elapsed() + pause <= wait => {
-                eprintln!(
-                    "intentplane: attempt {attempt}: {e}; trying again in {:.1} s (giving up {} s after the first)",
-                    pause.as_secs_f64(),
-                    wait.as_secs()
+                crate::base::log::info(
+                    "store_wait",
+                    &format!(
+                        "intentplane: attempt {attempt}: {e}; trying again in {:.1} s (giving up {} s after the first)",
+                        pause.as_secs_f64(),
+                        wait.as_secs()
+                    ),
                 );
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(std::time::Duration::from_secs(8));

@@ -109,6 +109,19 @@ pub fn launch(
     }
 }
 
+/// SIGTERM, and the process's exit.
+pub fn terminate(s: &mut Server) {
+    let pid = s.child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(s.child.wait().unwrap().success());
+}
+
 /// An answer: status, headers (lower-case names), body as JSON (or the
 /// text as a JSON string when it is not JSON).
 #[derive(Debug)]

@@ -7,6 +7,7 @@
 #[allow(dead_code, unused_imports)]
 mod common;
 
+mod logs;
 mod mandates;
 mod pg_serve;
 mod serve;

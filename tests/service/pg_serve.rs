@@ -480,10 +480,16 @@ fn postgres_restarted_under_load_fails_closed_and_the_instances_reconnect() {
         assert!(text.contains("postgresql"), "not a clear error: {text}");
     }
     // each instance said on its stderr why it refused while the database
-    // was down (the same clear error), and nothing else went wrong
+    // was down (the same clear error), and nothing else went wrong; each
+    // line after its timestamp
     for log in &logs {
         let text = std::fs::read_to_string(log).unwrap();
-        let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("error:")).collect();
+        let errors: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(_, l)| l.starts_with("error:"))
+            .map(|(_, l)| l)
+            .collect();
         assert!(
             !errors.is_empty(),
             "no error logged during the outage: {text}"
@@ -520,4 +526,43 @@ fn postgres_restarted_under_load_fails_closed_and_the_instances_reconnect() {
     assert_eq!(done.len(), N + 1);
     assert!(done.values().all(|&n| n == 1), "executed twice: {done:?}");
     assert_verifies(&pg.url);
+}
+
+/// #41, item 4: the database stopped, `/v1/health` (liveness) still
+/// answers 200 but `/v1/ready` answers 503 naming the store, so that a
+/// load balancer drains the instance; once the database is back the same
+/// process is ready again (and decides).
+#[test]
+fn ready_is_503_while_postgres_is_down_and_health_stays_200() {
+    let Some(pg) = Cluster::start() else {
+        return;
+    };
+    let w = TestWorld::new();
+    let (servers, _logs) = logged_instances(&w, &pg.url, &[big_mandate(&w)]);
+    let s = &servers[0];
+    let r = get(s, "/v1/ready");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["checks"]["store"]["ok"], true, "{}", r.body);
+    pg.run("halt");
+    assert_eq!(get(s, "/v1/health").status, 200);
+    let r = get(s, "/v1/ready");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.body["ready"], false, "{}", r.body);
+    assert_eq!(r.body["checks"]["store"]["ok"], false, "{}", r.body);
+    assert_eq!(post(s, &small_transfer(1)).status, 500);
+    pg.run("restart");
+    // the store's pool reconnects on the next transaction: the probe is
+    // asked again until then (the deadline only bounds a hang)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = get(s, "/v1/ready");
+        if r.status == 200 {
+            assert_eq!(r.body["ready"], true, "{}", r.body);
+            break;
+        }
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert!(Instant::now() < deadline, "never ready again: {}", r.body);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(post(s, &small_transfer(2)).body["decision"], "ALLOW");
 }

@@ -170,15 +170,7 @@ fn sigterm_stops_the_server_and_removes_its_socket() {
     let sock = w.dir.path().join("term.sock");
     let mut s = start(&w, &w.emma(), &format!("unix:{}", path_str(&sock)), &[]);
     assert_eq!(get(&s, "/v1/health").status, 200);
-    let pid = s.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(s.child.wait().unwrap().success());
+    terminate(&mut s);
     assert!(!sock.exists(), "the socket file is left behind");
 }
 

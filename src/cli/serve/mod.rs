@@ -81,6 +81,29 @@ pub struct ServeArgs {
     /// exits 1).
     #[arg(long, requires = "stdio")]
     pub ready: bool,
+    /// With `--listen`: how the lines on stderr are written. `text`: each
+    /// after an RFC 3339 UTC timestamp; `json`: one JSON object a line
+    /// (`ts`, `level`, `event`, ...), with one line per decision and per
+    /// HTTP request besides, never an argument's value or a secret.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The store the gateway runs on, as the start-up line names it: its
+/// file, or its URL with any password replaced by `***`.
+#[cfg(feature = "http")]
+fn shown_store(args: &GatewayArgs, gw: &crate::gateway::Gateway) -> String {
+    match args.store.as_ref().or(gw.world().store.as_ref()) {
+        Some(p) => crate::store::postgres::redact(&p.display().to_string()),
+        None => "in memory (--ephemeral: it ends with the process)".into(),
+    }
 }
 
 /// Reads the flags; refuses a TCP address without a token.
@@ -128,6 +151,14 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
             return 2;
         }
     };
+    // the HTTP service's lines, from its first (the store's wait, the
+    // loader's warnings) to its last
+    if config.is_some() {
+        crate::base::log::set_format(match args.log_format {
+            LogFormat::Text => crate::base::log::Format::Text,
+            LogFormat::Json => crate::base::log::Format::Json,
+        });
+    }
     let mut gateway_args = args.gateway.clone();
     gateway_args.ephemeral_ok = args.ephemeral;
     gateway_args.frozen_clock_ok = args.allow_frozen_clock;
@@ -145,7 +176,9 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
         return stdio::serve_lines(&gw, mandate.as_ref(), input, out);
     };
     #[cfg(feature = "http")]
-    match crate::serve::serve(gw, mandate, config, out) {
+    let store = shown_store(&gateway_args, &gw);
+    #[cfg(feature = "http")]
+    match crate::serve::serve(gw, mandate, config, &store, out) {
         Ok(()) => 0,
         Err(e) => {
             fail(&e);

@@ -29,44 +29,10 @@ fn session_bounds(c: &mut Config, options: &PgOptions) {
     c.options(&out);
 }
 
-/// The URL with any password in it (user info or a `password=`
-/// parameter) replaced by `***` (for messages).
-pub fn redact(url: &str) -> String {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let rest = &url[start..];
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let mut out = match authority.rfind('@') {
-        Some(at) => match authority[..at].find(':') {
-            Some(colon) => format!(
-                "{}{}:***{}",
-                &url[..start],
-                &authority[..colon],
-                &url[start + at..]
-            ),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    };
-    if let Some(q) = out.find('?') {
-        let params: Vec<String> = out[q + 1..]
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k == "password" => format!("{k}=***"),
-                _ => kv.to_string(),
-            })
-            .collect();
-        out = format!("{}?{}", &out[..q], params.join("&"));
-    }
-    out
-}
-
 /// Parses the URL (refusing a password in it) and adds the password from
 /// the environment, a default user and timeouts.
 pub(super) fn config(url: &str, options: &PgOptions) -> Result<(Config, tls::Tls), StoreError> {
-    let shown = redact(url);
+    let shown = super::names::redact(url);
     let (rest, tls_params) = tls::split(url);
     let mut c: Config = rest
         .parse()

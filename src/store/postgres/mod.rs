@@ -63,8 +63,7 @@ mod schema;
 mod tls;
 mod tx;
 
-pub use connect::redact;
-pub use names::{is_url, quote_table};
+pub use names::{is_url, quote_table, redact};
 
 use super::rows::{self, to_i64};
 use connect::{config, lower};
