@@ -16,6 +16,7 @@
 
 #[cfg(feature = "solver")]
 mod scenario;
+#[cfg(feature = "solver")]
 mod values;
 #[cfg(feature = "solver")]
 mod world;
