@@ -4,6 +4,7 @@
 // the proofs need the solver (`solver`): without it only the fail-closed test runs
 #![cfg_attr(not(feature = "solver"), allow(dead_code))]
 
+#[cfg(feature = "solver")]
 use crate::common::copy_dir;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -2,6 +2,7 @@
 //! cap, with and without batched commits, on SQLite (and PostgreSQL for
 //! the processes and batches).
 
+#[cfg(feature = "postgres")]
 use crate::common;
 
 use crate::contract_kit::*;
