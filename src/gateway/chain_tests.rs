@@ -493,3 +493,30 @@ fn held_children_are_listed_within_the_pending_bounds() {
         Err(ChildError::Request { .. })
     ));
 }
+
+/// A child drafted again for the second round of a question (the proxy's
+/// 2026-07-28 state carries the time it was first drafted at) is the very
+/// child, "valid from" included, whatever second the clock reads now; a
+/// carried time later than now is taken as now.
+#[test]
+fn a_child_drafted_at_a_carried_time_shows_that_time() {
+    let tw = TestWorld::new();
+    let gw = tw.gateway();
+    let parent = token(&tw.emma());
+    let req = ChildRequest {
+        id: Some("m-carried".into()),
+        ..rent(100)
+    };
+    let now = gw.now().unwrap();
+    let first = gw.draft_child_at(&parent, &req, Some(now - 7)).unwrap();
+    assert_eq!(first.mandate.issued_at, now - 7);
+    let again = gw.draft_child_at(&parent, &req, Some(now - 7)).unwrap();
+    assert_eq!(first.shown.text(), again.shown.text());
+    assert_eq!(first.mandate, again.mandate);
+    let later = gw.draft_child_at(&parent, &req, Some(now + 60)).unwrap();
+    assert_eq!(later.mandate.issued_at, now);
+    assert_eq!(
+        gw.draft_child(&parent, &req).unwrap().mandate.issued_at,
+        now
+    );
+}

@@ -24,7 +24,20 @@ impl Gateway {
         parent: &MandateToken,
         req: &ChildRequest,
     ) -> Result<Draft, ChildError> {
+        self.draft_child_at(parent, req, None)
+    }
+
+    /// [`Self::draft_child`], issued from `issued_at` when given (the time
+    /// the user was first shown it, carried by the proxy's sealed state to
+    /// the second round, so the form is the one shown), never after now.
+    pub fn draft_child_at(
+        &self,
+        parent: &MandateToken,
+        req: &ChildRequest,
+        issued_at: Option<i64>,
+    ) -> Result<Draft, ChildError> {
         let now = self.now().map_err(|e| StoreError::Aborted(e.to_string()))?;
+        let issued = issued_at.map_or(now, |t| t.min(now));
         let bad = |reason: String| ChildError::Request { reason };
         let pm = &parent.mandate;
         let Some((pack, actions)) = self.pack_of(&pm.pack) else {
@@ -74,7 +87,7 @@ impl Gateway {
                 amount: req.budget.unwrap_or(pm.budget.amount),
                 calls: req.calls.unwrap_or(pm.budget.calls),
             },
-            issued_at: now,
+            issued_at: issued,
             expires_at,
             sources,
             parent: Some(ParentRef {

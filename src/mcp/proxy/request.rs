@@ -111,10 +111,15 @@ impl Proxy {
         // the child the agent asks for, checked against the session's
         // mandate and rendered for the user; a request that widens it
         // beyond a claim value is refused without a question
-        let id = self.child_id(request, ctx);
-        req.id = Some(id.map_err(|e| CallToolResponse::from(error_result(e)))?);
+        let (id, issued_at) = self
+            .child_id(request, ctx)
+            .map_err(|e| CallToolResponse::from(error_result(e)))?;
+        req.id = Some(id);
         let (p2, r2) = (parent.clone(), req.clone());
-        let draft = match self.blocking(move |gw| gw.draft_child(&p2, &r2)).await {
+        let draft = match self
+            .blocking(move |gw| gw.draft_child_at(&p2, &r2, issued_at))
+            .await
+        {
             Ok(Ok(d)) => d,
             Ok(Err(e)) => return Err(self.refuse_request(request, &e.to_string()).await),
             Err(e) => return Err(error_result(e).into()),
@@ -144,14 +149,17 @@ impl Proxy {
         &self,
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<String, String> {
+    ) -> Result<(String, Option<i64>), String> {
         let new_era = ctx
             .protocol_version()
             .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
         let user = &self.inner.session.user;
         let carried = match (&request.request_state, new_era) {
             (Some(state), true) => match self.inner.sealer.payload(PURPOSE, state, user) {
-                Ok(p) => p.get("id").and_then(Value::as_str).map(str::to_string),
+                Ok(p) => p
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map(|id| (id.to_string(), p.get("issued_at").and_then(Value::as_i64))),
                 Err(e) => {
                     return Err(format!(
                         "the mandate request was not confirmed: the request state was refused ({e}); call the tool again without it to be asked anew"
@@ -161,9 +169,9 @@ impl Proxy {
             _ => None,
         };
         match carried {
-            Some(id) => Ok(id),
+            Some(carried) => Ok(carried),
             None => match crate::gateway::approval::random_id() {
-                Ok(r) => Ok(format!("m-{r}")),
+                Ok(r) => Ok((format!("m-{r}"), None)),
                 Err(e) => Err(e.to_string()),
             },
         }
@@ -195,6 +203,9 @@ impl Proxy {
         };
         let mut extra = serde_json::Map::new();
         extra.insert("id".into(), json!(req.id));
+        // and the time it is issued from, shown as "valid from": the second
+        // round shows the very form the first did, whatever second it is
+        extra.insert("issued_at".into(), json!(draft.mandate.issued_at));
         let inner = &self.inner;
         let answer = match elicit::ask_form(
             &inner.sealer,
