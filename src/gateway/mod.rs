@@ -615,9 +615,9 @@ impl Gateway {
     pub fn decide(&self, input: &Input) -> Result<Decision, GatewayError> {
         let mut out = Vec::with_capacity(1);
         self.decide_all(Ask::one(input), &mut out)?;
-        Ok(out.pop().unwrap_or_else(|| {
-            stages::deny_decision(None, Deny::new(Stage::Receipt, "no decision"))
-        }))
+        Ok(out
+            .pop()
+            .unwrap_or_else(|| Decision::unrecorded("no decision")))
     }
 
     /// The one way to ask for decisions: `ask`'s inputs decided in order,

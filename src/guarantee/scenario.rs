@@ -216,14 +216,15 @@ fn shift_times(a: &ir::Action, ctx: &mut Map<String, Value>) {
         return;
     }
     let offset = DEFAULT_CLOCK.saturating_sub(lo);
+    let together = plausible(hi.saturating_add(offset));
+    // too far apart to move together: a day apart each, in order
+    let mut distinct = times.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
     let moved = |t: i64| -> i64 {
-        if plausible(hi.saturating_add(offset)) {
+        if together {
             t.saturating_add(offset)
         } else {
-            // too far apart to move together: a day apart each, in order
-            let mut distinct = times.clone();
-            distinct.sort_unstable();
-            distinct.dedup();
             let rank = distinct.iter().position(|x| *x == t).unwrap_or(0) as i64;
             DEFAULT_CLOCK + rank * 86_400
         }

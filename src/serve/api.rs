@@ -363,7 +363,7 @@ async fn approvals(
     uri: Uri,
 ) -> Response {
     // a repeated `for` names the last one, as it always did
-    let for_whom = match super::common::query_values(&uri, "for") {
+    let for_whom = match super::common::query_values(&uri, "for", "NAME") {
         Ok(v) => v.into_iter().last(),
         Err(r) => return *r,
     };

@@ -111,13 +111,14 @@ pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response 
     answer(status, json!({"error": message.into()}).to_string())
 }
 
-/// The one query parameter `name` a route takes (`?NAME=VALUE`), or
-/// none: each value given, in order (a caller decides what a repeat
-/// means); any other parameter, or an empty value, is refused in words
-/// that name the one it takes.
+/// The one query parameter `name` a route takes (`?name=VALUE`, `VALUE`
+/// spelled `what` in a refusal), or none: each value given, in order (a
+/// caller decides what a repeat means); any other parameter, or an empty
+/// value, is refused in words that name the one it takes.
 pub(super) fn query_values(
     uri: &axum::http::Uri,
     name: &str,
+    what: &str,
 ) -> Result<Vec<String>, Box<Response>> {
     let mut out = vec![];
     for pair in uri
@@ -128,24 +129,18 @@ pub(super) fn query_values(
     {
         match pair.split_once('=') {
             Some((k, v)) if k == name && !v.is_empty() => out.push(v.to_string()),
-            _ => return Err(Box::new(unknown_query(pair, name))),
+            _ => return Err(Box::new(unknown_query(pair, name, what))),
         }
     }
     Ok(out)
 }
 
 /// The refusal of a query parameter a route does not take.
-pub(super) fn unknown_query(pair: &str, name: &str) -> Response {
-    let upper = name.to_uppercase();
-    let upper = if name == "for" {
-        "NAME"
-    } else {
-        upper.as_str()
-    };
+pub(super) fn unknown_query(pair: &str, name: &str, what: &str) -> Response {
     error(
         StatusCode::BAD_REQUEST,
         format!(
-            "unknown parameter `{}`: give `{name}={upper}` or nothing",
+            "unknown parameter `{}`: give `{name}={what}` or nothing",
             shown(pair)
         ),
     )
@@ -458,24 +453,35 @@ mod tests {
     async fn a_query_takes_its_one_parameter_and_refuses_any_other() {
         let uri = |q: &str| q.parse::<axum::http::Uri>().unwrap();
         assert_eq!(
-            query_values(&uri("/v1/approvals?for=emma&for=cfo"), "for").unwrap(),
+            query_values(&uri("/v1/approvals?for=emma&for=cfo"), "for", "NAME").unwrap(),
             vec!["emma", "cfo"]
         );
         assert!(
-            query_values(&uri("/v1/approvals"), "for")
+            query_values(&uri("/v1/approvals"), "for", "NAME")
                 .unwrap()
                 .is_empty()
         );
-        for (q, name, said) in [
+        for (q, name, what, said) in [
             (
                 "/v1/approvals?who=emma",
                 "for",
+                "NAME",
                 "give `for=NAME` or nothing",
             ),
-            ("/v1/approvals?for=", "for", "give `for=NAME` or nothing"),
-            ("/v1/mandates?id=a&x=1", "id", "give `id=ID` or nothing"),
+            (
+                "/v1/approvals?for=",
+                "for",
+                "NAME",
+                "give `for=NAME` or nothing",
+            ),
+            (
+                "/v1/mandates?id=a&x=1",
+                "id",
+                "ID",
+                "give `id=ID` or nothing",
+            ),
         ] {
-            let r = *query_values(&uri(q), name).unwrap_err();
+            let r = *query_values(&uri(q), name, what).unwrap_err();
             assert_eq!(r.status(), StatusCode::BAD_REQUEST);
             let t = text(r).await;
             assert!(t.contains(said), "{t}");

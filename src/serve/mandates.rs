@@ -116,9 +116,9 @@ pub(super) async fn list(
     axum::Extension(Caller(tenants)): axum::Extension<Caller>,
     uri: Uri,
 ) -> Response {
-    let id = match super::common::query_values(&uri, "id") {
+    let id = match super::common::query_values(&uri, "id", "ID") {
         Ok(v) if v.len() > 1 => {
-            return super::common::unknown_query(&format!("id={}", v[1]), "id");
+            return super::common::unknown_query(&format!("id={}", v[1]), "id", "ID");
         }
         Ok(v) => v.into_iter().next(),
         Err(r) => return *r,

@@ -431,18 +431,18 @@ impl Walker<'_> {
                 {
                     let mut path = vec![id.to_string()];
                     let mut j = i + 1;
-                    while j + 2 < flat.len() + 1 {
-                        match (&flat.get(j), &flat.get(j + 1), &flat.get(j + 2)) {
-                            (
-                                Some(TokenTree::Punct(a)),
-                                Some(TokenTree::Punct(b)),
-                                Some(TokenTree::Ident(n)),
-                            ) if a.as_char() == ':' && b.as_char() == ':' => {
-                                path.push(n.to_string());
-                                j += 3;
-                            }
-                            _ => break,
+                    // `::` is two `:` puncts, then the next segment
+                    while let (
+                        Some(TokenTree::Punct(a)),
+                        Some(TokenTree::Punct(b)),
+                        Some(TokenTree::Ident(n)),
+                    ) = (flat.get(j), flat.get(j + 1), flat.get(j + 2))
+                    {
+                        if a.as_char() != ':' || b.as_char() != ':' {
+                            break;
                         }
+                        path.push(n.to_string());
+                        j += 3;
                     }
                     if path.len() > 1 {
                         self.check(&path);
