@@ -206,6 +206,9 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
             ),
         );
     }
+    if let Some(map) = world.shards.clone() {
+        return sharded(args, &bundle, world, &map);
+    }
     let store_path = args.store.clone().or_else(|| world.store.clone());
     let store: Arc<dyn Store> = match store_path {
         Some(p) if args.wait_for_store => crate::store::open_waiting(&p, true, STORE_WAIT)
@@ -221,6 +224,53 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
         }
     };
     Gateway::new(&bundle, world, store).map_err(|e| Box::new(e) as LoadError)
+}
+
+/// `--store` given with a world whose stores are sharded.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error(
+    "the world's stores are sharded (`[store.shards]`): `--store` would put every tenant on one store"
+)]
+#[diagnostic(
+    code(ipc::shards::store_given),
+    help(
+        "leave `--store` out: each tenant is decided on its shard; to read one shard's receipts, give its store to `ipc receipts`"
+    )
+)]
+pub struct StoreOverShards;
+
+/// The router over the world's shards (`gateway::shards`), each store
+/// opened as `--store` would be.
+fn sharded(
+    args: &GatewayArgs,
+    bundle: &Bundle,
+    world: World,
+    map: &crate::gateway::world::ShardMap,
+) -> Result<Gateway, LoadError> {
+    if args.store.is_some() {
+        return Err(Box::new(StoreOverShards));
+    }
+    let open = |p: &std::path::Path| {
+        if args.wait_for_store {
+            crate::store::open_waiting(p, true, STORE_WAIT)
+        } else {
+            crate::store::open(p, true)
+        }
+    };
+    crate::base::log::info(
+        "shards",
+        &format!(
+            "intentplane: {} shards, {} tenants placed{}",
+            map.locations().len(),
+            map.tenants.len(),
+            if map.default.is_some() {
+                ", and a default"
+            } else {
+                ""
+            }
+        ),
+    );
+    Gateway::sharded(bundle, world, &open).map_err(|e| Box::new(e) as LoadError)
 }
 
 /// Loads the gateway and the default mandate a command was given; any

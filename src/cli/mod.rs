@@ -18,6 +18,7 @@ mod receipts;
 mod registry;
 mod run;
 pub mod serve;
+mod shards;
 pub(crate) mod token;
 // scenarios
 mod mutate;
@@ -63,6 +64,9 @@ pub enum Command {
     Mandates(mandates::MandatesArgs),
     /// Trusted side: the owner adds or removes a record (with a receipt).
     Registry(registry::RegistryArgs),
+    /// Shards of tenants: place the world's map (`init`), check every
+    /// shard against it (`check`).
+    Shards(shards::ShardsArgs),
     /// Play a scenario end to end: `bank`, `ap`, `three` or `mcp`.
     Demo(demo::DemoArgs),
     /// Run the packs' scenario suites (`<pack>/scenarios/*.json`).
@@ -122,6 +126,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Approvals(args) => approvals::run(&args, &mut out),
         Command::Mandates(args) => mandates::run(&args, &mut out),
         Command::Registry(args) => registry::run(&args, &mut out),
+        Command::Shards(args) => shards::run(&args, &mut out),
         Command::Demo(args) => demo::run(&args, &mut out),
         Command::Test(args) => test::run(&args, &mut out),
         Command::Mutate(args) => mutate::run(&args, &mut out),

@@ -68,6 +68,7 @@ pub(crate) fn keys(
     let owners: Vec<String> = match tenants {
         Tenants::All => names(tx, ns, TENANTS)?,
         Tenants::Only(set) => set.iter().cloned().collect(),
+        Tenants::Unrouted(_) => vec![],
     };
     let mut out = names(tx, ns, LEGACY_INDEX)?;
     for owner in owners {

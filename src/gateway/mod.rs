@@ -25,6 +25,7 @@ pub mod pending;
 pub mod registry;
 pub mod render;
 pub mod secret;
+pub mod shards;
 mod stages;
 pub mod tenants;
 /// A test world — the shipped packs built into a bundle, fresh issuer and
@@ -434,6 +435,12 @@ pub struct Gateway {
     /// The names of the parameters any action declares `secret`, sorted:
     /// what a receipt never keeps in clear, wherever it appears in a line.
     pub(crate) secret_params: Vec<String>,
+    /// What each decision checks of its tenant's placement (a shard's
+    /// gateway: [`shards::Holding`]).
+    pub(crate) holding: shards::Holding,
+    /// The shards this gateway routes to (a router: its own `store`
+    /// refuses everything), see [`shards`].
+    pub(crate) shards: Option<Arc<shards::ShardSet>>,
 }
 
 impl Gateway {
@@ -514,6 +521,8 @@ impl Gateway {
             regexes,
             external: false,
             secret_params,
+            holding: shards::Holding::Any,
+            shards: None,
         })
     }
 
@@ -532,6 +541,8 @@ impl Gateway {
             regexes: self.regexes.clone(),
             external: self.external,
             secret_params: self.secret_params.clone(),
+            holding: shards::Holding::Any,
+            shards: None,
         }
     }
 
@@ -543,6 +554,11 @@ impl Gateway {
     /// done twice.
     pub fn execute_externally(mut self) -> Self {
         self.external = true;
+        if let Some(set) = self.shards.as_mut().and_then(Arc::get_mut) {
+            for s in &mut set.shards {
+                s.gw.external = true;
+            }
+        }
         self
     }
 
@@ -656,6 +672,9 @@ impl Gateway {
         ask: Ask<'_>,
         out: &mut Vec<Decision>,
     ) -> Result<Option<Vec<ReceiptRef>>, GatewayError> {
+        if let Some(s) = &self.shards {
+            return s.decide_all(ask, out);
+        }
         if !ask.outcomes.is_empty() {
             if let Ok((mut d, links)) =
                 self.decide_recording(&ask.inputs, ask.dispatch, ask.outcomes)

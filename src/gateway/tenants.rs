@@ -14,6 +14,10 @@ pub enum Tenants {
     All,
     /// These tenants only (never empty in a token file).
     Only(BTreeSet<String>),
+    /// No tenant: a proposal whose tenant no shard holds
+    /// (`gateway::shards`), denied at authn with this reason before any
+    /// state is read.
+    Unrouted(String),
 }
 
 impl Tenants {
@@ -21,6 +25,7 @@ impl Tenants {
         match self {
             Tenants::All => true,
             Tenants::Only(set) => set.contains(owner),
+            Tenants::Unrouted(_) => false,
         }
     }
 
@@ -29,6 +34,7 @@ impl Tenants {
         match self {
             Tenants::All => "*".into(),
             Tenants::Only(set) => set.iter().cloned().collect::<Vec<_>>().join(", "),
+            Tenants::Unrouted(_) => String::new(),
         }
     }
 }

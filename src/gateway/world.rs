@@ -105,7 +105,7 @@ struct WorldFile {
     mandate_keys: Vec<PathBuf>,
     #[serde(default)]
     bundle_keys: Vec<PathBuf>,
-    store: Option<PathBuf>,
+    store: Option<toml::Value>,
     #[serde(default)]
     approvers: BTreeMap<String, ApproverEntry>,
     #[serde(default)]
@@ -114,6 +114,123 @@ struct WorldFile {
     registries: BTreeMap<String, PathBuf>,
     #[serde(default)]
     pg_registries: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// `[store]` as a table: the shards (`docs/sharding.md`).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct ShardsFile {
+    default: Option<PathBuf>,
+    #[serde(default)]
+    shards: BTreeMap<String, PathBuf>,
+}
+
+/// The world's stores when they are sharded (`[store.shards]`): each
+/// tenant (a mandate's `owner`) to the store that holds it, and the store
+/// of every tenant not named (`default`). A location is an SQLite file
+/// (relative to the world) or a `postgres://` URL, as `store` is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardMap {
+    pub tenants: BTreeMap<String, PathBuf>,
+    pub default: Option<PathBuf>,
+}
+
+impl ShardMap {
+    /// The store `tenant` is decided on: its own, else the default.
+    pub fn route(&self, tenant: &str) -> Option<&PathBuf> {
+        self.tenants.get(tenant).or(self.default.as_ref())
+    }
+
+    /// Every store the map names, once each, in order (the default last
+    /// unless a tenant names it too).
+    pub fn locations(&self) -> Vec<&PathBuf> {
+        let mut out: Vec<&PathBuf> = vec![];
+        let mut all: Vec<&PathBuf> = self.tenants.values().collect();
+        all.sort();
+        all.extend(self.default.as_ref());
+        for l in all {
+            if !out.contains(&l) {
+                out.push(l);
+            }
+        }
+        out
+    }
+
+    /// The tenants the map names for `location`.
+    pub fn tenants_of(&self, location: &Path) -> Vec<&str> {
+        self.tenants
+            .iter()
+            .filter(|(_, l)| l.as_path() == location)
+            .map(|(t, _)| t.as_str())
+            .collect()
+    }
+}
+
+/// The shard map of the world file at `path` (its `[store]` alone, read
+/// without a bundle: `ipc shards`); `None` when it names one store or
+/// none.
+pub fn shard_map_of(path: &Path) -> Result<Option<ShardMap>, WorldError> {
+    let p = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| WorldError::Read {
+        path: p.clone(),
+        reason: e.to_string().to_lowercase(),
+    })?;
+    let mut t: toml::Table = toml::from_str(&text).map_err(|e| WorldError::Invalid {
+        path: p.clone(),
+        reason: e.message().to_lowercase(),
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    match t.remove("store") {
+        Some(v) => Ok(store_entry(v, base)
+            .map_err(|reason| WorldError::Invalid { path: p, reason })?
+            .1),
+        None => Ok(None),
+    }
+}
+
+/// `store = "..."` or `[store]` with shards: one store, or the map; a
+/// location relative to the world's folder `base` unless it is a URL.
+fn store_entry(v: toml::Value, base: &Path) -> Result<(Option<PathBuf>, Option<ShardMap>), String> {
+    let at = |s: PathBuf| match s.to_str() {
+        Some(u) if crate::store::postgres::is_url(u) => s,
+        _ => base.join(s),
+    };
+    match v {
+        toml::Value::String(s) => Ok((Some(at(PathBuf::from(s))), None)),
+        toml::Value::Table(t) => {
+            let f: ShardsFile = toml::Value::Table(t)
+                .try_into()
+                .map_err(|e: toml::de::Error| format!("`[store]`: {}", e.message()))?;
+            if f.shards.is_empty() && f.default.is_none() {
+                return Err(
+                    "`[store]` names no store: give `[store.shards]` (tenant = store) or `default`"
+                        .into(),
+                );
+            }
+            if let Some(t) = f
+                .shards
+                .keys()
+                .find(|t| t.trim().is_empty() || t.trim() != *t)
+            {
+                return Err(format!(
+                    "`[store.shards]`: `{}` is no tenant name (empty, or spaces around it)",
+                    crate::base::json::echo(t)
+                ));
+            }
+            let tenants = f.shards.into_iter().map(|(t, l)| (t, at(l))).collect();
+            Ok((
+                None,
+                Some(ShardMap {
+                    tenants,
+                    default: f.default.map(at),
+                }),
+            ))
+        }
+        other => Err(format!(
+            "`store` is a {}: give a file or URL (`store = \"...\"`) or a `[store]` table of shards",
+            other.type_str()
+        )),
+    }
 }
 
 /// An approver in the world file: a key file alone (approves only as a
@@ -182,7 +299,7 @@ pub struct Records {
     pub names: HashMap<String, String>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct World {
     pub clock: Option<i64>,
     /// This gateway's name (`gateway_id`): an owner's signed change is
@@ -200,6 +317,8 @@ pub struct World {
     /// Owner (tenant) to the keys that sign its record changes.
     pub owner_keys: HashMap<String, Vec<PublicKey>>,
     pub store: Option<PathBuf>,
+    /// `[store.shards]`: the stores by tenant, in place of `store`.
+    pub shards: Option<ShardMap>,
     /// `(pack, registry)` to owner (`"*"` for global) to records.
     pub registries: HashMap<String, HashMap<String, HashMap<String, Records>>>,
     /// Registries read from tables of the store's database: pack to
@@ -219,6 +338,7 @@ impl World {
             approver_key_files: HashMap::new(),
             owner_keys: HashMap::new(),
             store: None,
+            shards: None,
             registries: HashMap::new(),
             registry_tables: HashMap::new(),
         }
@@ -300,10 +420,12 @@ impl World {
             })?;
         // a `postgres://` URL is taken as written; a file is relative to
         // the world
-        w.store = wf.store.map(|s| match s.to_str() {
-            Some(u) if crate::store::postgres::is_url(u) => s,
-            _ => base.join(s),
-        });
+        if let Some(v) = wf.store {
+            (w.store, w.shards) = store_entry(v, base).map_err(|reason| WorldError::Invalid {
+                path: p.clone(),
+                reason,
+            })?;
+        }
         for (pack, tables) in &wf.pg_registries {
             let Some(tp) = table.pack(pack) else {
                 return Err(WorldError::Invalid {

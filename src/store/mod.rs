@@ -27,6 +27,7 @@ pub mod postgres;
 pub mod receipts;
 mod rows;
 pub mod sqlite;
+pub mod unrouted;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -355,6 +356,17 @@ pub enum StoreError {
         found: i64,
         supported: i64,
     },
+
+    /// The world's stores are sharded and this work names no tenant to
+    /// route by: it is refused, never run on a shard chosen for it.
+    #[error(
+        "the stores are sharded and {what} names no tenant: refused rather than run on a shard chosen for it"
+    )]
+    #[diagnostic(
+        code(ipc::store::unrouted),
+        help("name the tenant (`--tenant`), or run it against one shard's store (`--store URL`)")
+    )]
+    Unrouted { what: String },
 }
 
 /// Opens the store at `location`: a `postgres://` (or `postgresql://`)

@@ -27,3 +27,16 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// A transfer of `cents` from `tenant`'s own account (emma or noah) to a
+/// payee of its registries.
+pub fn transfer_of(tenant: &str, cents: i64) -> serde_json::Value {
+    let iban = if tenant == "emma" {
+        LANDLORD
+    } else {
+        "NL91ABNA0417164300"
+    };
+    serde_json::json!({"action": "payment.transfer", "args": {
+        "from_account": format!("{tenant}-checking"), "payee_iban": iban,
+        "amount": format!("{}.{:02}", cents / 100, cents % 100), "currency": "EUR"}})
+}

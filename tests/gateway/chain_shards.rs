@@ -9,24 +9,12 @@
 
 use crate::common;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::process::{Command, Stdio};
 
 /// The shard map: each tenant on one chain, so that its budget is decided
 /// in one place.
 const SHARDS: [(&str, usize); 2] = [("emma", 0), ("noah", 1)];
-
-/// A transfer from `tenant`'s own account to a payee of its registries.
-fn transfer_of(tenant: &str, cents: i64) -> Value {
-    let iban = if tenant == "emma" {
-        LANDLORD
-    } else {
-        "NL91ABNA0417164300"
-    };
-    json!({"action": "payment.transfer", "args": {
-        "from_account": format!("{tenant}-checking"), "payee_iban": iban,
-        "amount": format!("{}.{:02}", cents / 100, cents % 100), "currency": "EUR"}})
-}
 
 #[test]
 fn two_shards_each_verify_and_no_tenant_overspends() {

@@ -23,4 +23,5 @@ mod pipeline;
 mod records;
 mod regressions;
 mod secrets_at_rest;
+mod shard_routing;
 mod trusted;

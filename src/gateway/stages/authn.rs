@@ -80,6 +80,15 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             .into());
         }
     }
+    if let crate::gateway::Tenants::Unrouted(why) = r.tenants {
+        // before any state is read: no shard is this tenant's
+        r.mandate = Some(verified.mandate);
+        return Err(deny(why.clone())
+            .hint(Some(
+                "add the tenant to the world's `[store.shards]` (or a `default`) and place it with `ipc shards init`".into(),
+            ))
+            .into());
+    }
     r.ancestors = verified.ancestors.clone();
     let mandate = verified.mandate;
     if r.now >= mandate.expires_at {
@@ -103,6 +112,14 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             "send it with a token bound to that tenant (the server's token file)".into(),
         ))
         .into());
+    }
+    if let Some(why) = r.gw.holding.refusal(r.tx, &mandate.owner)? {
+        r.mandate = Some(mandate);
+        return Err(deny(why)
+            .hint(Some(
+                "the instance's `[store.shards]` must match where the tenant is placed (`ipc shards check`)".into(),
+            ))
+            .into());
     }
     if r.tx.revoked(&mandate.id)? {
         return Err(deny(format!("mandate `{}` has been revoked", mandate.id)).into());

@@ -1,0 +1,314 @@
+//! Issue #37, items 1 and 2: the product routes each tenant to its shard
+//! (`[store.shards]` in the world), and a tenant is never decided on two
+//! shards: every shard records the tenants it holds (`ipc shards init`),
+//! a map that sends a tenant elsewhere refuses to start, and a decision on
+//! a shard that does not hold its tenant (a stale instance) is a DENY.
+
+use crate::common;
+use common::*;
+use intentplane::gateway::shards::admin;
+use intentplane::gateway::world::ShardMap;
+use intentplane::gateway::{Gateway, Input};
+use intentplane::store::{self, Store};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+fn open(p: &Path) -> Result<Arc<dyn Store>, store::StoreError> {
+    store::open(p, true)
+}
+
+fn map(w: &TestWorld, tenants: &[(&str, &str)], default: Option<&str>) -> ShardMap {
+    ShardMap {
+        tenants: tenants
+            .iter()
+            .map(|(t, f)| (t.to_string(), w.dir.path().join(f)))
+            .collect(),
+        default: default.map(|f| w.dir.path().join(f)),
+    }
+}
+
+fn place(map: &ShardMap) {
+    let shards = admin::open_all(map, &open).unwrap();
+    admin::place(map, &shards, intentplane::gateway::testkit::now()).unwrap();
+}
+
+fn router(
+    w: &TestWorld,
+    map: &ShardMap,
+) -> Result<Gateway, intentplane::gateway::shards::ShardError> {
+    let mut world = w.world();
+    world.shards = Some(map.clone());
+    Gateway::sharded(&w.bundle, world, &open)
+}
+
+/// The owners of the decisions on the store at `p` (placements left out).
+fn owners_on(p: &Path) -> Vec<String> {
+    store::open(p, false)
+        .unwrap()
+        .receipts()
+        .unwrap()
+        .iter()
+        .filter(|r| r.body["kind"] != "shard")
+        .map(|r| {
+            r.body["mandate"]["owner"]
+                .as_str()
+                .unwrap_or("-")
+                .to_string()
+        })
+        .collect()
+}
+
+fn mandate_of(w: &TestWorld, tenant: &str) -> Value {
+    w.mandate(MandateSpec::bank(tenant))
+}
+
+#[test]
+fn each_tenant_is_decided_on_its_shard_in_one_batch() {
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db"), ("noah", "b.db")], None);
+    place(&m);
+    let gw = router(&w, &m).unwrap();
+    let (em, no) = (mandate_of(&w, "emma"), mandate_of(&w, "noah"));
+    let inputs: Vec<Input> = vec![
+        input(transfer_of("emma", 1200), &em, vec![]),
+        input(transfer_of("noah", 1200), &no, vec![]),
+        input(transfer_of("emma", 1200), &em, vec![]),
+    ];
+    let ds = decide_batch(&gw, &inputs).unwrap();
+    assert_eq!(ds.len(), 3);
+    for d in &ds {
+        assert_eq!(d.decision.name(), "ALLOW", "{d:?}");
+    }
+    assert_eq!(owners_on(&w.dir.path().join("a.db")), ["emma", "emma"]);
+    assert_eq!(owners_on(&w.dir.path().join("b.db")), ["noah"]);
+    // the answers are in input order: the second is noah's, on its shard
+    assert_eq!(
+        ds[1].receipt.as_ref().unwrap().seq,
+        2,
+        "b.db: placement 1, noah 2"
+    );
+    let reports = admin::check(&m, &admin::open_all(&m, &open).unwrap());
+    for r in &reports {
+        assert!(r.problems.is_empty(), "{r:?}");
+    }
+    assert_eq!(reports[0].holds, ["emma"]);
+    assert_eq!(reports[1].holds, ["noah"]);
+}
+
+#[test]
+fn a_map_sending_a_tenant_to_a_shard_that_does_not_hold_it_refuses_to_start() {
+    let w = TestWorld::new();
+    place(&map(&w, &[("emma", "a.db"), ("noah", "b.db")], None));
+    // a typo, or a stale map: emma on b, noah on a
+    let swapped = map(&w, &[("emma", "b.db"), ("noah", "a.db")], None);
+    let e = router(&w, &swapped).err().expect("refused");
+    assert_eq!(
+        miette::Diagnostic::code(&e).unwrap().to_string(),
+        "ipc::shards::not_held",
+        "{e}"
+    );
+    // and placing it is refused: emma is held by a.db
+    let shards = admin::open_all(&swapped, &open).unwrap();
+    let e = admin::place(&swapped, &shards, intentplane::gateway::testkit::now()).unwrap_err();
+    assert!(e.to_string().contains("already held by"), "{e}");
+    // a new tenant mapped but never placed: refused too
+    let unplaced = map(
+        &w,
+        &[("emma", "a.db"), ("noah", "b.db"), ("zoe", "b.db")],
+        None,
+    );
+    assert!(router(&w, &unplaced).is_err());
+}
+
+#[test]
+fn a_stale_instance_is_denied_on_a_shard_its_tenant_left() {
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db"), ("noah", "b.db")], None);
+    place(&m);
+    let gw = router(&w, &m).unwrap();
+    let em = mandate_of(&w, "emma");
+    assert_eq!(
+        decide(&gw, transfer_of("emma", 1200), &em).decision.name(),
+        "ALLOW"
+    );
+    // the tenant leaves a.db behind this instance's back
+    let a = store::open(&w.dir.path().join("a.db"), false).unwrap();
+    a.transaction(&mut |tx| {
+        tx.state_put(
+            intentplane::gateway::shards::NS,
+            "tenant/emma",
+            &json!({"status": "moved", "to": "b.db"}),
+        )?;
+        Ok(Value::Null)
+    })
+    .unwrap();
+    let d = decide(&gw, transfer_of("emma", 1200), &em);
+    assert_deny(&d, "authn", "moved off this shard");
+    // the other tenant is decided as before
+    let no = mandate_of(&w, "noah");
+    assert_eq!(
+        decide(&gw, transfer_of("noah", 1200), &no).decision.name(),
+        "ALLOW"
+    );
+}
+
+#[test]
+fn a_tenant_without_a_shard_is_refused_with_a_receipt_on_the_first_shard() {
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db")], None);
+    place(&m);
+    let gw = router(&w, &m).unwrap();
+    let no = mandate_of(&w, "noah");
+    let d = decide(&gw, transfer_of("noah", 1200), &no);
+    assert_deny(&d, "authn", "no shard holds tenant `noah`");
+    assert_eq!(owners_on(&w.dir.path().join("a.db")), ["noah"]);
+    // a refusal, not a decision: the shard stays sound
+    let reports = admin::check(&m, &admin::open_all(&m, &open).unwrap());
+    assert!(reports[0].problems.is_empty(), "{:?}", reports[0]);
+}
+
+#[test]
+fn the_default_shard_decides_every_tenant_the_map_does_not_name() {
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db")], Some("rest.db"));
+    place(&m);
+    let gw = router(&w, &m).unwrap();
+    let no = mandate_of(&w, "noah");
+    assert_eq!(
+        decide(&gw, transfer_of("noah", 1200), &no).decision.name(),
+        "ALLOW"
+    );
+    assert_eq!(owners_on(&w.dir.path().join("rest.db")), ["noah"]);
+    assert!(owners_on(&w.dir.path().join("a.db")).is_empty());
+    // a default never marked as one (a map pointing at another store): refused
+    let other = map(&w, &[("emma", "a.db")], Some("other.db"));
+    let e = router(&w, &other).err().expect("refused");
+    assert_eq!(
+        miette::Diagnostic::code(&e).unwrap().to_string(),
+        "ipc::shards::not_default"
+    );
+}
+
+#[test]
+fn shards_check_finds_a_receipt_of_a_tenant_the_shard_does_not_hold() {
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db"), ("noah", "b.db")], None);
+    place(&m);
+    // noah decided on emma's shard by a gateway that does not route (a
+    // deployment's own router gone wrong)
+    let a = store::open(&w.dir.path().join("a.db"), false).unwrap();
+    let plain = w.gateway_with(a);
+    let no = mandate_of(&w, "noah");
+    assert_eq!(
+        decide(&plain, transfer_of("noah", 1200), &no)
+            .decision
+            .name(),
+        "ALLOW"
+    );
+    let reports = admin::check(&m, &admin::open_all(&m, &open).unwrap());
+    assert_eq!(reports[0].problems.len(), 1, "{:?}", reports[0]);
+    assert!(
+        reports[0].problems[0].contains("belongs to tenant `noah`"),
+        "{:?}",
+        reports[0].problems
+    );
+    assert!(reports[1].problems.is_empty());
+}
+
+/// The world file with `[store.shards]` appended.
+fn sharded_world(w: &TestWorld, name: &str, shards: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(&w.world_path).unwrap();
+    text.push_str("[store.shards]\n");
+    for (t, f) in shards {
+        text.push_str(&format!("{t} = {f:?}\n"));
+    }
+    let p = w.dir.path().join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn ipc(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn ipc_run_routes_by_tenant_and_ipc_shards_check_reports_each_head() {
+    let w = TestWorld::new();
+    let world = sharded_world(&w, "sharded.toml", &[("emma", "a.db"), ("noah", "b.db")]);
+    let world_s = path_str(&world);
+    let init = ipc(&["shards", "init", "--world", &world_s]);
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let text = String::from_utf8(init.stdout).unwrap();
+    assert!(text.contains("placed   emma on"), "{text}");
+    let lines: String = ["emma", "noah"]
+        .iter()
+        .map(|t| {
+            json!({"proposal": transfer_of(t, 1200), "mandate": mandate_of(&w, t)}).to_string()
+                + "\n"
+        })
+        .collect();
+    let input = w.dir.path().join("in.jsonl");
+    std::fs::write(&input, lines).unwrap();
+    let bundle = path_str(&w.bundle_path);
+    let run = ipc(&[
+        "run",
+        "--bundle",
+        &bundle,
+        "--world",
+        &world_s,
+        &path_str(&input),
+    ]);
+    let out = String::from_utf8(run.stdout).unwrap();
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(out.matches("\"ALLOW\"").count(), 2, "{out}");
+    assert_eq!(owners_on(&w.dir.path().join("a.db")), ["emma"]);
+    assert_eq!(owners_on(&w.dir.path().join("b.db")), ["noah"]);
+    let check = ipc(&["shards", "check", "--world", &world_s, "--format", "json"]);
+    assert_eq!(check.status.code(), Some(0));
+    let doc: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(doc["ok"], true);
+    assert_eq!(doc["shards"][0]["holds"], json!(["emma"]));
+    assert_eq!(doc["shards"][0]["head"][0], 2, "{doc}");
+    // the map edited by hand to swap them: `ipc run` refuses to start,
+    // `ipc shards check` names both shards
+    let swapped = sharded_world(&w, "swapped.toml", &[("emma", "b.db"), ("noah", "a.db")]);
+    let swapped_s = path_str(&swapped);
+    let run = ipc(&[
+        "run",
+        "--bundle",
+        &bundle,
+        "--world",
+        &swapped_s,
+        &path_str(&input),
+    ]);
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&run.stdout)
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("ipc::shards::not_held"), "{err}");
+    let check = ipc(&["shards", "check", "--world", &swapped_s]);
+    assert_eq!(check.status.code(), Some(1));
+    let text = String::from_utf8(check.stdout).unwrap();
+    assert_eq!(text.matches("does not hold it").count(), 2, "{text}");
+    // `--store` beside a sharded world would put everyone on one store
+    let run = ipc(&[
+        "run", "--bundle", &bundle, "--world", &world_s, "--store", "x.db",
+    ]);
+    assert!(String::from_utf8_lossy(&run.stderr).contains("ipc::shards::store_given"));
+}
