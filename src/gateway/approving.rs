@@ -80,6 +80,9 @@ impl crate::gateway::Gateway {
     /// The pending operation under `hash`, if it can still be approved:
     /// known to the store, not expired, not executed.
     pub fn pending_op(&self, hash: &str) -> Result<PendingOp, PendingError> {
+        if let Some(g) = self.op_shard(hash)? {
+            return g.pending_op(hash);
+        }
         let now = self.now()?;
         let mut found: Option<(PendingOp, bool)> = None;
         self.store.transaction(&mut |tx| {
@@ -113,6 +116,13 @@ impl crate::gateway::Gateway {
         &self,
         tenants: &crate::gateway::Tenants,
     ) -> Result<Vec<(PendingOp, bool)>, StoreError> {
+        if let Some(set) = self.shard_set() {
+            let mut all = vec![];
+            for s in &set.shards {
+                all.append(&mut s.gw.pending_ops_of(tenants)?);
+            }
+            return Ok(all);
+        }
         let mut out = vec![];
         self.store.transaction(&mut |tx| {
             out.clear();
@@ -188,6 +198,9 @@ impl crate::gateway::Gateway {
     ) -> Result<Submitted, PendingError> {
         let ap = &signed.approval;
         let hash = ap.operation_hash.clone();
+        if let Some(g) = self.op_shard(&hash)? {
+            return g.submit_approval(signed);
+        }
         let op = self.pending_op(&hash)?;
         if let Some(by) = op.declined_at(self.now()?) {
             return Err(PendingError::Declined {
@@ -296,6 +309,9 @@ impl crate::gateway::Gateway {
         signed: &crate::gateway::approval::SignedDecline,
     ) -> Result<crate::gateway::ReceiptRef, PendingError> {
         let d = &signed.decline;
+        if let Some(g) = self.op_shard(&d.operation_hash)? {
+            return g.decline_signed(signed);
+        }
         let op = self.pending_op(&d.operation_hash)?;
         self.check_signed(&op, &d.approver, d, &signed.signature, d.expires_at)?;
         self.decline(&d.operation_hash, &d.approver)
@@ -321,6 +337,9 @@ impl crate::gateway::Gateway {
         who: &str,
         until: Option<i64>,
     ) -> Result<crate::gateway::ReceiptRef, PendingError> {
+        if let Some(g) = self.op_shard(hash)? {
+            return g.decline_until(hash, who, until);
+        }
         let op = self.pending_op(hash)?;
         if !op.approvable_by(&self.world, who) {
             return Err(PendingError::NotApprover {

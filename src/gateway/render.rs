@@ -548,6 +548,8 @@ fn plain(s: &str) -> String {
 
 /// The pending operation `op` as the approver sees it, at `now`.
 pub fn show(gw: &Gateway, op: &PendingOp, now: i64) -> Result<Shown, StoreError> {
+    // a router reads the operation on the shard that holds it
+    let gw = gw.op_shard(&op.operation_hash)?.unwrap_or(gw);
     let mut names: Vec<Vec<Option<String>>> = vec![];
     gw.store.transaction(&mut |tx| {
         names.clear();

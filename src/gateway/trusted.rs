@@ -259,6 +259,11 @@ impl Gateway {
         change: &RegistryChange,
         by: &str,
     ) -> Result<ReceiptRef, TrustedError> {
+        if self.shard_set().is_some() {
+            return self
+                .for_tenant(owner)?
+                .change_registry(pack, registry, owner, change, by);
+        }
         self.apply_change(pack, registry, owner, change, by, None)
     }
 
@@ -272,6 +277,9 @@ impl Gateway {
         signed: &SignedOwnerChange,
     ) -> Result<ReceiptRef, TrustedError> {
         let c = &signed.change;
+        if self.shard_set().is_some() {
+            return self.for_tenant(&c.owner)?.change_registry_signed(signed);
+        }
         let not_owner = || TrustedError::NotOwner {
             owner: crate::base::json::echo(&c.owner),
         };

@@ -21,11 +21,15 @@ const STORE_WAIT: Duration = Duration::from_secs(5);
 pub(super) async fn ready(State(st): State<Shared>) -> Response {
     let gw = st.gw.clone();
     let probe = tokio::task::spawn_blocking(move || {
-        gw.store().read_only(&mut |t| {
-            // any read will do: a key nobody writes
-            t.revoked("ipc-readiness-probe")?;
-            Ok(Value::Null)
-        })
+        // every shard it decides on (the one store when not sharded)
+        for (_, g) in gw.stores() {
+            g.store().read_only(&mut |t| {
+                // any read will do: a key nobody writes
+                t.revoked("ipc-readiness-probe")?;
+                Ok(Value::Null)
+            })?;
+        }
+        Ok::<(), crate::store::StoreError>(())
     });
     let store = match tokio::time::timeout(STORE_WAIT, probe).await {
         Ok(Ok(Ok(_))) => Ok(()),

@@ -312,3 +312,69 @@ fn ipc_run_routes_by_tenant_and_ipc_shards_check_reports_each_head() {
     ]);
     assert!(String::from_utf8_lossy(&run.stderr).contains("ipc::shards::store_given"));
 }
+
+/// The trusted side through the router: a pending operation of `acme` on
+/// its shard is listed, approved by hash and executed there; another
+/// shard never sees it.
+#[test]
+fn an_approval_by_hash_reaches_the_shard_of_its_operation() {
+    use intentplane::gateway::approval::SignedApproval;
+    use intentplane::gateway::approving::{PendingError, Which};
+    use intentplane::gateway::{Outcome, Tenants};
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db"), ("acme", "b.db")], None);
+    place(&m);
+    let gw = router(&w, &m).unwrap();
+    let clerk = w.mandate(MandateSpec::for_pack(
+        "ap",
+        "clerk",
+        "acme",
+        &["vendors.write", "payments.write"],
+    ));
+    let p = json!({"action": "vendor.change_iban", "args": {
+        "vendor_id": "V-STADTWERKE", "callback_id": "CB-7", "new_iban": "ES91 2100 0418 4502 0005 1332"}});
+    let d = decide(&gw, p.clone(), &clerk);
+    assert_eq!(d.decision, Outcome::Pending);
+    let op = d.operation_hash.unwrap();
+    let listed = gw
+        .pending_listing(&Which {
+            tenants: &Tenants::All,
+            all: false,
+            for_whom: None,
+        })
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].0.operation_hash, op);
+    // shown to the approver from its shard, as the page and `ipc approve` do
+    let shown = intentplane::gateway::render::show(&gw, &listed[0].0, now()).unwrap();
+    assert!(shown.text().contains("V-STADTWERKE"), "{}", shown.text());
+    let sign =
+        |who: &str, hash: &str| SignedApproval::issue(who, hash, now() + 600, w.key(who)).unwrap();
+    assert!(matches!(
+        gw.submit_approval(&sign("cfo", "sha256:00")),
+        Err(PendingError::Unknown { .. })
+    ));
+    gw.submit_approval(&sign("clerk", &op)).unwrap();
+    gw.submit_approval(&sign("cfo", &op)).unwrap();
+    assert_eq!(decide(&gw, p, &clerk).decision, Outcome::Allow);
+    let kinds = |f: &str| -> Vec<String> {
+        store::open(&w.dir.path().join(f), false)
+            .unwrap()
+            .receipts()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r.body["kind"]
+                    .as_str()
+                    .or(r.body["decision"].as_str())
+                    .unwrap_or("-")
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(
+        kinds("b.db"),
+        ["shard", "PENDING", "approval", "approval", "ALLOW"]
+    );
+    assert_eq!(kinds("a.db"), ["shard"]);
+}

@@ -464,6 +464,26 @@ impl Gateway {
         }
     }
 
+    /// The shard holding the pending operation `hash` (the first shard
+    /// when none does: it answers that it knows no such operation), or
+    /// `None` when this gateway does not route.
+    pub(crate) fn op_shard(&self, hash: &str) -> Result<Option<&Gateway>, StoreError> {
+        let Some(set) = &self.shards else {
+            return Ok(None);
+        };
+        for s in &set.shards {
+            let mut found = false;
+            s.gw.store.read_only(&mut |tx| {
+                found = super::pending::get(tx, hash)?.is_some();
+                Ok(Value::Null)
+            })?;
+            if found {
+                return Ok(Some(&s.gw));
+            }
+        }
+        Ok(set.shards.first().map(|s| &s.gw))
+    }
+
     /// Every store this gateway decides on, with its name: the one store,
     /// or each shard's.
     pub fn stores(&self) -> Vec<(String, &Gateway)> {
