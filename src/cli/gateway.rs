@@ -147,8 +147,9 @@ pub fn load_trusted(args: &GatewayArgs) -> Result<Gateway, LoadError> {
         #[cfg(feature = "mcp")]
         Some(config) => {
             let setup = crate::mcp::config::load(config).map_err(|r| Box::new(r) as LoadError)?;
+            let holding = setup.holding;
             Gateway::new(&setup.bundle, setup.world, setup.store)
-                .map(Gateway::execute_externally)
+                .map(|g| g.with_holding(holding).execute_externally())
                 .map_err(|e| Box::new(e) as LoadError)
         }
         None => load(args),

@@ -225,5 +225,6 @@ pub fn setup(
             mandate_requests: false,
         },
         sites: Default::default(),
+        holding: Default::default(),
     }
 }

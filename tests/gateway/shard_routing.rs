@@ -378,3 +378,54 @@ fn an_approval_by_hash_reaches_the_shard_of_its_operation() {
     );
     assert_eq!(kinds("a.db"), ["shard"]);
 }
+
+/// Child mandates through the router: drafted, recorded, listed, revoked
+/// and decided on their parent's tenant's shard.
+#[test]
+fn a_child_mandate_lives_on_its_parents_shard() {
+    use intentplane::gateway::{ChildRequest, MandateToken};
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db"), ("noah", "b.db")], None);
+    place(&m);
+    let gw = router(&w, &m).unwrap();
+    let parent: MandateToken = serde_json::from_value(mandate_of(&w, "emma")).unwrap();
+    let req = ChildRequest {
+        claims: vec![("payee".into(), json!(LANDLORD))],
+        scopes: vec!["payments.write".into()],
+        budget: Some(5_000),
+        calls: Some(3),
+        expires_at: Some(parent.mandate.expires_at),
+        ..Default::default()
+    };
+    let child = gw.issue_child(&parent, &req, w.key("emma")).unwrap();
+    gw.record_child(&child, "cli").unwrap();
+    let listed = gw.mandate_listing().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(gw.mandate_row(&child.mandate.id).unwrap().is_some());
+    let token = serde_json::to_value(&child).unwrap();
+    assert_eq!(
+        decide(&gw, transfer_of("emma", 1200), &token)
+            .decision
+            .name(),
+        "ALLOW"
+    );
+    gw.revoke_child(&child.mandate.id, "emma").unwrap();
+    let d = decide(&gw, transfer_of("emma", 1300), &token);
+    assert_deny(&d, "authn", "revoked");
+    // all of it on emma's shard: issued, decided, revoked, refused
+    let kinds: Vec<String> = store::open(&w.dir.path().join("a.db"), false)
+        .unwrap()
+        .receipts()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.body["change"]
+                .as_str()
+                .or(r.body["decision"].as_str())
+                .unwrap_or("-")
+                .into()
+        })
+        .collect();
+    assert_eq!(kinds, ["held", "issued", "ALLOW", "revoked", "DENY"]);
+    assert_eq!(owners_on(&w.dir.path().join("b.db")), Vec::<String>::new());
+}

@@ -12,7 +12,7 @@ use crate::common::copy_dir;
 use intentplane::gateway::world::World;
 use intentplane::gateway::{Gateway, Input, Outcome};
 use intentplane::mcp::config::{
-    ArgMap, ToolConfig, ToolMode, check, minor_from_tool, minor_to_tool,
+    ArgMap, ToolConfig, ToolMode, check, load, minor_from_tool, minor_to_tool,
 };
 use intentplane::store::memory::MemoryStore;
 use proptest::prelude::*;
@@ -1096,4 +1096,56 @@ fn a_token_file_others_can_read_is_refused() {
             assert!(shown.contains(words), "{mode:o}: {words:?} in {shown}");
         }
     }
+}
+
+/// Issue #37: a world whose stores are sharded puts the proxy on its
+/// session tenant's shard, and a shard that does not hold the tenant (not
+/// placed yet, or a stale map) stops it from starting.
+#[test]
+fn a_sharded_world_puts_the_proxy_on_its_tenants_shard() {
+    use intentplane::gateway::shards::{Holding, admin};
+    let top = tempfile::tempdir().unwrap();
+    copy_dir(&root().join("packs"), &top.path().join("packs"));
+    let dir = top.path().join("examples/mcp");
+    copy_dir(&root().join("examples/mcp"), &dir);
+    let world = dir.join("world.toml");
+    let mut text = std::fs::read_to_string(&world).unwrap();
+    text.push_str("\n[store.shards]\nemma = \"emma.db\"\nnoah = \"noah.db\"\n");
+    std::fs::write(&world, text).unwrap();
+    let config = dir.join("intentplane.toml");
+    let (report, checked) = check(&config);
+    assert!(!report.has_errors(), "{report}");
+    let c = checked.unwrap();
+    assert!(
+        c.store_path.ends_with("emma.db"),
+        "{}",
+        c.store_path.display()
+    );
+    assert_eq!(c.holding, Holding::Shard { default: false });
+    // not placed: refused at start
+    let report = load(&config).err().expect("refused");
+    assert!(
+        report.to_string().contains("does not hold tenant `emma`"),
+        "{report}"
+    );
+    // placed: loads, on emma's shard
+    let map = intentplane::gateway::world::shard_map_of(&world)
+        .unwrap()
+        .unwrap();
+    let open = |p: &Path| intentplane::store::open(p, true);
+    let shards = admin::open_all(&map, &open).unwrap();
+    admin::place(&map, &shards, 1_800_000_000).unwrap();
+    let setup = load(&config).unwrap();
+    assert_eq!(setup.holding, Holding::Shard { default: false });
+    // a map naming no shard for her: a diagnostic, nothing opened
+    let mut text = std::fs::read_to_string(&world).unwrap();
+    text = text.replace("emma = \"emma.db\"\n", "");
+    std::fs::write(&world, text).unwrap();
+    let (report, _) = check(&config);
+    assert!(
+        report
+            .to_string()
+            .contains("names no shard for the session's tenant `emma`"),
+        "{report}"
+    );
 }

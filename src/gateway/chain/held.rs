@@ -17,6 +17,9 @@ impl Gateway {
     /// it (`POST /v1/mandates`; the approval page lists it for her), with a
     /// receipt (`"change": "proposed"`, `via` who proposed it).
     pub fn hold_child(&self, d: &Draft, via: &str) -> Result<ReceiptRef, ChildError> {
+        if self.shard_set().is_some() {
+            return self.for_tenant(&d.mandate.owner)?.hold_child(d, via);
+        }
         d.issuable()?;
         if listing::is_listing_key(&d.mandate.id) {
             return Err(ChildError::Request {
@@ -61,6 +64,14 @@ impl Gateway {
     /// The child `id` held for its user's confirmation, listed or not (one
     /// past the listing's bounds stays confirmable by its id).
     pub fn held_child(&self, id: &str) -> Result<Option<Held>, StoreError> {
+        if let Some(set) = self.shard_set() {
+            for s in &set.shards {
+                if let Some(h) = s.gw.held_child(id)? {
+                    return Ok(Some(h));
+                }
+            }
+            return Ok(None);
+        }
         let mut out = None;
         self.store.transaction(&mut |tx| {
             out = held_get(tx, id)?;
@@ -79,6 +90,13 @@ impl Gateway {
     /// The children waiting for their user's confirmation in the listing,
     /// oldest first.
     pub fn held_children(&self) -> Result<Vec<Held>, StoreError> {
+        if let Some(set) = self.shard_set() {
+            let mut all = vec![];
+            for s in &set.shards {
+                all.append(&mut s.gw.held_children()?);
+            }
+            return Ok(all);
+        }
         let mut out: Vec<Held> = vec![];
         self.store.transaction(&mut |tx| {
             out.clear();
@@ -102,6 +120,9 @@ impl Gateway {
         signature: &str,
         via: &str,
     ) -> Result<(MandateToken, ReceiptRef), ChildError> {
+        if let Some(g) = self.id_shard(id)? {
+            return g.confirm_child(id, key_id, signature, via);
+        }
         let held = self.held(id)?;
         let token = self.seal_child(&held.parent, held.mandate, key_id, signature)?;
         let r = self.record_child(&token, via)?;
@@ -111,6 +132,9 @@ impl Gateway {
     /// Declines the held child `id` (`by`: who declined), with a receipt
     /// (`"change": "declined"`).
     pub fn decline_child(&self, id: &str, by: &str) -> Result<ReceiptRef, ChildError> {
+        if let Some(g) = self.id_shard(id)? {
+            return g.decline_child(id, by);
+        }
         let held = self.held(id)?;
         let now = self.now().map_err(|e| StoreError::Aborted(e.to_string()))?;
         let unsigned = MandateToken {
@@ -133,6 +157,9 @@ impl Gateway {
     /// with a receipt (`"change": "revoked"`, `via` who revoked it). A
     /// mandate the store did not record is revoked with `ipc token revoke`.
     pub fn revoke_child(&self, id: &str, by: &str) -> Result<ReceiptRef, ChildError> {
+        if let Some(g) = self.id_shard(id)? {
+            return g.revoke_child(id, by);
+        }
         let mut found = None;
         self.store.transaction(&mut |tx| {
             found = get(tx, id)?;
@@ -153,6 +180,13 @@ impl Gateway {
     /// Every child mandate, held or issued: `{mandate, parent, user, owner,
     /// status, expires_at, token?}` (what `ipc mandates list` prints too).
     pub fn mandate_listing(&self) -> Result<Vec<Value>, ChildError> {
+        if let Some(set) = self.shard_set() {
+            let mut all = vec![];
+            for s in &set.shards {
+                all.append(&mut s.gw.mandate_listing()?);
+            }
+            return Ok(all);
+        }
         let held = self.held_children()?;
         let mut out: Vec<Value> = held.iter().map(held_row).collect();
         self.store.transaction(&mut |tx| {
@@ -170,6 +204,14 @@ impl Gateway {
     /// it: issued, or held whether the listing still shows it or not (one
     /// pushed out of its bounds is found by its id, as it is confirmed).
     pub fn mandate_row(&self, id: &str) -> Result<Option<Value>, ChildError> {
+        if let Some(set) = self.shard_set() {
+            for s in &set.shards {
+                if let Some(r) = s.gw.mandate_row(id)? {
+                    return Ok(Some(r));
+                }
+            }
+            return Ok(None);
+        }
         let mut out = None;
         self.store.transaction(&mut |tx| {
             out = match get(tx, id)? {

@@ -36,6 +36,11 @@ impl Gateway {
         req: &ChildRequest,
         issued_at: Option<i64>,
     ) -> Result<Draft, ChildError> {
+        if self.shard_set().is_some() {
+            return self
+                .for_tenant(&parent.mandate.owner)?
+                .draft_child_at(parent, req, issued_at);
+        }
         let now = self.now().map_err(|e| StoreError::Aborted(e.to_string()))?;
         let issued = issued_at.map_or(now, |t| t.min(now));
         let bad = |reason: String| ChildError::Request { reason };
@@ -130,6 +135,11 @@ impl Gateway {
         parent: &MandateToken,
         child: &Mandate,
     ) -> Result<crate::gateway::render::child::ChildShown, ChildError> {
+        if self.shard_set().is_some() {
+            return self
+                .for_tenant(&parent.mandate.owner)?
+                .show_child(parent, child);
+        }
         let v = self.verify_token(parent).map_err(parent_err)?;
         let mut out = None;
         self.store.transaction(&mut |tx| {
@@ -195,6 +205,9 @@ impl Gateway {
     /// verifies (signatures, keys, links), no link has expired or is
     /// revoked, and each link narrows the one before.
     pub fn check_child(&self, token: &MandateToken) -> Result<(), ChildError> {
+        if self.shard_set().is_some() {
+            return self.for_tenant(&token.mandate.owner)?.check_child(token);
+        }
         let child_id = token.mandate.id.clone();
         if token.ancestors.is_empty() || token.mandate.parent.is_none() {
             return Err(ChildError::Request {
@@ -252,6 +265,11 @@ impl Gateway {
     /// it, its parent chain, its hash, how it was confirmed (`via`: `http`,
     /// `cli`, `mcp`).
     pub fn record_child(&self, token: &MandateToken, via: &str) -> Result<ReceiptRef, ChildError> {
+        if self.shard_set().is_some() {
+            return self
+                .for_tenant(&token.mandate.owner)?
+                .record_child(token, via);
+        }
         self.check_child(token)?;
         let now = self.now().map_err(|e| StoreError::Aborted(e.to_string()))?;
         let issued = Issued {

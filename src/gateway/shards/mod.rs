@@ -450,6 +450,14 @@ impl Gateway {
         Ok(router)
     }
 
+    /// This gateway deciding on one shard: each decision checks that the
+    /// shard holds its tenant (the MCP proxy, whose session is one
+    /// tenant's, opens only that tenant's shard).
+    pub fn with_holding(mut self, holding: Holding) -> Gateway {
+        self.holding = holding;
+        self
+    }
+
     /// The shards behind this gateway, when it routes.
     pub fn shard_set(&self) -> Option<&ShardSet> {
         self.shards.as_deref()
@@ -478,6 +486,21 @@ impl Gateway {
                 Ok(Value::Null)
             })?;
             if found {
+                return Ok(Some(&s.gw));
+            }
+        }
+        Ok(set.shards.first().map(|s| &s.gw))
+    }
+
+    /// The shard recording the child mandate `id`, issued or held (the
+    /// first shard when none does: it answers that it knows none), or
+    /// `None` when this gateway does not route.
+    pub(crate) fn id_shard(&self, id: &str) -> Result<Option<&Gateway>, super::ChildError> {
+        let Some(set) = &self.shards else {
+            return Ok(None);
+        };
+        for s in &set.shards {
+            if s.gw.mandate_row(id)?.is_some() {
                 return Ok(Some(&s.gw));
             }
         }

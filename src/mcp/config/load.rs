@@ -15,6 +15,7 @@ use super::file::{ConfigFile, S, ToolFile};
 use super::{ServerConfig, SessionConfig, Setup, ToolConfig};
 use super::{packs, servers, session, tools, world};
 use crate::bundle::Bundle;
+use crate::gateway::shards::Holding;
 use crate::gateway::world::World;
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,8 @@ pub struct Checked {
     pub world: World,
     /// The store `load` opens (an SQLite file or a `postgres://` URL).
     pub store_path: PathBuf,
+    /// The session tenant's placement check when the store is its shard.
+    pub holding: crate::gateway::shards::Holding,
     pub session: SessionConfig,
     /// Where each tool was written (for the check against the servers).
     pub sites: Sites,
@@ -54,7 +57,11 @@ pub fn load_with_report(path: &Path) -> (ConfigReport, Option<Setup>) {
     let Some(c) = checked else {
         return (report, None);
     };
-    match crate::store::open(&c.store_path, true) {
+    let opened = crate::store::open(&c.store_path, true).and_then(|store| {
+        placed(&store, &c.holding, &c.session.token)?;
+        Ok(store)
+    });
+    match opened {
         Ok(store) => (
             report,
             Some(Setup {
@@ -66,6 +73,7 @@ pub fn load_with_report(path: &Path) -> (ConfigReport, Option<Setup>) {
                 store,
                 session: c.session,
                 sites: c.sites,
+                holding: c.holding,
             }),
         ),
         Err(e) => {
@@ -112,7 +120,8 @@ fn run(path: &Path, dir: &Dir, d: &mut Diags) -> Option<Checked> {
     let (used, actions) = tools::actions(&cfg, &bundle, d);
     let session = session::session(&cfg, &bundle, &used, &actions, &mut world, dir, d);
     let (tools, sites) = tools::tools(&cfg, &servers, &actions, session.as_ref(), d);
-    let store_path = store_path(&cfg, &world, dir);
+    let session = session?;
+    let (store_path, holding) = store_path(&cfg, &world, dir, &session.token, d)?;
     Some(Checked {
         config_path: path.to_path_buf(),
         servers,
@@ -120,7 +129,8 @@ fn run(path: &Path, dir: &Dir, d: &mut Diags) -> Option<Checked> {
         bundle,
         world,
         store_path,
-        session: session?,
+        holding,
+        session,
         sites,
     })
 }
@@ -179,13 +189,56 @@ fn read(path: &Path, d: &mut Diags) -> Option<ConfigFile> {
 
 /// The store `load` opens: the config's `store`, else the world's, else
 /// [`DEFAULT_STORE`] beside the config.
-fn store_path(cfg: &ConfigFile, world: &World, dir: &Dir) -> PathBuf {
-    match (&cfg.store, &world.store) {
-        (Some(s), _) => match s.get_ref() {
+fn store_path(
+    cfg: &ConfigFile,
+    world: &World,
+    dir: &Dir,
+    token: &serde_json::Value,
+    d: &mut Diags,
+) -> Option<(PathBuf, Holding)> {
+    let one = |p: PathBuf| Some((p, Holding::Any));
+    match (&cfg.store, &world.store, &world.shards) {
+        (Some(s), _, _) => one(match s.get_ref() {
             u if crate::store::postgres::is_url(u) => PathBuf::from(u),
             f => dir.rel(f),
-        },
-        (None, Some(w)) => w.clone(),
-        (None, None) => dir.0.join(DEFAULT_STORE),
+        }),
+        (None, _, Some(map)) => {
+            // the session is one tenant's: the proxy opens its shard only
+            let owner = token["mandate"]["owner"].as_str().unwrap_or_default();
+            let Some(loc) = map.route(owner) else {
+                d.err(ConfigError::Load {
+                    what: "store",
+                    message: format!(
+                        "the world's `[store.shards]` names no shard for the session's tenant `{}`, and no default",
+                        crate::base::json::echo(owner)
+                    ),
+                    span: cfg.world.as_ref().map(|w| sp(w.span())),
+                    help: Some("add the tenant to the map and place it with `ipc shards init`".into()),
+                });
+                return None;
+            };
+            let default = map.default.as_ref() == Some(loc) && !map.tenants.contains_key(owner);
+            Some((loc.clone(), Holding::Shard { default }))
+        }
+        (None, Some(w), None) => one(w.clone()),
+        (None, None, None) => one(dir.0.join(DEFAULT_STORE)),
+    }
+}
+
+/// Refuses a shard that does not hold the session's tenant (a stale map).
+fn placed(
+    store: &std::sync::Arc<dyn crate::store::Store>,
+    holding: &Holding,
+    token: &serde_json::Value,
+) -> Result<(), crate::store::StoreError> {
+    let owner = token["mandate"]["owner"].as_str().unwrap_or_default();
+    let mut why = None;
+    store.read_only(&mut |tx| {
+        why = holding.refusal(tx, owner)?;
+        Ok(serde_json::Value::Null)
+    })?;
+    match why {
+        Some(w) => Err(crate::store::StoreError::Aborted(w)),
+        None => Ok(()),
     }
 }

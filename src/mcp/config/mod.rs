@@ -261,6 +261,10 @@ pub struct Setup {
     /// Where each tool was written in the TOML, for the check against the
     /// servers' declarations at start-up.
     pub sites: declared::Sites,
+    /// What each decision checks of the session's tenant's placement: the
+    /// store is its shard when the world's stores are sharded
+    /// (`gateway::shards`).
+    pub holding: crate::gateway::shards::Holding,
 }
 
 impl Setup {

@@ -77,7 +77,9 @@ impl Proxy {
             .session
             .mandate_requests
             .then(|| intent::tool(&setup.bundle, &setup.session.mandates));
-        let gateway = Gateway::new(&setup.bundle, setup.world, setup.store)?.execute_externally();
+        let gateway = Gateway::new(&setup.bundle, setup.world, setup.store)?
+            .with_holding(setup.holding)
+            .execute_externally();
         let (clients, offered) = start_servers(&setup.servers).await?;
         checked(&setup.sites, &setup.tools, &offered)?;
         let mut tools = vec![];
