@@ -15,10 +15,11 @@ mod demo;
 pub mod gateway;
 mod mandates;
 mod receipts;
+mod receipts_world;
 mod registry;
 mod run;
 pub mod serve;
-mod shards;
+pub(crate) mod shards;
 pub(crate) mod token;
 // scenarios
 mod mutate;

@@ -40,7 +40,12 @@ pub enum ReceiptsCommand {
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
     /// The store: an SQLite file or a `postgres://` URL.
-    pub store: PathBuf,
+    #[arg(required_unless_present = "world", conflicts_with = "world")]
+    pub store: Option<PathBuf>,
+    /// Every shard of this world's `[store.shards]` instead of one store,
+    /// each against its own checkpoint of a set (`--checkpoint SET`).
+    #[arg(long, value_name = "FILE")]
+    pub world: Option<PathBuf>,
     /// A checkpoint from `ipc receipts checkpoint`: the chain must still
     /// hold its record (same hash), so nothing up to it was cut or rewritten.
     #[arg(long, value_name = "FILE", requires = "key")]
@@ -57,7 +62,12 @@ pub struct VerifyArgs {
 #[derive(clap::Args, Debug)]
 pub struct CheckpointArgs {
     /// The store: an SQLite file or a `postgres://` URL.
-    pub store: PathBuf,
+    #[arg(required_unless_present = "world", conflicts_with = "world")]
+    pub store: Option<PathBuf>,
+    /// Every shard of this world's `[store.shards]`: one set of
+    /// checkpoints, each shard's head signed.
+    #[arg(long, value_name = "FILE")]
+    pub world: Option<PathBuf>,
     /// The secret key that signs (`NAME.key` from `ipc keygen`).
     #[arg(long, value_name = "KEY.key")]
     pub key: PathBuf,
@@ -95,12 +105,17 @@ pub fn run(args: &ReceiptsArgs, out: &mut dyn Write) -> u8 {
 
 /// The receipts, head marker and accounts of a store (a file, or a
 /// `postgres://` URL).
-fn load(path: &Path) -> Result<Snapshot, StoreError> {
+pub(super) fn load(path: &Path) -> Result<Snapshot, StoreError> {
     crate::store::open(path, false)?.snapshot()
 }
 
 fn verify(args: &VerifyArgs, out: &mut dyn Write) -> u8 {
-    let snap = match load(&args.store) {
+    let store = match (&args.store, &args.world) {
+        (Some(s), _) => s,
+        (None, Some(w)) => return super::receipts_world::verify(args, w, out),
+        (None, None) => return 2,
+    };
+    let snap = match load(store) {
         Ok(x) => x,
         Err(e) => return failure(out, args.format, &e),
     };
@@ -116,7 +131,7 @@ fn verify(args: &VerifyArgs, out: &mut dyn Write) -> u8 {
         }
         _ => None,
     };
-    let file = args.store.display().to_string();
+    let file = store.display().to_string();
     let result = verify_store(&snap, checkpoint.as_ref().map(|c| (c.seq, c.hash.as_str())));
     let written = match (args.format, &result) {
         (Format::Human, Ok(count)) => {
@@ -190,7 +205,7 @@ fn write_problems(
 }
 
 /// Each problem as its JSON form plus its `message`.
-fn problems_json(problems: Option<&Vec<ChainProblem>>) -> Vec<Value> {
+pub(super) fn problems_json(problems: Option<&Vec<ChainProblem>>) -> Vec<Value> {
     problems
         .into_iter()
         .flatten()
@@ -204,7 +219,7 @@ fn problems_json(problems: Option<&Vec<ChainProblem>>) -> Vec<Value> {
         .collect()
 }
 
-fn write_json(out: &mut dyn Write, doc: &Value) -> std::io::Result<()> {
+pub(super) fn write_json(out: &mut dyn Write, doc: &Value) -> std::io::Result<()> {
     writeln!(
         out,
         "{}",
@@ -217,11 +232,16 @@ fn checkpoint(args: &CheckpointArgs, out: &mut dyn Write) -> u8 {
         Ok(k) => k,
         Err(e) => return failure(out, args.format, &e),
     };
-    let snap = match load(&args.store) {
+    let store = match (&args.store, &args.world) {
+        (Some(s), _) => s,
+        (None, Some(w)) => return super::receipts_world::checkpoint(args, w, &key, out),
+        (None, None) => return 2,
+    };
+    let snap = match load(store) {
         Ok(x) => x,
         Err(e) => return failure(out, args.format, &e),
     };
-    let file = args.store.display().to_string();
+    let file = store.display().to_string();
     // a checkpoint vouches for the chain: never sign one that does not verify
     if let Err(problems) = verify_store(&snap, None) {
         let e = CheckpointError::Unverified {
@@ -521,7 +541,7 @@ fn hash_prefix(hash: &str) -> String {
     format!("{short}…")
 }
 
-fn plural(n: usize, word: &str) -> String {
+pub(super) fn plural(n: usize, word: &str) -> String {
     if n == 1 {
         format!("{n} {word}")
     } else {
@@ -532,7 +552,7 @@ fn plural(n: usize, word: &str) -> String {
 /// The command cannot run (a store that cannot be read, a key or a
 /// checkpoint refused): a diagnostic on stderr (human) or a JSON document
 /// on stdout; exit 1.
-fn failure(out: &mut dyn Write, format: Format, e: &dyn Diagnostic) -> u8 {
+pub(super) fn failure(out: &mut dyn Write, format: Format, e: &dyn Diagnostic) -> u8 {
     match format {
         Format::Json => {
             let _ = write_json(out, &error_json(e));

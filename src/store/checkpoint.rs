@@ -236,23 +236,34 @@ impl Checkpoint {
     /// Writes the file whole or not at all (a temporary file in the same
     /// folder, synced, then renamed over `path`).
     pub fn write(&self, path: &Path) -> Result<(), CheckpointError> {
-        let err = |e: std::io::Error| CheckpointError::Write {
-            path: path.display().to_string(),
-            reason: e.to_string().to_lowercase(),
-        };
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
-        tmp.write_all(self.to_text().as_bytes()).map_err(err)?;
-        tmp.as_file().sync_all().map_err(err)?;
-        tmp.persist(path).map_err(|e| err(e.error))?;
-        Ok(())
+        write_atomic(path, &self.to_text())
     }
 }
 
+/// Writes `text` to `path` whole or not at all (a temporary file in the
+/// same folder, synced, then renamed over `path`).
+pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), CheckpointError> {
+    let err = |e: std::io::Error| CheckpointError::Write {
+        path: path.display().to_string(),
+        reason: e.to_string().to_lowercase(),
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
+    tmp.write_all(text.as_bytes()).map_err(err)?;
+    tmp.as_file().sync_all().map_err(err)?;
+    tmp.persist(path).map_err(|e| err(e.error))?;
+    Ok(())
+}
+
 fn read_small(path: &Path) -> Result<String, CheckpointError> {
+    read_bounded(path, MAX_CHECKPOINT_FILE)
+}
+
+/// A file of at most `max` bytes of UTF-8 text.
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<String, CheckpointError> {
     let shown = path.display().to_string();
     let io = |reason: String| CheckpointError::Io {
         path: shown.clone(),
@@ -262,7 +273,7 @@ fn read_small(path: &Path) -> Result<String, CheckpointError> {
     if meta.is_dir() {
         return Err(io("is a folder".into()));
     }
-    if meta.len() > MAX_CHECKPOINT_FILE {
+    if meta.len() > max {
         return Err(CheckpointError::Format {
             path: shown.clone(),
             reason: format!("{} bytes is too large for a checkpoint", meta.len()),

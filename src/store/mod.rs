@@ -16,6 +16,7 @@
 
 pub mod audit;
 pub mod checkpoint;
+pub mod checkpoint_set;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -282,6 +282,58 @@ fn ipc_run_routes_by_tenant_and_ipc_shards_check_reports_each_head() {
     assert_eq!(doc["ok"], true);
     assert_eq!(doc["shards"][0]["holds"], json!(["emma"]));
     assert_eq!(doc["shards"][0]["head"][0], 2, "{doc}");
+    // one checkpoint set for both shards, each extending its own
+    let key = intentplane::keys::SecretKey::generate().unwrap();
+    key.write_pair(&w.dir.path().join("cp")).unwrap();
+    let (k, pubk) = (w.dir.path().join("cp.key"), w.dir.path().join("cp.pub"));
+    let set = w.dir.path().join("set.json");
+    let cp = ipc(&[
+        "receipts",
+        "checkpoint",
+        "--world",
+        &world_s,
+        "--key",
+        &path_str(&k),
+        "-o",
+        &path_str(&set),
+    ]);
+    assert!(
+        cp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cp.stderr)
+    );
+    let verify = |set: &Path| {
+        ipc(&[
+            "receipts",
+            "verify",
+            "--world",
+            &world_s,
+            "--checkpoint",
+            &path_str(set),
+            "--key",
+            &path_str(&pubk),
+            "--format",
+            "json",
+        ])
+    };
+    let v = verify(&set);
+    let doc: Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!(v.status.code(), Some(0), "{doc}");
+    assert_eq!(doc["shards"][1]["checkpoint"]["seq"], 2, "{doc}");
+    // each shard's checkpoint presented as the other's: both fail
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&set).unwrap()).unwrap();
+    let shards = doc["shards"].as_object_mut().unwrap();
+    let names: Vec<String> = shards.keys().cloned().collect();
+    let (a, b) = (shards[&names[0]].clone(), shards[&names[1]].clone());
+    shards.insert(names[0].clone(), b);
+    shards.insert(names[1].clone(), a);
+    let swapped_set = w.dir.path().join("swapped-set.json");
+    std::fs::write(&swapped_set, doc.to_string()).unwrap();
+    let v = verify(&swapped_set);
+    assert_eq!(v.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!(doc["shards"][0]["ok"], false, "{doc}");
+    assert_eq!(doc["shards"][1]["ok"], false, "{doc}");
     // the map edited by hand to swap them: `ipc run` refuses to start,
     // `ipc shards check` names both shards
     let swapped = sharded_world(&w, "swapped.toml", &[("emma", "b.db"), ("noah", "a.db")]);
