@@ -17,6 +17,7 @@ mod mandates;
 mod receipts;
 mod receipts_world;
 mod registry;
+mod report;
 mod run;
 pub mod serve;
 pub(crate) mod shards;

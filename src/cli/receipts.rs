@@ -5,15 +5,13 @@
 //! receipts show STORE` (the receipts, readably or as JSON).
 
 use super::Format;
+use super::report::{error_json, failure, load, plural, problems_json, render, write_json};
 use crate::keys::{PublicKey, SecretKey};
-use crate::store::{
-    ChainProblem, Checkpoint, CheckpointError, ReceiptRecord, Snapshot, StoreError, verify_store,
-};
+use crate::store::{ChainProblem, Checkpoint, CheckpointError, ReceiptRecord, verify_store};
 use clap::Subcommand;
-use miette::Diagnostic;
 use serde_json::{Value, json};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct ReceiptsArgs {
@@ -103,16 +101,18 @@ pub fn run(args: &ReceiptsArgs, out: &mut dyn Write) -> u8 {
     }
 }
 
-/// The receipts, head marker and accounts of a store (a file, or a
-/// `postgres://` URL).
-pub(super) fn load(path: &Path) -> Result<Snapshot, StoreError> {
-    crate::store::open(path, false)?.snapshot()
-}
-
 fn verify(args: &VerifyArgs, out: &mut dyn Write) -> u8 {
     let store = match (&args.store, &args.world) {
         (Some(s), _) => s,
-        (None, Some(w)) => return super::receipts_world::verify(args, w, out),
+        (None, Some(w)) => {
+            let all = super::receipts_world::VerifyAll {
+                world: w,
+                checkpoint: args.checkpoint.as_deref(),
+                key: args.key.as_deref(),
+                format: args.format,
+            };
+            return super::receipts_world::verify(&all, out);
+        }
         (None, None) => return 2,
     };
     let snap = match load(store) {
@@ -204,29 +204,6 @@ fn write_problems(
     out.write_all(text.as_bytes())
 }
 
-/// Each problem as its JSON form plus its `message`.
-pub(super) fn problems_json(problems: Option<&Vec<ChainProblem>>) -> Vec<Value> {
-    problems
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
-            if let Value::Object(m) = &mut v {
-                m.insert("message".into(), json!(p.to_string()));
-            }
-            v
-        })
-        .collect()
-}
-
-pub(super) fn write_json(out: &mut dyn Write, doc: &Value) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{}",
-        serde_json::to_string_pretty(doc).unwrap_or_default()
-    )
-}
-
 fn checkpoint(args: &CheckpointArgs, out: &mut dyn Write) -> u8 {
     let key = match SecretKey::load(&args.key) {
         Ok(k) => k,
@@ -234,7 +211,16 @@ fn checkpoint(args: &CheckpointArgs, out: &mut dyn Write) -> u8 {
     };
     let store = match (&args.store, &args.world) {
         (Some(s), _) => s,
-        (None, Some(w)) => return super::receipts_world::checkpoint(args, w, &key, out),
+        (None, Some(w)) => {
+            let all = super::receipts_world::SignAll {
+                world: w,
+                key: &key,
+                now: args.now,
+                output: args.output.as_deref(),
+                format: args.format,
+            };
+            return super::receipts_world::checkpoint(&all, out);
+        }
         (None, None) => return 2,
     };
     let snap = match load(store) {
@@ -539,53 +525,6 @@ fn hash_prefix(hash: &str) -> String {
     let hex = hash.strip_prefix("sha256:").unwrap_or(hash);
     let short: String = hex.chars().take(12).collect();
     format!("{short}…")
-}
-
-pub(super) fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("{n} {word}")
-    } else {
-        format!("{n} {word}s")
-    }
-}
-
-/// The command cannot run (a store that cannot be read, a key or a
-/// checkpoint refused): a diagnostic on stderr (human) or a JSON document
-/// on stdout; exit 1.
-pub(super) fn failure(out: &mut dyn Write, format: Format, e: &dyn Diagnostic) -> u8 {
-    match format {
-        Format::Json => {
-            let _ = write_json(out, &error_json(e));
-        }
-        Format::Human => render(e),
-    }
-    1
-}
-
-/// `{"ok": false, "error": {"code", "message"}}`.
-fn error_json(e: &dyn Diagnostic) -> Value {
-    json!({
-        "ok": false,
-        "error": {
-            "code": e.code().map(|c| c.to_string()),
-            "message": e.to_string(),
-        },
-    })
-}
-
-/// A diagnostic on stderr.
-fn render(e: &dyn Diagnostic) {
-    let theme = if super::use_color() {
-        miette::GraphicalTheme::unicode()
-    } else {
-        miette::GraphicalTheme::unicode_nocolor()
-    };
-    let mut text = String::new();
-    let handler = miette::GraphicalReportHandler::new_themed(theme).with_width(100);
-    if handler.render_report(&mut text, e).is_err() {
-        text = format!("error: {e}\n");
-    }
-    eprint!("{text}");
 }
 
 #[cfg(test)]

@@ -4,9 +4,7 @@
 //! set): the receipts of a sharded world (`docs/sharding.md`).
 
 use super::Format;
-use super::receipts::{
-    CheckpointArgs, VerifyArgs, failure, load, plural, problems_json, write_json,
-};
+use super::report::{failure, load, plural, problems_json, write_json};
 use crate::gateway::world::shard_map_of;
 use crate::keys::{PublicKey, SecretKey};
 use crate::store::checkpoint_set::CheckpointSet;
@@ -37,12 +35,17 @@ fn now_or(at: Option<i64>) -> i64 {
 }
 
 /// Signs every shard's head, each only if its store verifies; one set.
-pub(super) fn checkpoint(
-    args: &CheckpointArgs,
-    world: &Path,
-    key: &SecretKey,
-    out: &mut dyn Write,
-) -> u8 {
+/// What `ipc receipts checkpoint --world` was given.
+pub(super) struct SignAll<'a> {
+    pub world: &'a Path,
+    pub key: &'a SecretKey,
+    pub now: Option<i64>,
+    pub output: Option<&'a Path>,
+    pub format: Format,
+}
+
+pub(super) fn checkpoint(args: &SignAll<'_>, out: &mut dyn Write) -> u8 {
+    let (world, key) = (args.world, args.key);
     let shards = match shards_of(world) {
         Ok(s) => s,
         Err(e) => return failure(out, args.format, e.as_ref()),
@@ -76,7 +79,7 @@ pub(super) fn checkpoint(
         };
     }
     let set = CheckpointSet::new(set);
-    let Some(path) = &args.output else {
+    let Some(path) = args.output else {
         return u8::from(out.write_all(set.to_text().as_bytes()).is_err());
     };
     if let Err(e) = set.write(path) {
@@ -108,12 +111,21 @@ pub(super) fn checkpoint(
 /// Verifies every shard; with a set, each against its own checkpoint (a
 /// shard missing from the set, or a set entry for a store the map does not
 /// name, is a problem).
-pub(super) fn verify(args: &VerifyArgs, world: &Path, out: &mut dyn Write) -> u8 {
+/// What `ipc receipts verify --world` was given.
+pub(super) struct VerifyAll<'a> {
+    pub world: &'a Path,
+    pub checkpoint: Option<&'a Path>,
+    pub key: Option<&'a Path>,
+    pub format: Format,
+}
+
+pub(super) fn verify(args: &VerifyAll<'_>, out: &mut dyn Write) -> u8 {
+    let world = args.world;
     let shards = match shards_of(world) {
         Ok(s) => s,
         Err(e) => return failure(out, args.format, e.as_ref()),
     };
-    let set = match (&args.checkpoint, &args.key) {
+    let set = match (args.checkpoint, args.key) {
         (Some(file), Some(key)) => match PublicKey::load(key)
             .map_err(CheckpointError::from)
             .and_then(|k| CheckpointSet::load(file, &k))
