@@ -46,7 +46,7 @@ pub(super) fn check_depth(source: &str) -> Option<PackDiagnostic> {
 }
 
 /// What a grammar rule is called in an error message.
-pub(super) fn describe(rule: Rule) -> Option<&'static str> {
+fn describe(rule: Rule) -> Option<&'static str> {
     Some(match rule {
         Rule::EOI => "end of file",
         Rule::pack_header | Rule::kw_pack => "`pack NAME`",

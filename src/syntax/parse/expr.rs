@@ -267,7 +267,7 @@ impl Builder {
 /// The depth of the syntax tree a pair will build: a chain of `n` operands
 /// adds `n` levels. Recurses over pest pairs only, whose depth the bracket
 /// limit already bounds.
-pub(super) fn tree_depth(p: &Pair<'_, Rule>) -> usize {
+fn tree_depth(p: &Pair<'_, Rule>) -> usize {
     let children: Vec<Pair<'_, Rule>> = p.clone().into_inner().collect();
     let deepest = children.iter().map(tree_depth).max().unwrap_or(0);
     let chain = match p.as_rule() {
@@ -280,7 +280,7 @@ pub(super) fn tree_depth(p: &Pair<'_, Rule>) -> usize {
     deepest + chain
 }
 
-pub(super) fn fold_left(op: BinOp, operands: Vec<Expr>, span: Span) -> Expr {
+fn fold_left(op: BinOp, operands: Vec<Expr>, span: Span) -> Expr {
     let mut it = operands.into_iter();
     let Some(mut e) = it.next() else {
         return empty_expr(span);
@@ -295,7 +295,7 @@ pub(super) fn fold_left(op: BinOp, operands: Vec<Expr>, span: Span) -> Expr {
     e
 }
 
-pub(super) fn lit_to_expr(l: Literal) -> Expr {
+fn lit_to_expr(l: Literal) -> Expr {
     let span = l.span;
     match l.kind {
         LitKind::List(items) => Expr {

@@ -16,7 +16,6 @@ mod guarantee;
 pub use guarantee::parse_scope_at;
 
 use errors::{check_depth, syntax_error};
-use expr::{fold_left, lit_to_expr, tree_depth};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "../grammar/pack.pest"]
