@@ -215,14 +215,7 @@ impl TestWorld {
             .table
             .pack(&s.pack)
             .unwrap_or_else(|| panic!("no pack `{}` in the test bundle", s.pack));
-        let actions: Vec<&crate::ir::Action> = self
-            .bundle
-            .table
-            .actions
-            .iter()
-            .filter(|t| t.pack == pack.name)
-            .map(|t| &t.action)
-            .collect();
+        let actions = self.bundle.table.pack_actions(&pack.name);
         let token =
             mandate::issue(&s.issuing(pack), pack, &actions, &self.issuer).unwrap_or_else(|e| {
                 panic!(
