@@ -57,39 +57,42 @@ impl Builder {
     }
 
     pub(super) fn param(&mut self, p: Pair<'_, Rule>) -> ParamDecl {
-        let span = p.as_span().into();
-        let mut d = ParamDecl {
-            name: empty_name(),
-            ty: empty_type(),
-            options: vec![],
+        let (name, ty, options, span) = self.typed_with_options(p, Rule::ident);
+        ParamDecl {
+            name,
+            ty,
+            options,
             span,
-        };
-        for it in p.into_inner() {
-            match it.as_rule() {
-                Rule::ident => d.name = name(it),
-                Rule::type_expr => d.ty = self.type_expr(it),
-                _ => d.options.extend(self.param_option(it)),
-            }
         }
-        d
     }
 
     pub(super) fn record_field(&mut self, p: Pair<'_, Rule>) -> RecordField {
-        let span = p.as_span().into();
-        let mut f = RecordField {
-            name: empty_name(),
-            ty: empty_type(),
-            options: vec![],
+        let (name, ty, options, span) = self.typed_with_options(p, Rule::word);
+        RecordField {
+            name,
+            ty,
+            options,
             span,
-        };
+        }
+    }
+
+    /// A parameter's or a record field's parts: its name (a `name_rule`),
+    /// type, options and span.
+    fn typed_with_options(
+        &mut self,
+        p: Pair<'_, Rule>,
+        name_rule: Rule,
+    ) -> (Name, TypeExpr, Vec<ParamOption>, Span) {
+        let span = p.as_span().into();
+        let (mut n, mut ty, mut options) = (empty_name(), empty_type(), vec![]);
         for it in p.into_inner() {
             match it.as_rule() {
-                Rule::word => f.name = name(it),
-                Rule::type_expr => f.ty = self.type_expr(it),
-                _ => f.options.extend(self.param_option(it)),
+                r if r == name_rule => n = name(it),
+                Rule::type_expr => ty = self.type_expr(it),
+                _ => options.extend(self.param_option(it)),
             }
         }
-        f
+        (n, ty, options, span)
     }
 
     /// One option of a parameter or a record field.
