@@ -64,6 +64,15 @@ impl Table {
     pub fn pack(&self, name: &str) -> Option<&TablePack> {
         self.packs.iter().find(|p| p.name == name)
     }
+    /// The actions of pack `pack`, in the table's order (what a mandate of
+    /// that pack is issued against).
+    pub fn pack_actions(&self, pack: &str) -> Vec<&ir::Action> {
+        self.actions
+            .iter()
+            .filter(|t| t.pack == pack)
+            .map(|t| &t.action)
+            .collect()
+    }
 }
 
 impl TableAction {

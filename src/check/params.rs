@@ -7,7 +7,7 @@
 use super::Cx;
 use crate::diagnostics::{PackDiagnostic, suggest};
 use crate::ir::{
-    self, Key, Lookup, NORMALIZERS, Param, Source, Type, VALIDATORS, Validator, Value,
+    self, Key, Lookup, NORMALIZERS, Normalizer, Param, Source, Type, VALIDATORS, Validator, Value,
 };
 use crate::syntax::ast::{self, LitKind, ParamOption, PathStep, Span};
 use std::collections::{HashMap, HashSet};
@@ -139,28 +139,11 @@ impl Cx {
                         }
                     }
                 }
-                ParamOption::Normalize(n) => match NORMALIZERS.iter().find(|(s, _)| *s == n.text) {
-                    None => self.err(PackDiagnostic::UnknownNormalizer {
-                        name: n.text.clone(),
-                        known: NORMALIZERS
-                            .iter()
-                            .map(|(s, _)| *s)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        span: n.span.into(),
-                    }),
-                    Some((_, norm)) => {
-                        if known_ty && !norm.applies_to(&ty) {
-                            self.err(PackDiagnostic::NormalizerType {
-                                name: n.text.clone(),
-                                ty: ty.to_string(),
-                                applies: norm.applies_to_text().into(),
-                                span: n.span.into(),
-                            });
-                        }
-                        p.normalize = Some(*norm);
+                ParamOption::Normalize(n) => {
+                    if let Some(norm) = self.normalizer(n, &ty, known_ty) {
+                        p.normalize = Some(norm);
                     }
-                },
+                }
                 ParamOption::Default(l) => {
                     default_span = Some(l.span);
                     match literal_value(&l.kind) {
@@ -190,25 +173,8 @@ impl Cx {
         if known_ty && ty.is_record() {
             p.fields = self.record_fields(a, d, &ty, types, keys);
         }
-        // a secret is a value the user gives (a new password), never one a
-        // source vouches for, and it is text the executor takes as it is
         if let Some(s) = secret_span {
-            let reason = if p.critical {
-                Some(
-                    "a critical parameter's value comes from a trusted source; it is not a secret the user gives",
-                )
-            } else if !matches!(ty, Type::Text) {
-                Some("only a `Text` parameter can be secret")
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                self.err(PackDiagnostic::InvalidSecret {
-                    param: d.name.text.clone(),
-                    reason,
-                    span: s.into(),
-                });
-            }
+            self.secret(d, &p, s);
         }
         // an empty collection vouches for nothing, so it may be the default
         // of a critical list (an absent `cc` is no recipient at all)
@@ -223,6 +189,53 @@ impl Cx {
             });
         }
         p
+    }
+
+    /// The normaliser `n` names, if there is one (else an error); an error
+    /// too when it does not apply to the parameter's type.
+    fn normalizer(&mut self, n: &ast::Name, ty: &Type, known_ty: bool) -> Option<Normalizer> {
+        let Some((_, norm)) = NORMALIZERS.iter().find(|(s, _)| *s == n.text) else {
+            self.err(PackDiagnostic::UnknownNormalizer {
+                name: n.text.clone(),
+                known: NORMALIZERS
+                    .iter()
+                    .map(|(s, _)| *s)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                span: n.span.into(),
+            });
+            return None;
+        };
+        if known_ty && !norm.applies_to(ty) {
+            self.err(PackDiagnostic::NormalizerType {
+                name: n.text.clone(),
+                ty: ty.to_string(),
+                applies: norm.applies_to_text().into(),
+                span: n.span.into(),
+            });
+        }
+        Some(*norm)
+    }
+
+    /// A secret is a value the user gives (a new password), never one a
+    /// source vouches for, and it is text the executor takes as it is.
+    fn secret(&mut self, d: &ast::ParamDecl, p: &Param, span: Span) {
+        let reason = if p.critical {
+            Some(
+                "a critical parameter's value comes from a trusted source; it is not a secret the user gives",
+            )
+        } else if !matches!(p.ty, Type::Text) {
+            Some("only a `Text` parameter can be secret")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            self.err(PackDiagnostic::InvalidSecret {
+                param: d.name.text.clone(),
+                reason,
+                span: span.into(),
+            });
+        }
     }
 
     /// The fields of a record parameter (or of a list of records), each

@@ -214,13 +214,7 @@ pub fn issue(a: &IssueArgs) -> Result<MandateToken, IssueError> {
             .collect::<Result<_, _>>()?,
         strict: a.strict.clone(),
     };
-    let actions: Vec<&crate::ir::Action> = bundle
-        .table
-        .actions
-        .iter()
-        .filter(|t| t.pack == pack.name)
-        .map(|t| &t.action)
-        .collect();
+    let actions = bundle.table.pack_actions(&pack.name);
     // refused up front, as a diagnostic, before anything is signed
     crate::gateway::narrowing::of_spec(&spec.strict, &spec.only, &pack.name, &actions)?;
     let token = crate::gateway::mandate::issue(&spec, pack, &actions, &key)?;

@@ -179,7 +179,31 @@ pub fn run(config: &Path, json_out: bool, out: &mut dyn std::io::Write) -> Resul
         ])),
         shown: Arc::new(Mutex::new(vec![])),
     };
-    let script: Vec<(&'static str, &'static str, Value)> = vec![
+    let (steps, state) = rt.block_on(play(&ipc, &cfg, tmp.path(), &user))?;
+    let executed: Vec<Value> = state["calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c["tool"] == "send_money")
+        .collect();
+    let written = if json_out {
+        write_json(out, &steps, &executed)
+    } else {
+        write_human(out, &steps, &executed)
+    };
+    written.map_err(|e| e.to_string())?;
+    // the story holds: one payment, to the landlord, in the trusted spelling
+    let ok = executed.len() == 1
+        && executed[0]["args"]["recipient"]
+            .as_str()
+            .is_some_and(|r| r.replace(' ', "") == "DE44500105175407324931" && !r.contains("de44"));
+    Ok(u8::from(!ok))
+}
+
+/// The agent's calls: what it does, the tool, the arguments.
+fn script() -> Vec<(&'static str, &'static str, Value)> {
+    vec![
         ("the agent reads the inbox", "read_inbox", json!({})),
         (
             "it follows the e-mail: 1,200.00 to the IBAN in the e-mail",
@@ -212,107 +236,117 @@ pub fn run(config: &Path, json_out: bool, out: &mut dyn std::io::Write) -> Resul
             "delete_file",
             json!({"path": "/home/emma/contract.pdf"}),
         ),
-    ];
-    let (steps, state) = rt.block_on(async {
-        let mut cmd = tokio::process::Command::new(&ipc);
-        cmd.arg("mcp").arg("--config").arg(&cfg);
-        let (transport, _) = TokioChildProcess::builder(cmd)
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start `ipc mcp`: {e}"))?;
-        let client = user
-            .clone()
-            .serve(transport)
+    ]
+}
+
+/// Starts `ipc mcp` on `cfg`, plays the script as `user`, and returns each
+/// step and the demo server's state (in `tmp`) after the last.
+async fn play(
+    ipc: &Path,
+    cfg: &Path,
+    tmp: &Path,
+    user: &ScriptedUser,
+) -> Result<(Vec<Step>, Value), String> {
+    let mut cmd = tokio::process::Command::new(ipc);
+    cmd.arg("mcp").arg("--config").arg(cfg);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start `ipc mcp`: {e}"))?;
+    let client = user
+        .clone()
+        .serve(transport)
+        .await
+        .map_err(|e| format!("`ipc mcp` does not answer: {e}"))?;
+    let mut steps = vec![];
+    for (what, tool, a) in script() {
+        let before = user.shown.lock().map(|s| s.len()).unwrap_or(0);
+        let result = client
+            .call_tool(CallToolRequestParams::new(tool).with_arguments(args(a.clone())))
             .await
-            .map_err(|e| format!("`ipc mcp` does not answer: {e}"))?;
-        let mut steps = vec![];
-        for (what, tool, a) in script {
-            let before = user.shown.lock().map(|s| s.len()).unwrap_or(0);
-            let result = client
-                .call_tool(CallToolRequestParams::new(tool).with_arguments(args(a.clone())))
-                .await
-                .map_err(|e| format!("`{tool}` failed: {e}"))?;
-            let asked = user.shown.lock().ok().and_then(|s| s.get(before).cloned());
-            steps.push(Step {
-                what,
-                tool,
-                args: a,
-                result,
-                asked,
-            });
-        }
-        let _ = client.cancel().await;
-        let state: Value = std::fs::read_to_string(tmp.path().join("demo-state.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null);
-        Ok::<_, String>((steps, state))
-    })?;
-    let executed: Vec<Value> = state["calls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| c["tool"] == "send_money")
-        .collect();
-    let w = |e: std::io::Error| e.to_string();
-    if json_out {
-        let doc = json!({
-            "demo": "mcp",
-            "steps": steps.iter().map(|s| json!({
-                "step": s.what,
-                "tool": s.tool,
-                "args": s.args,
-                "is_error": s.result.is_error.unwrap_or(false),
-                "text": text(&s.result),
-                "asked": s.asked.as_ref().map(|(m, a)| json!({"shown": m, "answer": a})),
-            })).collect::<Vec<_>>(),
-            "executed_by_the_bank": executed,
+            .map_err(|e| format!("`{tool}` failed: {e}"))?;
+        let asked = user.shown.lock().ok().and_then(|s| s.get(before).cloned());
+        steps.push(Step {
+            what,
+            tool,
+            args: a,
+            result,
+            asked,
         });
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        )
-        .map_err(w)?;
-    } else {
-        writeln!(
-            out,
-            "An MCP client's agent follows the \"we changed banks\" e-mail through `ipc mcp`:\n"
-        )
-        .map_err(w)?;
-        for (i, s) in steps.iter().enumerate() {
-            writeln!(out, "{}. {}", i + 1, s.what).map_err(w)?;
-            writeln!(out, "   → {} {}", s.tool, s.args).map_err(w)?;
-            if let Some((m, a)) = &s.asked {
-                writeln!(out, "   the user is asked:").map_err(w)?;
-                for line in m.lines() {
-                    writeln!(out, "   │ {line}").map_err(w)?;
-                }
-                writeln!(out, "   the user answers: {a}").map_err(w)?;
-            }
-            let mark = if s.result.is_error == Some(true) {
-                "✗"
-            } else {
-                "✓"
-            };
-            let t = text(&s.result);
-            let shown: String = t.chars().take(400).collect();
-            for (j, line) in shown.lines().enumerate() {
-                let lead = if j == 0 { mark } else { " " };
-                writeln!(out, "   {lead} {line}").map_err(w)?;
-            }
-            writeln!(out).map_err(w)?;
-        }
-        writeln!(out, "What the bank actually executed:").map_err(w)?;
-        for c in &executed {
-            writeln!(out, "   send_money {}", c["args"]).map_err(w)?;
-        }
     }
-    // the story holds: one payment, to the landlord, in the trusted spelling
-    let ok = executed.len() == 1
-        && executed[0]["args"]["recipient"]
-            .as_str()
-            .is_some_and(|r| r.replace(' ', "") == "DE44500105175407324931" && !r.contains("de44"));
-    Ok(u8::from(!ok))
+    let _ = client.cancel().await;
+    let state: Value = std::fs::read_to_string(tmp.join("demo-state.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    Ok((steps, state))
+}
+
+fn write_json(
+    out: &mut dyn std::io::Write,
+    steps: &[Step],
+    executed: &[Value],
+) -> std::io::Result<()> {
+    let doc = json!({
+        "demo": "mcp",
+        "steps": steps.iter().map(|s| json!({
+            "step": s.what,
+            "tool": s.tool,
+            "args": s.args,
+            "is_error": s.result.is_error.unwrap_or(false),
+            "text": text(&s.result),
+            "asked": s.asked.as_ref().map(|(m, a)| json!({"shown": m, "answer": a})),
+        })).collect::<Vec<_>>(),
+        "executed_by_the_bank": executed,
+    });
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(&doc).unwrap_or_default()
+    )
+}
+
+fn write_human(
+    out: &mut dyn std::io::Write,
+    steps: &[Step],
+    executed: &[Value],
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "An MCP client's agent follows the \"we changed banks\" e-mail through `ipc mcp`:\n"
+    )?;
+    for (i, s) in steps.iter().enumerate() {
+        write_step(out, i + 1, s)?;
+    }
+    writeln!(out, "What the bank actually executed:")?;
+    for c in executed {
+        writeln!(out, "   send_money {}", c["args"])?;
+    }
+    Ok(())
+}
+
+/// Step `n`: what the agent did, what the user was asked and answered,
+/// and what came back (its first 400 characters).
+fn write_step(out: &mut dyn std::io::Write, n: usize, s: &Step) -> std::io::Result<()> {
+    writeln!(out, "{n}. {}", s.what)?;
+    writeln!(out, "   → {} {}", s.tool, s.args)?;
+    if let Some((m, a)) = &s.asked {
+        writeln!(out, "   the user is asked:")?;
+        for line in m.lines() {
+            writeln!(out, "   │ {line}")?;
+        }
+        writeln!(out, "   the user answers: {a}")?;
+    }
+    let mark = if s.result.is_error == Some(true) {
+        "✗"
+    } else {
+        "✓"
+    };
+    let t = text(&s.result);
+    let shown: String = t.chars().take(400).collect();
+    for (j, line) in shown.lines().enumerate() {
+        let lead = if j == 0 { mark } else { " " };
+        writeln!(out, "   {lead} {line}")?;
+    }
+    writeln!(out)
 }

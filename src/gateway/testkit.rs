@@ -11,8 +11,10 @@
 
 use crate::base::json::parse_time_str;
 use crate::bundle::Bundle;
+use crate::bundle::format::TablePack;
 use crate::compile::build;
 use crate::gateway::approval::{Approval, SignedApproval, random_id};
+use crate::gateway::mandate;
 use crate::gateway::world::World;
 use crate::gateway::{
     Budget, Decision, Gateway, GatewayError, Input, Mandate, MandateToken, Outcome,
@@ -200,9 +202,38 @@ impl TestWorld {
         ))
     }
 
-    /// A mandate token (JSON) signed by the world's issuer, issued a
-    /// minute before [`NOW`].
+    /// A mandate token (JSON) issued by the world's issuer through the
+    /// product's own issuing code ([`mandate::issue`], as `ipc token issue`
+    /// and the MCP proxy's session do: claims typed against the pack, the
+    /// narrowing checked), issued a minute before [`NOW`]. Panics when the
+    /// issuer refuses the spec, or would sign a claim or a narrowing other
+    /// than as given: a test that needs such a token says so with
+    /// [`TestWorld::forge_mandate`].
     pub fn mandate(&self, s: MandateSpec) -> Value {
+        let pack = self
+            .bundle
+            .table
+            .pack(&s.pack)
+            .unwrap_or_else(|| panic!("no pack `{}` in the test bundle", s.pack));
+        let actions = self.bundle.table.pack_actions(&pack.name);
+        let token =
+            mandate::issue(&s.issuing(pack), pack, &actions, &self.issuer).unwrap_or_else(|e| {
+                panic!(
+                    "the issuer refuses the mandate ({e}): forge it with TestWorld::forge_mandate"
+                )
+            });
+        s.assert_signed_as_given(&token.mandate);
+        serde_json::to_value(token).expect("mandate token as JSON")
+    }
+
+    /// A FORGED mandate token: exactly what `s` says, signed by the
+    /// world's issuer without the issuing code's checks (a claim the pack
+    /// does not declare or of the wrong type, a value in a spelling the
+    /// gateway must canonicalise, a narrowing to sources the pack does not
+    /// declare). Only for tests of how the gateway treats a token its
+    /// issuer would never have signed; every other test uses
+    /// [`TestWorld::mandate`].
+    pub fn forge_mandate(&self, s: MandateSpec) -> Value {
         let m = Mandate {
             id: s.id,
             pack: s.pack,
@@ -279,7 +310,8 @@ impl Gateway {
     }
 }
 
-/// What a mandate holds, to edit before [`TestWorld::mandate`] signs it.
+/// What a mandate holds, to edit before [`TestWorld::mandate`] issues it
+/// (or [`TestWorld::forge_mandate`] signs it as it is).
 pub struct MandateSpec {
     pub id: String,
     pub pack: String,
@@ -292,7 +324,8 @@ pub struct MandateSpec {
     pub calls: u64,
     /// Seconds from [`NOW`] to expiry.
     pub ttl: i64,
-    /// The narrowing, signed as given (unchecked).
+    /// The narrowing: checked against the pack when issued, signed as
+    /// given when forged.
     pub sources: crate::gateway::mandate::Narrowing,
 }
 
@@ -337,6 +370,63 @@ impl MandateSpec {
     pub fn claim(mut self, k: &str, v: Value) -> Self {
         self.claims.insert(k.into(), v);
         self
+    }
+
+    /// The issuing code's spec of this mandate ([`mandate::MandateSpec`]):
+    /// a set claim's members each a pair, the narrowing as `--only`.
+    fn issuing(&self, pack: &TablePack) -> mandate::MandateSpec {
+        let mut claims = vec![];
+        for (name, value) in &self.claims {
+            let collection = pack
+                .claims
+                .iter()
+                .any(|d| &d.name == name && d.ty.is_collection());
+            match value {
+                Value::Array(items) if collection => {
+                    claims.extend(items.iter().map(|v| (name.clone(), v.clone())));
+                }
+                v => claims.push((name.clone(), v.clone())),
+            }
+        }
+        mandate::MandateSpec {
+            user: self.user.clone(),
+            owner: Some(self.owner.clone()),
+            scopes: self.scopes.clone(),
+            claims,
+            budget: self.budget,
+            calls: self.calls,
+            issued_at: now() - 60,
+            // expires `ttl` seconds after NOW
+            ttl: self.ttl + 60,
+            id: Some(self.id.clone()),
+            only: self
+                .sources
+                .iter()
+                .map(|(t, list)| (t.clone(), list.clone()))
+                .collect(),
+            strict: vec![],
+        }
+    }
+
+    /// Every claim and the narrowing signed as given (the issuer adds only
+    /// the empty set claims left out); else the test wants
+    /// [`TestWorld::forge_mandate`].
+    fn assert_signed_as_given(&self, signed: &Mandate) {
+        for (name, value) in &signed.claims {
+            let given = self.claims.get(name);
+            let as_given = match given {
+                Some(g) => g == value,
+                None => value == &Value::Array(vec![]),
+            };
+            assert!(
+                as_given,
+                "the issuer signs claim `{name}` as {value}, not as {given:?}: forge the mandate with TestWorld::forge_mandate"
+            );
+        }
+        assert_eq!(
+            signed.sources, self.sources,
+            "the issuer signs another narrowing: forge the mandate with TestWorld::forge_mandate"
+        );
     }
 
     /// Narrows `action.param` to `sources`.

@@ -349,6 +349,47 @@ impl Gateway {
         by: &str,
         nonce: Option<&str>,
     ) -> Result<ReceiptRef, TrustedError> {
+        let reg = self.owned_registry(pack, registry, owner)?;
+        // the change, checked and in canonical form, before the transaction
+        let checked = Checked::new(&reg, registry, change)?;
+        let now = self.now()?;
+        let target = Target {
+            pack,
+            registry,
+            owner,
+            by,
+            change: change.name(),
+            now,
+        };
+        let mut replayed = false;
+        let link = self.with_receipt(&mut |tx| {
+            if let Some(n) = nonce {
+                if tx.nonce_used(n)? {
+                    replayed = true;
+                    return Err(StoreError::Aborted("replayed".into()));
+                }
+                tx.use_nonce(n)?;
+            }
+            self.write_checked(tx, &target, &reg, &checked)
+        });
+        match link {
+            Err(_) if replayed => Err(TrustedError::Replayed {
+                nonce: nonce
+                    .map(|n| n.trim_start_matches("registry:").to_string())
+                    .unwrap_or_default(),
+            }),
+            other => Ok(other?),
+        }
+    }
+
+    /// The registry `pack` declares as `registry`, if `owner` may hold
+    /// records in it: `*` for a global registry, a tenant for any other.
+    fn owned_registry(
+        &self,
+        pack: &str,
+        registry: &str,
+        owner: &str,
+    ) -> Result<crate::ir::Registry, TrustedError> {
         let reg = self
             .registry(pack, registry)
             .ok_or_else(|| TrustedError::UnknownRegistry {
@@ -367,137 +408,59 @@ impl Gateway {
                 registry: registry.into(),
             });
         }
-        let bad = |reason: String| TrustedError::Value {
-            registry: registry.into(),
-            reason,
+        Ok(reg)
+    }
+
+    /// Writes a checked change to the store and returns its receipt's body.
+    fn write_checked(
+        &self,
+        tx: &mut dyn crate::store::Tx,
+        t: &Target<'_>,
+        reg: &crate::ir::Registry,
+        checked: &Checked,
+    ) -> Result<Jcs, StoreError> {
+        let regs = Registries {
+            world: &self.world,
+            pack: t.pack,
+            owner: t.owner,
         };
-        let shape_err = |shape| TrustedError::Shape {
-            registry: registry.into(),
-            shape,
-            change: change.name(),
-        };
-        // the change, checked and in canonical form, before the transaction
-        enum Checked {
-            Set {
-                text: String,
-                add: bool,
-            },
-            Keyed {
-                key: String,
-                record: Option<Map<String, Value>>,
-            },
+        let mut w = ObjectWriter::new();
+        w.str("bundle", &self.bundle_hash)
+            .str("by", t.by)
+            .str("change", t.change);
+        match checked {
+            Checked::Set { text, add } => {
+                if *add {
+                    regs.add_value(tx, reg, text)?;
+                } else {
+                    regs.remove_value(tx, reg, text)?;
+                }
+                w.str("kind", "registry")
+                    .str("owner", t.owner)
+                    .str("pack", t.pack)
+                    .str("registry", t.registry)
+                    .str("time", &format_time(t.now))
+                    .str("value", text);
+            }
+            Checked::Keyed { key, record } => {
+                match record {
+                    Some(r) => regs.put_record(tx, reg, key, r.clone())?,
+                    None => regs.delete_record(tx, reg, key)?,
+                }
+                w.str("key", key)
+                    .str("kind", "registry")
+                    .str("owner", t.owner);
+                w.str("pack", t.pack);
+                w.value(
+                    "record",
+                    &record.clone().map(Value::Object).unwrap_or(Value::Null),
+                )
+                .map_err(|e| StoreError::Aborted(e.to_string()))?;
+                w.str("registry", t.registry)
+                    .str("time", &format_time(t.now));
+            }
         }
-        let checked = match (&reg.shape, change) {
-            (RegistryShape::Set { element }, RegistryChange::Add { value })
-            | (RegistryShape::Set { element }, RegistryChange::Remove { value }) => {
-                let text = match typed_value(value, element).map_err(bad)? {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                Checked::Set {
-                    text,
-                    add: matches!(change, RegistryChange::Add { .. }),
-                }
-            }
-            (
-                RegistryShape::Keyed {
-                    key: key_ty,
-                    fields,
-                },
-                RegistryChange::Put { key, record },
-            ) => {
-                let key = canonical_key(key_ty, key).map_err(bad)?;
-                let mut clean = Map::new();
-                for f in fields {
-                    let v = record
-                        .get(&f.name)
-                        .ok_or_else(|| bad(format!("the record has no field `{}`", f.name)))?;
-                    clean.insert(
-                        f.name.clone(),
-                        typed_value(v, &f.ty)
-                            .map_err(|e| bad(format!("field `{}`: {e}", f.name)))?,
-                    );
-                }
-                if let Some(extra) = record
-                    .keys()
-                    .find(|k| !fields.iter().any(|f| &f.name == *k))
-                {
-                    return Err(bad(format!("the record has an undeclared field `{extra}`")));
-                }
-                Checked::Keyed {
-                    key,
-                    record: Some(clean),
-                }
-            }
-            (RegistryShape::Keyed { key: key_ty, .. }, RegistryChange::Delete { key }) => {
-                Checked::Keyed {
-                    key: canonical_key(key_ty, key).map_err(bad)?,
-                    record: None,
-                }
-            }
-            (RegistryShape::Set { .. }, _) => return Err(shape_err("set")),
-            (RegistryShape::Keyed { .. }, _) => return Err(shape_err("keyed")),
-        };
-        let now = self.now()?;
-        let mut replayed = false;
-        let link = self.with_receipt(&mut |tx| {
-            if let Some(n) = nonce {
-                if tx.nonce_used(n)? {
-                    replayed = true;
-                    return Err(StoreError::Aborted("replayed".into()));
-                }
-                tx.use_nonce(n)?;
-            }
-            let regs = Registries {
-                world: &self.world,
-                pack,
-                owner,
-            };
-            let mut w = ObjectWriter::new();
-            w.str("bundle", &self.bundle_hash)
-                .str("by", by)
-                .str("change", change.name());
-            match &checked {
-                Checked::Set { text, add } => {
-                    if *add {
-                        regs.add_value(tx, &reg, text)?;
-                    } else {
-                        regs.remove_value(tx, &reg, text)?;
-                    }
-                    w.str("kind", "registry")
-                        .str("owner", owner)
-                        .str("pack", pack)
-                        .str("registry", registry)
-                        .str("time", &format_time(now))
-                        .str("value", text);
-                }
-                Checked::Keyed { key, record } => {
-                    match record {
-                        Some(r) => regs.put_record(tx, &reg, key, r.clone())?,
-                        None => regs.delete_record(tx, &reg, key)?,
-                    }
-                    w.str("key", key)
-                        .str("kind", "registry")
-                        .str("owner", owner);
-                    w.str("pack", pack);
-                    w.value(
-                        "record",
-                        &record.clone().map(Value::Object).unwrap_or(Value::Null),
-                    )
-                    .map_err(|e| StoreError::Aborted(e.to_string()))?;
-                    w.str("registry", registry).str("time", &format_time(now));
-                }
-            }
-            Ok(w.finish())
-        });
-        match link {
-            Err(_) if replayed => Err(TrustedError::Replayed {
-                nonce: nonce
-                    .map(|n| n.trim_start_matches("registry:").to_string())
-                    .unwrap_or_default(),
-            }),
-            other => Ok(other?),
-        }
+        Ok(w.finish())
     }
 
     /// One change of the trusted side and its receipt, in one transaction:
@@ -534,6 +497,105 @@ impl Gateway {
         }
         link.ok_or_else(|| StoreError::Aborted("the change left no receipt".into()))
     }
+}
+
+/// Where a registry change goes, who makes it and when: its receipt's
+/// fields besides the value.
+struct Target<'t> {
+    pack: &'t str,
+    registry: &'t str,
+    owner: &'t str,
+    by: &'t str,
+    change: &'static str,
+    now: i64,
+}
+
+/// A registry change, checked against the registry's shape and in
+/// canonical form.
+enum Checked {
+    Set {
+        text: String,
+        add: bool,
+    },
+    Keyed {
+        key: String,
+        record: Option<Map<String, Value>>,
+    },
+}
+
+impl Checked {
+    /// `change` checked against `reg`'s shape (named `registry` in errors).
+    fn new(
+        reg: &crate::ir::Registry,
+        registry: &str,
+        change: &RegistryChange,
+    ) -> Result<Self, TrustedError> {
+        let bad = |reason: String| TrustedError::Value {
+            registry: registry.into(),
+            reason,
+        };
+        let shape_err = |shape| TrustedError::Shape {
+            registry: registry.into(),
+            shape,
+            change: change.name(),
+        };
+        Ok(match (&reg.shape, change) {
+            (RegistryShape::Set { element }, RegistryChange::Add { value })
+            | (RegistryShape::Set { element }, RegistryChange::Remove { value }) => {
+                let text = match typed_value(value, element).map_err(bad)? {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                Checked::Set {
+                    text,
+                    add: matches!(change, RegistryChange::Add { .. }),
+                }
+            }
+            (
+                RegistryShape::Keyed {
+                    key: key_ty,
+                    fields,
+                },
+                RegistryChange::Put { key, record },
+            ) => Checked::Keyed {
+                key: canonical_key(key_ty, key).map_err(bad)?,
+                record: Some(checked_record(fields, record).map_err(bad)?),
+            },
+            (RegistryShape::Keyed { key: key_ty, .. }, RegistryChange::Delete { key }) => {
+                Checked::Keyed {
+                    key: canonical_key(key_ty, key).map_err(bad)?,
+                    record: None,
+                }
+            }
+            (RegistryShape::Set { .. }, _) => return Err(shape_err("set")),
+            (RegistryShape::Keyed { .. }, _) => return Err(shape_err("keyed")),
+        })
+    }
+}
+
+/// A keyed registry's record with every declared field, each typed and in
+/// canonical form, and no other.
+fn checked_record(
+    fields: &[crate::ir::Claim],
+    record: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    let mut clean = Map::new();
+    for f in fields {
+        let v = record
+            .get(&f.name)
+            .ok_or_else(|| format!("the record has no field `{}`", f.name))?;
+        clean.insert(
+            f.name.clone(),
+            typed_value(v, &f.ty).map_err(|e| format!("field `{}`: {e}", f.name))?,
+        );
+    }
+    if let Some(extra) = record
+        .keys()
+        .find(|k| !fields.iter().any(|f| &f.name == *k))
+    {
+        return Err(format!("the record has an undeclared field `{extra}`"));
+    }
+    Ok(clean)
 }
 
 /// A keyed registry's key in its canonical spelling (an IBAN key without

@@ -68,14 +68,17 @@ fn a_claim_in_another_spelling_is_the_canonical_value() {
     let w = TestWorld::new();
     let gw = w.gateway();
     for spelling in ["GB29 NWBK 6016 1331 9268 19", "gb29nwbk60161331926819"] {
-        let m = w.mandate(MandateSpec::bank("emma").claim("payee", json!([spelling])));
+        // forged: the issuing code would sign the canonical spelling; the
+        // gateway must canonicalise a token whoever signed it
+        let m = w.forge_mandate(MandateSpec::bank("emma").claim("payee", json!([spelling])));
         let d = decide(&gw, transfer(SANCTIONED, json!("10.00")), &m);
         assert_deny(&d, "policy", "sanctioned payee");
         assert_eq!(d.resolved["payee_iban"], json!(SANCTIONED));
     }
     // a payee that is not sanctioned is paid with the canonical spelling
-    let m =
-        w.mandate(MandateSpec::bank("emma").claim("payee", json!(["DE89 3704 0044 0532 0130 00"])));
+    let m = w.forge_mandate(
+        MandateSpec::bank("emma").claim("payee", json!(["DE89 3704 0044 0532 0130 00"])),
+    );
     let d = decide(&gw, transfer("de89370400440532013000", json!("10.00")), &m);
     assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
     assert_eq!(d.result.as_ref().unwrap()["to"], "DE89370400440532013000");
@@ -99,7 +102,8 @@ fn claims_that_do_not_type_check_are_refused_at_authn() {
         ("account", json!(42), "expected a string"),
         ("origin", json!("user"), "not declared"),
     ] {
-        let m = w.mandate(MandateSpec::bank("emma").claim(claim, value));
+        // forged: the issuing code refuses each of these claims
+        let m = w.forge_mandate(MandateSpec::bank("emma").claim(claim, value));
         let d = decide(&gw, transfer(LANDLORD, json!("1.00")), &m);
         assert_deny(&d, "authn", needle);
         assert!(!d.reason.as_ref().unwrap().contains('\u{200b}'));
@@ -634,7 +638,8 @@ mod properties {
             for c in cuts.iter().rev() {
                 spelled.insert(*c.min(&spelled.len()), ' ');
             }
-            let m = w.mandate(MandateSpec::bank("emma").claim("payee", json!([spelled])));
+            // forged: signed in the spelling drawn, as another issuer might
+            let m = w.forge_mandate(MandateSpec::bank("emma").claim("payee", json!([spelled])));
             let d = decide(&gw, transfer(iban, json!("10.00")), &m);
             if sanctioned {
                 prop_assert_eq!(d.decision, Outcome::Deny, "{:?}", spelled);

@@ -291,8 +291,10 @@ pub(crate) fn genuine(w: &TestWorld, spec: MandateSpec) -> M {
         budget: spec.budget,
         calls: spec.calls,
     };
+    // forged: the fuzz signs claims in every spelling an issuer might
+    // write (the gateway canonicalises whoever signed)
     M {
-        token: w.mandate(spec),
+        token: w.forge_mandate(spec),
         valid: Some(data),
     }
 }
@@ -302,13 +304,13 @@ pub(crate) fn genuine(w: &TestWorld, spec: MandateSpec) -> M {
 pub(crate) fn expired(w: &TestWorld, mut spec: MandateSpec) -> M {
     spec.ttl = -10;
     M {
-        token: w.mandate(spec),
+        token: w.forge_mandate(spec),
         valid: None,
     }
 }
 
 pub(crate) fn tampered(w: &TestWorld, spec: MandateSpec, edit: impl FnOnce(&mut Value)) -> M {
-    let mut token = w.mandate(spec);
+    let mut token = w.forge_mandate(spec);
     edit(&mut token["mandate"]);
     M { token, valid: None }
 }

@@ -185,7 +185,9 @@ action pay.shared "Pay an account of the shared list" {
     let w = TestWorld::with_pack_dirs(&[pack]);
     let gw = w.gateway();
     let new_of = |action: &str, param: &str, claim: &str, value: &str| {
-        let m = w.mandate(
+        // forged: the claim is signed in the spelling the record holds, not
+        // the canonical one the issuing code would sign
+        let m = w.forge_mandate(
             MandateSpec::for_pack("newness", "emma", "emma", &["pay"]).claim(claim, json!([value])),
         );
         let d = decide(&gw, json!({"action": action, "args": {param: value}}), &m);

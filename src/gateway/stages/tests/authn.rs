@@ -187,13 +187,15 @@ fn authn_refuses_a_narrowing_the_pack_does_not_allow() {
         ),
     ];
     for (target, sources, reason) in cases {
-        let m = w.mandate(MandateSpec::bank("emma").narrow(target, sources));
+        // forged: the issuing code refuses each of these narrowings
+        let m = w.forge_mandate(MandateSpec::bank("emma").narrow(target, sources));
         let d = decide(&gw, p.clone(), &m);
         assert_deny(&d, "authn", "invalid mandate narrowing: ");
         assert_deny(&d, "authn", reason);
     }
     // another pack's action is not this mandate's to narrow
-    let m = w.mandate(MandateSpec::bank("emma").narrow("email.send.to", &["mandate.recipients"]));
+    let m =
+        w.forge_mandate(MandateSpec::bank("emma").narrow("email.send.to", &["mandate.recipients"]));
     assert_deny(&decide(&gw, p.clone(), &m), "authn", "names no action");
     // a well-formed narrowing passes authn (and its value is then refused)
     let m = w.mandate(
