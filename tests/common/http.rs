@@ -57,7 +57,8 @@ impl Drop for Server {
     }
 }
 
-/// Starts `ipc serve` on `store` (an SQLite file or a PostgreSQL URL) with
+/// Starts `ipc serve` on `store` (an SQLite file or a PostgreSQL URL, or
+/// `""`: the world's) with
 /// a token file of its own holding `token`; `listen` is the `--listen`
 /// value; `extra` more flags; its stderr goes to `stderr` (the test's, or
 /// a file the test reads: the errors it expects, kept out of the test's
@@ -79,8 +80,13 @@ pub fn launch(
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut child = serve_cmd(w, &m)
-        .args(["--store", store, "--listen", listen])
+    let mut cmd = serve_cmd(w, &m);
+    // no store: the world's (its shards)
+    if !store.is_empty() {
+        cmd.args(["--store", store]);
+    }
+    let mut child = cmd
+        .args(["--listen", listen])
         .args(["--auth-token-file", &path_str(&token_file)])
         .args(extra)
         .stdin(Stdio::null())

@@ -40,3 +40,21 @@ pub fn transfer_of(tenant: &str, cents: i64) -> serde_json::Value {
         "from_account": format!("{tenant}-checking"), "payee_iban": iban,
         "amount": format!("{}.{:02}", cents / 100, cents % 100), "currency": "EUR"}})
 }
+
+/// The owners of the decisions on the store at `p` (`-` for a decision
+/// without a mandate), shard placements left out.
+pub fn decision_owners(p: &std::path::Path) -> Vec<String> {
+    intentplane::store::open(p, false)
+        .unwrap()
+        .receipts()
+        .unwrap()
+        .iter()
+        .filter(|r| r.body["kind"] != "shard")
+        .map(|r| {
+            r.body["mandate"]["owner"]
+                .as_str()
+                .unwrap_or("-")
+                .to_string()
+        })
+        .collect()
+}

@@ -43,23 +43,6 @@ fn router(
     Gateway::sharded(&w.bundle, world, &open)
 }
 
-/// The owners of the decisions on the store at `p` (placements left out).
-fn owners_on(p: &Path) -> Vec<String> {
-    store::open(p, false)
-        .unwrap()
-        .receipts()
-        .unwrap()
-        .iter()
-        .filter(|r| r.body["kind"] != "shard")
-        .map(|r| {
-            r.body["mandate"]["owner"]
-                .as_str()
-                .unwrap_or("-")
-                .to_string()
-        })
-        .collect()
-}
-
 fn mandate_of(w: &TestWorld, tenant: &str) -> Value {
     w.mandate(MandateSpec::bank(tenant))
 }
@@ -81,8 +64,11 @@ fn each_tenant_is_decided_on_its_shard_in_one_batch() {
     for d in &ds {
         assert_eq!(d.decision.name(), "ALLOW", "{d:?}");
     }
-    assert_eq!(owners_on(&w.dir.path().join("a.db")), ["emma", "emma"]);
-    assert_eq!(owners_on(&w.dir.path().join("b.db")), ["noah"]);
+    assert_eq!(
+        decision_owners(&w.dir.path().join("a.db")),
+        ["emma", "emma"]
+    );
+    assert_eq!(decision_owners(&w.dir.path().join("b.db")), ["noah"]);
     // the answers are in input order: the second is noah's, on its shard
     assert_eq!(
         ds[1].receipt.as_ref().unwrap().seq,
@@ -163,7 +149,7 @@ fn a_tenant_without_a_shard_is_refused_with_a_receipt_on_the_first_shard() {
     let no = mandate_of(&w, "noah");
     let d = decide(&gw, transfer_of("noah", 1200), &no);
     assert_deny(&d, "authn", "no shard holds tenant `noah`");
-    assert_eq!(owners_on(&w.dir.path().join("a.db")), ["noah"]);
+    assert_eq!(decision_owners(&w.dir.path().join("a.db")), ["noah"]);
     // a refusal, not a decision: the shard stays sound
     let reports = admin::check(&m, &admin::open_all(&m, &open).unwrap());
     assert!(reports[0].problems.is_empty(), "{:?}", reports[0]);
@@ -180,8 +166,8 @@ fn the_default_shard_decides_every_tenant_the_map_does_not_name() {
         decide(&gw, transfer_of("noah", 1200), &no).decision.name(),
         "ALLOW"
     );
-    assert_eq!(owners_on(&w.dir.path().join("rest.db")), ["noah"]);
-    assert!(owners_on(&w.dir.path().join("a.db")).is_empty());
+    assert_eq!(decision_owners(&w.dir.path().join("rest.db")), ["noah"]);
+    assert!(decision_owners(&w.dir.path().join("a.db")).is_empty());
     // a default never marked as one (a map pointing at another store): refused
     let other = map(&w, &[("emma", "a.db")], Some("other.db"));
     let e = router(&w, &other).err().expect("refused");
@@ -274,8 +260,8 @@ fn ipc_run_routes_by_tenant_and_ipc_shards_check_reports_each_head() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert_eq!(out.matches("\"ALLOW\"").count(), 2, "{out}");
-    assert_eq!(owners_on(&w.dir.path().join("a.db")), ["emma"]);
-    assert_eq!(owners_on(&w.dir.path().join("b.db")), ["noah"]);
+    assert_eq!(decision_owners(&w.dir.path().join("a.db")), ["emma"]);
+    assert_eq!(decision_owners(&w.dir.path().join("b.db")), ["noah"]);
     let check = ipc(&["shards", "check", "--world", &world_s, "--format", "json"]);
     assert_eq!(check.status.code(), Some(0));
     let doc: Value = serde_json::from_slice(&check.stdout).unwrap();
@@ -479,5 +465,8 @@ fn a_child_mandate_lives_on_its_parents_shard() {
         })
         .collect();
     assert_eq!(kinds, ["held", "issued", "ALLOW", "revoked", "DENY"]);
-    assert_eq!(owners_on(&w.dir.path().join("b.db")), Vec::<String>::new());
+    assert_eq!(
+        decision_owners(&w.dir.path().join("b.db")),
+        Vec::<String>::new()
+    );
 }

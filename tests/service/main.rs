@@ -14,5 +14,6 @@ mod serve;
 mod serve_access;
 mod serve_approvals;
 mod serve_kit;
+mod serve_shards;
 mod serve_startup;
 mod stdio_groups;
