@@ -355,6 +355,13 @@ pub fn unix_now() -> Result<i64, ClockError> {
     seconds_since_epoch(std::time::SystemTime::now())
 }
 
+/// A store error after which nothing of a batch is decided again nor
+/// answered: the store cannot be reached, or a commit's outcome is unknown
+/// (see [`Gateway::decide_all`]).
+fn undecided(e: &StoreError) -> bool {
+    matches!(e, StoreError::Open { .. } | StoreError::CommitUnknown(_))
+}
+
 fn seconds_since_epoch(t: std::time::SystemTime) -> Result<i64, ClockError> {
     let d = t
         .duration_since(std::time::UNIX_EPOCH)
@@ -652,6 +659,11 @@ impl Gateway {
     /// committed before the failure (those of the first inputs, in order),
     /// and the inputs after them were not decided; the caller retries them
     /// (`ipc serve --stdio` answers the first and decides the others again).
+    /// So is a commit whose outcome is unknown (`StoreError::CommitUnknown`:
+    /// the connection lost during `COMMIT`, a failover): the inputs after
+    /// the answered ones may have committed, and are neither answered (never
+    /// an ALLOW) nor decided again here; a retry of a write that committed
+    /// is answered from the store by its operation hash.
     ///
     /// With `dispatch`, an ALLOW that dispatches gets `dispatch`'s record
     /// of the call as its result (`{"downstream": ...}`), in the decision's
@@ -676,11 +688,16 @@ impl Gateway {
             return s.decide_all(ask, out);
         }
         if !ask.outcomes.is_empty() {
-            if let Ok((mut d, links)) =
-                self.decide_recording(&ask.inputs, ask.dispatch, ask.outcomes)
-            {
-                out.append(&mut d);
-                return Ok(Some(links));
+            match self.decide_recording(&ask.inputs, ask.dispatch, ask.outcomes) {
+                Ok((mut d, links)) => {
+                    out.append(&mut d);
+                    return Ok(Some(links));
+                }
+                // it may have committed: nothing decided again
+                Err(GatewayError::Store(e @ StoreError::CommitUnknown(_))) => {
+                    return Err(GatewayError::Store(e));
+                }
+                Err(_) => {}
             }
             self.decide_falling_back_into(&ask.inputs, ask.dispatch, out)?;
             return Ok(None);
@@ -700,13 +717,18 @@ impl Gateway {
     ) -> Result<(), GatewayError> {
         // a store that cannot be reached (`Open`: the database down, its
         // session lost) decides nothing: the caller is told so and retries;
-        // any other store error is this batch's, decided input by input
+        // nor does a commit whose outcome is unknown (`CommitUnknown`: the
+        // connection lost during `COMMIT`): the batch may have committed,
+        // so none of it is decided again nor answered (never an ALLOW, no
+        // DENY receipt beside a committed ALLOW), and a retry is answered
+        // from the store by its operation hash; any other store error is
+        // this batch's, decided input by input
         let first = match self.decide_recording(inputs, dispatch, &[]) {
             Ok((mut d, _)) => {
                 out.append(&mut d);
                 return Ok(());
             }
-            Err(GatewayError::Store(e)) if !matches!(e, StoreError::Open { .. }) => e,
+            Err(GatewayError::Store(e)) if !undecided(&e) => e,
             Err(e) => return Err(e),
         };
         if let [(input, _)] = inputs {
@@ -716,7 +738,7 @@ impl Gateway {
         for one in inputs {
             match self.decide_recording(std::slice::from_ref(one), dispatch, &[]) {
                 Ok((mut d, _)) => out.append(&mut d),
-                Err(GatewayError::Store(e)) if !matches!(e, StoreError::Open { .. }) => {
+                Err(GatewayError::Store(e)) if !undecided(&e) => {
                     out.push(self.deny_store_failure(one.0, &e)?)
                 }
                 Err(e) => return Err(e),

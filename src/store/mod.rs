@@ -279,6 +279,23 @@ pub enum StoreError {
     #[diagnostic(code(ipc::store::backend))]
     Backend(String),
 
+    /// The connection was lost while `COMMIT` was in flight (the server
+    /// died, a failover): the transaction may or may not have committed.
+    /// Nothing of it is reported as decided, never as an ALLOW, and no
+    /// receipt is written for it: the caller sends it again, and a write
+    /// that did commit is then answered from the store by its operation
+    /// hash (never executed twice), one that did not is decided anew.
+    #[error(
+        "the connection was lost during commit: whether the transaction committed is unknown ({0})"
+    )]
+    #[diagnostic(
+        code(ipc::store::commit_unknown),
+        help(
+            "send the proposal again once the store answers: an operation that committed is answered from the store by its operation hash"
+        )
+    )]
+    CommitUnknown(String),
+
     /// A uniqueness conflict (a nonce already used, an operation already
     /// executed): the caller turns it into a DENY.
     #[error("conflict: {0}")]

@@ -14,6 +14,7 @@ mod contract_kit;
 mod failures;
 mod opening;
 mod pg_contract;
+mod pg_failover;
 mod pg_optimistic;
 mod pg_registries;
 mod pg_stuck;

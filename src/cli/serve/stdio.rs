@@ -105,7 +105,9 @@ fn decide_group(gw: &Gateway, group: &mut Vec<Input>, out: &mut dyn Write) -> Re
     let mut decided: Vec<Decision> = Vec::with_capacity(group.len());
     let mut failed = false;
     // on an error, the lines after those decided: nothing of them
-    // committed, each is decided again alone (as it was before groups)
+    // committed (or, after a commit of unknown outcome, perhaps all: a
+    // write that did is answered from the store), each is decided again
+    // alone (as it was before groups)
     let _ = gw.decide_all(crate::gateway::Ask::batch(group), &mut decided);
     for input in group.iter().skip(decided.len()) {
         decided.push(match gw.decide(input) {
@@ -113,9 +115,20 @@ fn decide_group(gw: &Gateway, group: &mut Vec<Input>, out: &mut dyn Write) -> Re
             Err(e) => {
                 eprint!("{}", super::super::bundle::render_error(&e, false));
                 failed = true;
-                Decision::unrecorded(
-                    "the store failed: this line was not decided and nothing of it was committed",
-                )
+                if matches!(
+                    e,
+                    crate::gateway::GatewayError::Store(
+                        crate::store::StoreError::CommitUnknown(_)
+                    )
+                ) {
+                    Decision::unrecorded(
+                        "the store lost the connection during this line's commit: it may have committed; send it again (a write that committed is answered from the store)",
+                    )
+                } else {
+                    Decision::unrecorded(
+                        "the store failed: this line was not decided and nothing of it was committed",
+                    )
+                }
             }
         });
     }

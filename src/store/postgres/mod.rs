@@ -454,6 +454,19 @@ impl PgStore {
                             reconnected = true;
                             *guard = None;
                         }
+                        // the session was lost under a body, before its
+                        // `COMMIT` was sent (the server died, a failover):
+                        // nothing of it committed, so it runs once more
+                        // from the start on a new connection (to whichever
+                        // host is now the primary); never after a `COMMIT`
+                        // whose outcome is unknown
+                        Failure::Fail(e)
+                            if broken
+                                && !reconnected
+                                && !matches!(e, StoreError::CommitUnknown(_)) =>
+                        {
+                            reconnected = true;
+                        }
                         Failure::Reconnect(e) | Failure::Fail(e) => return Err(e),
                     }
                 }
@@ -577,6 +590,9 @@ fn commit(conn: &mut Conn, head: &Head) -> Result<(), Failure> {
     done.map_err(|e| {
         if retryable(&e) {
             Failure::Retry(pg_text(&e))
+        } else if session_lost(&e) || conn.client.is_closed() {
+            // sent, never answered: the server may have committed it
+            Failure::Fail(StoreError::CommitUnknown(pg_text(&e)))
         } else {
             Failure::Fail(StoreError::Backend(format!(
                 "commit failed: {}",
