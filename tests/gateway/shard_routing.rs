@@ -470,3 +470,37 @@ fn a_child_mandate_lives_on_its_parents_shard() {
         Vec::<String>::new()
     );
 }
+
+/// The default shard decides every tenant it has not seen placed
+/// elsewhere: a stale map that lost a tenant's own entry sends it to the
+/// default, which refuses it; and a tenant the default already decided
+/// for cannot be placed afresh elsewhere (a second budget): that is a move.
+#[test]
+fn the_default_shard_refuses_a_tenant_placed_elsewhere_and_keeps_one_it_decided() {
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db")], Some("rest.db"));
+    place(&m);
+    let stale = map(&w, &[], Some("rest.db"));
+    let gw = router(&w, &stale).unwrap();
+    let em = mandate_of(&w, "emma");
+    assert_deny(
+        &decide(&gw, transfer_of("emma", 1200), &em),
+        "authn",
+        "moved off this shard",
+    );
+    // noah decided on the default, then mapped to a shard of his own:
+    // refused, his budget is on the default
+    let no = mandate_of(&w, "noah");
+    assert_eq!(
+        decide(&gw, transfer_of("noah", 1200), &no).decision.name(),
+        "ALLOW"
+    );
+    let grown = map(&w, &[("emma", "a.db"), ("noah", "b.db")], Some("rest.db"));
+    let shards = admin::open_all(&grown, &open).unwrap();
+    let e = admin::place(&grown, &shards, intentplane::gateway::testkit::now()).unwrap_err();
+    assert!(e.to_string().contains("`noah` is already held by"), "{e}");
+    let reports = admin::check(&m, &admin::open_all(&m, &open).unwrap());
+    for r in &reports {
+        assert!(r.problems.is_empty(), "{r:?}");
+    }
+}

@@ -88,6 +88,12 @@ pub fn place(
             }
         }
     }
+    let default = shards
+        .iter()
+        .find(|s| map.default.as_ref() == Some(&s.location));
+    if let Some(d) = default {
+        decided_on_default(map, d)?;
+    }
     let mut placed = vec![];
     for s in shards {
         for tenant in map.tenants_of(&s.location) {
@@ -102,35 +108,103 @@ pub fn place(
                 }
                 Standing::Absent => {}
             }
-            mark(s, tenant, now)?;
+            mark(s, tenant, Mark::Held, now)?;
             placed.push((s.name(), tenant.to_string()));
+            // the default shard, which decides every tenant it has not
+            // seen placed elsewhere, records this one as elsewhere: a
+            // stale map without it is denied there
+            if let Some(d) = default.filter(|d| d.location != s.location) {
+                if read(d, &mut |tx| standing(tx, tenant))? == Standing::Absent {
+                    mark(d, tenant, Mark::Elsewhere(&s.name()), now)?;
+                }
+            }
         }
         if map.default.as_ref() == Some(&s.location) && !read(s, &mut |tx| is_default(tx))? {
-            mark(s, "*", now)?;
+            mark(s, "*", Mark::Default, now)?;
             placed.push((s.name(), "*".into()));
         }
     }
     Ok(placed)
 }
 
+/// A default shard that already decided for a tenant the map now places
+/// on another shard: its budgets and operations are there, so placing it
+/// afresh elsewhere would give it a second budget (a move, not a
+/// placement).
+fn decided_on_default(map: &ShardMap, d: &Opened) -> Result<(), ShardError> {
+    let elsewhere: Vec<&str> = map
+        .tenants
+        .iter()
+        .filter(|(_, l)| **l != d.location)
+        .map(|(t, _)| t.as_str())
+        .collect();
+    if elsewhere.is_empty() {
+        return Ok(());
+    }
+    let records = d.store.receipts().map_err(|source| ShardError::Open {
+        store: d.name(),
+        source,
+    })?;
+    for t in elsewhere {
+        if read(d, &mut |tx| standing(tx, t))? != Standing::Absent {
+            continue;
+        }
+        let decided = records.iter().any(|r| {
+            r.body["kind"] != "shard" && tenant_of(&r.body, &HashMap::new()).as_deref() == Some(t)
+        });
+        if decided {
+            return Err(ShardError::HeldElsewhere {
+                tenant: t.into(),
+                store: map.tenants[t].display().to_string(),
+                other: d.name(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What a placement records.
+enum Mark<'a> {
+    /// The tenant is held here.
+    Held,
+    /// The tenant is held by that other shard (on the default shard).
+    Elsewhere(&'a str),
+    /// This is the map's default shard.
+    Default,
+}
+
 /// Writes one placement (`tenant`, or `*`: the default mark), the
 /// shard's index of tenants and the receipt, in one transaction.
-fn mark(s: &Opened, tenant: &str, now: i64) -> Result<(), ShardError> {
+fn mark(s: &Opened, tenant: &str, what: Mark<'_>, now: i64) -> Result<(), ShardError> {
     s.store
         .transaction(&mut |tx| {
-            if tenant == "*" {
-                tx.state_put(NS, DEFAULT_KEY, &Value::Bool(true))?;
-            } else {
-                tx.state_put(NS, &tenant_key(tenant), &json!({"status": "held"}))?;
-                let mut index: BTreeSet<String> = tx
-                    .state_get(NS, INDEX_KEY)?
-                    .and_then(|v| serde_json::from_value(v).ok())
-                    .unwrap_or_default();
-                index.insert(tenant.to_string());
+            let change = match &what {
+                Mark::Default => {
+                    tx.state_put(NS, DEFAULT_KEY, &Value::Bool(true))?;
+                    "default"
+                }
+                Mark::Elsewhere(to) => {
+                    tx.state_put(
+                        NS,
+                        &tenant_key(tenant),
+                        &json!({"status": "moved", "to": to}),
+                    )?;
+                    "moved"
+                }
+                Mark::Held => {
+                    tx.state_put(NS, &tenant_key(tenant), &json!({"status": "held"}))?;
+                    "held"
+                }
+            };
+            let mut index: BTreeSet<String> = tx
+                .state_get(NS, INDEX_KEY)?
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default();
+            if tenant != "*" && index.insert(tenant.to_string()) {
                 tx.state_put(NS, INDEX_KEY, &json!(index))?;
             }
             let mut w = crate::canonical::ObjectWriter::new();
-            w.str("change", if tenant == "*" { "default" } else { "held" })
+            w.str("change", change)
                 .str("kind", "shard")
                 .str("tenant", tenant)
                 .str("time", &crate::base::json::format_time(now));
