@@ -113,10 +113,10 @@ pub fn place(
             // the default shard, which decides every tenant it has not
             // seen placed elsewhere, records this one as elsewhere: a
             // stale map without it is denied there
-            if let Some(d) = default.filter(|d| d.location != s.location) {
-                if read(d, &mut |tx| standing(tx, tenant))? == Standing::Absent {
-                    mark(d, tenant, Mark::Elsewhere(&s.name()), now)?;
-                }
+            if let Some(d) = default.filter(|d| d.location != s.location)
+                && read(d, &mut |tx| standing(tx, tenant))? == Standing::Absent
+            {
+                mark(d, tenant, Mark::Elsewhere(&s.name()), now)?;
             }
         }
         if map.default.as_ref() == Some(&s.location) && !read(s, &mut |tx| is_default(tx))? {
