@@ -1103,7 +1103,7 @@ fn a_token_file_others_can_read_is_refused() {
 /// placed yet, or a stale map) stops it from starting.
 #[test]
 fn a_sharded_world_puts_the_proxy_on_its_tenants_shard() {
-    use intentplane::gateway::shards::{Holding, admin};
+    use intentplane::gateway::shards::Holding;
     let top = tempfile::tempdir().unwrap();
     copy_dir(&root().join("packs"), &top.path().join("packs"));
     let dir = top.path().join("examples/mcp");
@@ -1128,14 +1128,12 @@ fn a_sharded_world_puts_the_proxy_on_its_tenants_shard() {
         report.to_string().contains("does not hold tenant `emma`"),
         "{report}"
     );
-    // placed: loads, on emma's shard
-    let map = intentplane::gateway::world::shard_map_of(&world)
-        .unwrap()
-        .unwrap();
-    let open = |p: &Path| intentplane::store::open(p, true);
-    let shards = admin::open_all(&map, &open).unwrap();
-    admin::place(&map, &shards, 1_800_000_000).unwrap();
-    let setup = load(&config).unwrap();
+    // placed (by the operator's command, as deployed): loads, on emma's shard
+    let world_s = world.display().to_string();
+    let (code, out, err) = ipc(&["shards", "init", "--world", &world_s]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("placed   emma on"), "{out}");
+    let setup = load(&config).unwrap_or_else(|r| panic!("{r}"));
     assert_eq!(setup.holding, Holding::Shard { default: false });
     // a map naming no shard for her: a diagnostic, nothing opened
     let mut text = std::fs::read_to_string(&world).unwrap();
