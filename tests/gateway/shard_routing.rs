@@ -465,6 +465,16 @@ fn a_child_mandate_lives_on_its_parents_shard() {
         })
         .collect();
     assert_eq!(kinds, ["held", "issued", "ALLOW", "revoked", "DENY"]);
+    // a child naming another owner than its root is routed by its root:
+    // refused on emma's shard, nothing on noah's
+    let mut other = serde_json::to_value(&child).unwrap();
+    other["mandate"]["owner"] = json!("noah");
+    let d = decide(&gw, transfer_of("noah", 1200), &other);
+    assert_eq!(d.decision.name(), "DENY", "{d:?}");
+    assert!(d.receipt.is_some(), "{d:?}");
+    // emma's decisions (issued, allowed, refused as revoked) and this one
+    assert_eq!(decision_owners(&w.dir.path().join("a.db")).len(), 5);
+    assert!(decision_owners(&w.dir.path().join("b.db")).is_empty());
     assert_eq!(
         decision_owners(&w.dir.path().join("b.db")),
         Vec::<String>::new()

@@ -274,9 +274,14 @@ impl ShardSet {
     /// mandate, a malformed one) goes to that shard as it is: its
     /// pipeline denies it before reading any state.
     fn route_input(&self, input: &super::Input) -> Result<usize, Option<String>> {
-        let Some(owner) = input
-            .mandate
-            .as_ref()
+        // a child mandate is decided on its root's tenant's shard (a child
+        // naming another owner widens its parent: denied there)
+        let token = input.mandate.as_ref();
+        let root = token
+            .and_then(|t| t.get("ancestors"))
+            .and_then(|a| a.get(0))
+            .or(token);
+        let Some(owner) = root
             .and_then(|m| m.get("mandate"))
             .and_then(|m| m.get("owner"))
             .and_then(Value::as_str)
