@@ -1123,9 +1123,17 @@ fn a_sharded_world_puts_the_proxy_on_its_tenants_shard() {
     );
     assert_eq!(c.holding, Holding::Shard { default: false });
     // not placed: refused at start
+    // the report as one line (it wraps long paths at its width)
+    let flat = |r: &dyn std::fmt::Display| {
+        r.to_string()
+            .replace('│', " ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     let report = load(&config).err().expect("refused");
     assert!(
-        report.to_string().contains("does not hold tenant `emma`"),
+        flat(&report).contains("does not hold tenant `emma`"),
         "{report}"
     );
     // placed (by the operator's command, as deployed): loads, on emma's shard
@@ -1140,6 +1148,10 @@ fn a_sharded_world_puts_the_proxy_on_its_tenants_shard() {
     text = text.replace("emma = \"emma.db\"\n", "");
     std::fs::write(&world, text).unwrap();
     let (report, _) = check(&config);
+    assert!(
+        flat(&report).contains("names no shard for the session's tenant `emma`"),
+        "{report}"
+    );
     assert!(
         report
             .to_string()
