@@ -566,3 +566,28 @@ fn ready_is_503_while_postgres_is_down_and_health_stays_200() {
     }
     assert_eq!(post(s, &small_transfer(2)).body["decision"], "ALLOW");
 }
+
+/// A start-up error once the store is open (here a token file whose token
+/// is too short to use) is reported with its diagnostic and exit 1: the
+/// gateway, and PostgreSQL's connection with it, is not dropped inside the
+/// server's runtime (whose client would panic closing it).
+#[test]
+fn a_start_up_error_after_postgres_is_open_is_a_diagnostic_not_a_panic() {
+    let Some(pg) = common::pg::fresh() else {
+        return;
+    };
+    let w = TestWorld::new();
+    let mandate = write_mandate(&w, &w.clerk());
+    let tokens = w.dir.path().join("short-tokens");
+    std::fs::write(&tokens, "short\n").unwrap();
+    let out = serve_cmd(&w, &mandate)
+        .args(["--store", &pg.url, "--listen", "127.0.0.1:0"])
+        .arg("--auth-token-file")
+        .arg(&tokens)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("ipc::serve::"), "{stderr}");
+}
