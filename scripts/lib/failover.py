@@ -545,6 +545,10 @@ def test(ipc: str) -> int:
         print(f"SHARDS is 1 or 2, not {n_shards}")
         return 2
     sharded = n_shards == 2
+    if sharded and n_clients < 2 * n_instances:
+        print(f"SHARDS=2 needs CLIENTS >= 2 x INSTANCES (a client of each shard at every instance), "
+              f"not {n_clients} for {n_instances}")
+        return 2
     started = time.time()
     cluster, work, setup, plain = start_all(ipc, sharded)
     instances: list[Instance] = []
@@ -564,11 +568,12 @@ def test(ipc: str) -> int:
         kinds = ("new", "new", "new", "duplicate", "duplicate", "over-budget", "step-up")
 
         def tenant(c: int) -> str | None:
-            # sharded: clients alternate between the shards, and each
-            # instance (c mod INSTANCES) gets clients of both
+            # sharded: client c goes to instance c mod INSTANCES; the first
+            # INSTANCES clients are shard A's, the next shard B's, and so
+            # on: every instance has clients of both
             if not sharded:
                 return None
-            return SHARD_TENANTS["AB"[c % 2]][(c // 2) % 2]
+            return SHARD_TENANTS["AB"[(c // n_instances) % 2]][c % 2]
         clients = [Client(c, setup, instances[c % n_instances], c % n_instances, answers, failures, stop, kinds,
                           tenant(c))
                    for c in range(n_clients)]
