@@ -3,9 +3,9 @@
 //! with `--public-metrics`). A route added here gets the token check by
 //! being here; a path no router serves answers behind these checks.
 //!
-//! Decisions go to one decider thread, which decides everything queued in
-//! one store transaction (group commit); receipt reads run on tokio's
-//! blocking pool.
+//! Decisions go to one decider thread (over shards, one per shard), which
+//! decides everything queued in one store transaction (group commit);
+//! receipt reads run on tokio's blocking pool.
 
 use super::common::AppState;
 use super::common::{
@@ -132,6 +132,7 @@ async fn decide(
     let (reply, answer) = tokio::sync::oneshot::channel();
     if st
         .decider
+        .of(&st.gw, &input)
         .send(Job {
             input,
             tenants,
@@ -201,7 +202,11 @@ fn log_decision(st: &AppState, d: &crate::gateway::Decision) {
 /// between callers: the store sees one body per batch. A store error (or
 /// a panic) after the fallback committed some of them
 /// ([`Gateway::decide_all`]) answers those with their
-/// decisions, and only the others with the error.
+/// decisions, and only the others with the error. Over shards, each input
+/// is answered on its own ([`ShardSet::decide_each`]): a shard's error
+/// answers that shard's undecided inputs only.
+///
+/// [`ShardSet::decide_each`]: crate::gateway::shards::ShardSet::decide_each
 pub(super) fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
     while let Some(first) = jobs.blocking_recv() {
         let mut inputs = vec![(first.input, first.tenants)];
@@ -217,6 +222,35 @@ pub(super) fn decider(gw: Arc<Gateway>, mut jobs: tokio::sync::mpsc::Receiver<Jo
         }
         let batch: Vec<(&Input, &crate::gateway::Tenants)> =
             inputs.iter().map(|(i, t)| (i, &**t)).collect();
+        if let Some(set) = gw.shard_set() {
+            // over shards, each input answered on its own: one shard
+            // failing (its database failing over) never fails, nor hides,
+            // what the other shards decided beside it
+            let (each, lost) = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                set.decide_each(crate::gateway::Ask::of(batch.clone()))
+            })) {
+                Ok(each) => (each, "a batch came back short: nothing was decided"),
+                Err(_) => (
+                    vec![],
+                    "the decision failed unexpectedly: nothing was decided",
+                ),
+            };
+            let mut each = each.into_iter();
+            for r in replies {
+                let _ = r.send(match each.next().flatten() {
+                    Some(Ok(d)) => Ok(d),
+                    Some(Err(e)) => Err(Failed {
+                        store: matches!(*e, GatewayError::Store(_)),
+                        message: e.to_string(),
+                    }),
+                    None => Err(Failed {
+                        store: false,
+                        message: lost.into(),
+                    }),
+                });
+            }
+            continue;
+        }
         // on an error (or a panic), `decided` holds the decisions committed
         // before it: those are answered, the others were not decided
         let mut decided = Vec::with_capacity(batch.len());
@@ -558,7 +592,7 @@ mod tests {
             body_timeout: Duration::from_secs(5),
             metrics: Metrics::default(),
             slots: tokio::sync::Semaphore::new(4),
-            decider,
+            decider: decider.into(),
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -35,8 +35,47 @@ pub(super) struct AppState {
     pub(super) metrics: Metrics,
     /// Decisions (queued or running) and receipt reads at once.
     pub(super) slots: tokio::sync::Semaphore,
-    /// The decider thread's queue.
-    pub(super) decider: tokio::sync::mpsc::Sender<Job>,
+    /// The decider threads' queues.
+    pub(super) decider: Deciders,
+}
+
+/// The decider threads' queues: one, or over shards one per shard, so that
+/// a shard whose database is failing over (a connection that hangs, a
+/// retry) never holds up the other shards' decisions.
+pub(super) struct Deciders {
+    first: tokio::sync::mpsc::Sender<Job>,
+    shards: Vec<tokio::sync::mpsc::Sender<Job>>,
+}
+
+impl From<tokio::sync::mpsc::Sender<Job>> for Deciders {
+    fn from(first: tokio::sync::mpsc::Sender<Job>) -> Self {
+        Deciders {
+            first,
+            shards: vec![],
+        }
+    }
+}
+
+impl Deciders {
+    /// One queue per shard, in the shards' order (none: the one queue).
+    pub(super) fn sharded(shards: Vec<tokio::sync::mpsc::Sender<Job>>) -> Option<Self> {
+        Some(Deciders {
+            first: shards.first()?.clone(),
+            shards,
+        })
+    }
+
+    /// The queue of `input`'s decider: its tenant's shard's (a refusal's
+    /// shard for an input no shard holds).
+    pub(super) fn of(
+        &self,
+        gw: &Gateway,
+        input: &crate::gateway::Input,
+    ) -> &tokio::sync::mpsc::Sender<Job> {
+        gw.shard_set()
+            .and_then(|s| self.shards.get(s.shard_of(input)))
+            .unwrap_or(&self.first)
+    }
 }
 
 /// A decision to take, and where its answer goes.

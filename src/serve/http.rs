@@ -23,7 +23,7 @@
 //! (served at `GET /v1/openapi.json`).
 
 use super::auth::TokenFile;
-use super::common::{AppState, Shared, error, shown};
+use super::common::{AppState, Deciders, Shared, error, shown};
 use super::listen::{Listener, accept_loop};
 use super::metrics::Metrics;
 use super::{HttpConfig, ListenAddr, ServeError};
@@ -51,7 +51,7 @@ impl App {
     /// socket). Starts the decider thread, which ends with the last
     /// router.
     pub fn new(
-        gw: Gateway,
+        gw: impl Into<Arc<Gateway>>,
         mandate: Option<Value>,
         config: &HttpConfig,
         hosts: Option<Vec<String>>,
@@ -60,19 +60,35 @@ impl App {
             Some(p) => Some(TokenFile::open(p)?),
             None => None,
         };
-        let gw = Arc::new(gw);
-        let (jobs, queue) = tokio::sync::mpsc::channel(config.max_in_flight);
-        {
+        let gw: Arc<Gateway> = gw.into();
+        // one decider thread, or one per shard: each shard's batches its
+        // own, so that one shard's failover never holds up another's
+        let n = gw.shard_set().map_or(1, |s| s.shards.len().max(1));
+        let mut queues = Vec::with_capacity(n);
+        for k in 0..n {
+            let (jobs, queue) = tokio::sync::mpsc::channel(config.max_in_flight);
             let gw = gw.clone();
             std::thread::Builder::new()
-                .name("ipc-decider".into())
+                .name(if n == 1 {
+                    "ipc-decider".into()
+                } else {
+                    format!("ipc-decider-{k}")
+                })
                 .spawn(move || super::api::decider(gw, queue))
                 .map_err(|e| ServeError::Runtime {
                     reason: e.to_string().to_lowercase(),
                 })?;
+            queues.push(jobs);
         }
+        let decider = match gw.shard_set() {
+            Some(_) => Deciders::sharded(queues),
+            None => queues.pop().map(Deciders::from),
+        }
+        .ok_or_else(|| ServeError::Runtime {
+            reason: "no decider thread".into(),
+        })?;
         let state = Arc::new(AppState {
-            decider: jobs,
+            decider,
             gw,
             mandate,
             tokens,
@@ -117,15 +133,22 @@ pub fn serve(
     store: &str,
     out: &mut dyn Write,
 ) -> Result<(), ServeError> {
+    // Held here, declared before the runtime so that it outlives it: the
+    // gateway's last reference is never dropped inside the runtime, where
+    // a PostgreSQL store's client, closing its connection on a runtime of
+    // its own, would panic (a start-up error after the store is open: a
+    // port taken, an unusable token file).
+    let gw = Arc::new(gw);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| ServeError::Runtime {
             reason: e.to_string().to_lowercase(),
         })?;
+    let app_gw = gw.clone();
     let signal = rt.block_on(listen_and_serve(&config, out, |hosts, shown| {
-        started(&gw, store, shown, &config.allowed_hosts);
-        let app = App::new(gw, mandate, &config, hosts)?;
+        started(&app_gw, store, shown, &config.allowed_hosts);
+        let app = App::new(app_gw, mandate, &config, hosts)?;
         let state = app.state.clone();
         let reload = state.tokens.is_some().then(|| {
             Box::new(move || {
@@ -400,7 +423,7 @@ mod tests {
             body_timeout: Duration::from_secs(5),
             metrics: Metrics::default(),
             slots: tokio::sync::Semaphore::new(4),
-            decider,
+            decider: decider.into(),
         });
         let extra = [
             "/v1/approver/secret",

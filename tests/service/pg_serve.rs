@@ -566,3 +566,113 @@ fn ready_is_503_while_postgres_is_down_and_health_stays_200() {
     }
     assert_eq!(post(s, &small_transfer(2)).body["decision"], "ALLOW");
 }
+
+/// A start-up error once the store is open (here a token file whose token
+/// is too short to use) is reported with its diagnostic and exit 1: the
+/// gateway, and PostgreSQL's connection with it, is not dropped inside the
+/// server's runtime (whose client would panic closing it).
+#[test]
+fn a_start_up_error_after_postgres_is_open_is_a_diagnostic_not_a_panic() {
+    let Some(pg) = common::pg::fresh() else {
+        return;
+    };
+    let w = TestWorld::new();
+    let mandate = write_mandate(&w, &w.clerk());
+    let tokens = w.dir.path().join("short-tokens");
+    std::fs::write(&tokens, "short\n").unwrap();
+    let out = serve_cmd(&w, &mandate)
+        .args(["--store", &pg.url, "--listen", "127.0.0.1:0"])
+        .arg("--auth-token-file")
+        .arg(&tokens)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("ipc::serve::"), "{stderr}");
+}
+
+/// #37: over shards, a shard whose PostgreSQL is down fails its own
+/// tenant's requests only: the other shard's tenant is decided meanwhile
+/// by the same instance (its requests sent side by side with the failing
+/// ones), and the stopped shard's tenant again once its database is back.
+#[test]
+fn a_shard_whose_postgres_is_down_stops_only_its_own_tenants() {
+    let Some(pg) = Cluster::start() else {
+        return;
+    };
+    let w = TestWorld::new();
+    let mut text = std::fs::read_to_string(&w.world_path).unwrap();
+    text.push_str(&format!(
+        "[store.shards]\nemma = \"{}\"\nnoah = \"b.db\"\n",
+        pg.url
+    ));
+    std::fs::write(&w.world_path, text).unwrap();
+    let init = Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["shards", "init", "--world", &path_str(&w.world_path)])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let s = launch(
+        &w,
+        &w.emma(),
+        "127.0.0.1:0",
+        "",
+        TOKEN,
+        &[],
+        std::process::Stdio::null(),
+    );
+    let noah = w.mandate(MandateSpec::bank("noah"));
+    let emma_pays = |cents: i64| post(&s, &json!({"proposal": transfer_of("emma", cents)}));
+    let noah_pays = |cents: i64| {
+        post(
+            &s,
+            &json!({"proposal": transfer_of("noah", cents), "mandate": noah}),
+        )
+    };
+    assert_eq!(emma_pays(1200).body["decision"], "ALLOW");
+    assert_eq!(noah_pays(1300).body["decision"], "ALLOW");
+    pg.run("halt");
+    let (emma, noah_answers): (Vec<Resp>, Vec<Resp>) = std::thread::scope(|sc| {
+        let e: Vec<_> = (0..4)
+            .map(|k| sc.spawn(move || emma_pays(1400 + k)))
+            .collect();
+        let n: Vec<_> = (0..4)
+            .map(|k| sc.spawn(move || noah_pays(1500 + k)))
+            .collect();
+        (
+            e.into_iter().map(|h| h.join().unwrap()).collect(),
+            n.into_iter().map(|h| h.join().unwrap()).collect(),
+        )
+    });
+    for r in &emma {
+        assert_eq!(r.status, 500, "{}", r.body);
+    }
+    for r in &noah_answers {
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["decision"], "ALLOW", "{}", r.body);
+    }
+    pg.run("restart");
+    // the shard's pool reconnects on its next transaction (the deadline
+    // only bounds a hang)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = emma_pays(1600);
+        if r.status == 200 {
+            assert_eq!(r.body["decision"], "ALLOW", "{}", r.body);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "emma never decided again: {}",
+            r.body
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(s);
+    assert_eq!(decision_owners(&w.dir.path().join("b.db")).len(), 5);
+}

@@ -97,9 +97,18 @@ pub enum LogFormat {
 }
 
 /// The store the gateway runs on, as the start-up line names it: its
-/// file, or its URL with any password replaced by `***`.
+/// file, or its URL with any password replaced by `***`; a sharded
+/// world's shards, each so.
 #[cfg(feature = "http")]
 fn shown_store(args: &GatewayArgs, gw: &crate::gateway::Gateway) -> String {
+    if let Some(set) = gw.shard_set() {
+        let names: Vec<String> = set
+            .shards
+            .iter()
+            .map(|s| crate::store::postgres::redact(&s.name()))
+            .collect();
+        return format!("{} shards: {}", names.len(), names.join(", "));
+    }
     match args.store.as_ref().or(gw.world().store.as_ref()) {
         Some(p) => crate::store::postgres::redact(&p.display().to_string()),
         None => "in memory (--ephemeral: it ends with the process)".into(),

@@ -296,6 +296,12 @@ impl ShardSet {
         })
     }
 
+    /// The index of the shard `input` is decided on: its tenant's, or the
+    /// refusals' shard ([`Self::refusals`]) when no shard holds it.
+    pub(crate) fn shard_of(&self, input: &super::Input) -> usize {
+        self.route_input(input).unwrap_or_else(|_| self.refusals())
+    }
+
     /// [`Gateway::decide_all`] over the shards: each input decided on its
     /// tenant's shard, the shards' batches side by side (one transaction,
     /// one group commit per shard), the decisions pushed in input order.
@@ -306,6 +312,49 @@ impl ShardSet {
         ask: Ask<'_>,
         out: &mut Vec<Decision>,
     ) -> Result<Option<Vec<ReceiptRef>>, GatewayError> {
+        let len = ask.inputs.len();
+        let (groups, results) = self.decide_groups(ask)?;
+        merge(&groups, results, len, out)
+    }
+
+    /// The inputs decided as [`Self::decide_all`] decides them, each
+    /// input's end reported on its own (the HTTP service's decider, which
+    /// answers each caller): its decision, the error of its shard's batch,
+    /// or `None` when its shard's batch came back short. A shard that fails
+    /// (its database failing over) ends its own inputs only: what the other
+    /// shards committed beside them is answered, not reported as an error.
+    pub(crate) fn decide_each(&self, ask: Ask<'_>) -> Vec<Each> {
+        let len = ask.inputs.len();
+        let (groups, results) = match self.decide_groups(ask) {
+            Ok(r) => r,
+            Err(e) => {
+                let e = Arc::new(e);
+                return (0..len).map(|_| Some(Err(e.clone()))).collect();
+            }
+        };
+        let mut slots: Vec<Each> = (0..len).map(|_| None).collect();
+        for (g, (decided, r)) in groups.iter().zip(results) {
+            let done = decided.len().min(g.len());
+            for (i, d) in g.iter().zip(decided) {
+                slots[*i] = Some(Ok(d));
+            }
+            if let Err(e) = r {
+                let e = Arc::new(e);
+                for i in &g[done..] {
+                    slots[*i] = Some(Err(e.clone()));
+                }
+            }
+        }
+        slots
+    }
+
+    /// The inputs grouped by shard (those no shard holds on the refusals'
+    /// shard), and each group's decisions and how its batch ended, in the
+    /// shards' order.
+    fn decide_groups(
+        &self,
+        ask: Ask<'_>,
+    ) -> Result<(Vec<Vec<usize>>, Vec<ShardResult>), GatewayError> {
         let n = self.shards.len();
         let mut groups: Vec<Vec<usize>> = vec![vec![]; n];
         let mut unrouted: Vec<Option<Tenants>> = vec![None; ask.inputs.len()];
@@ -379,12 +428,17 @@ impl ShardSet {
                 results.push((v, r));
             }
         }
-        merge(&groups, results, ask.inputs.len(), out)
+        Ok((groups, results))
     }
 }
 
 /// One shard's decisions, and how its batch ended.
 type ShardResult = (Vec<Decision>, Result<Option<Vec<ReceiptRef>>, GatewayError>);
+
+/// One input's end in [`ShardSet::decide_each`]: its decision, the error
+/// of the batch that did not decide it, or `None` (the batch came back
+/// short: nothing decided).
+pub(crate) type Each = Option<Result<Decision, Arc<GatewayError>>>;
 
 /// The shards' decisions back in input order (see
 /// [`ShardSet::decide_all`]).
