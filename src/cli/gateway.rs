@@ -261,7 +261,7 @@ fn sharded(
     crate::base::log::info(
         "shards",
         &format!(
-            "intentplane: {} shards, {} tenants placed{}",
+            "intentplane: {} shards, {} tenants named in the map{}",
             map.locations().len(),
             map.tenants.len(),
             if map.default.is_some() {

@@ -5,7 +5,9 @@
 //! receipts show STORE` (the receipts, readably or as JSON).
 
 use super::Format;
-use super::report::{error_json, failure, load, plural, problems_json, render, write_json};
+use super::report::{
+    error_json, failure, load, plural, problems_json, render, signing_time, write_json,
+};
 use crate::keys::{PublicKey, SecretKey};
 use crate::store::{ChainProblem, Checkpoint, CheckpointError, ReceiptRecord, verify_store};
 use clap::Subcommand;
@@ -255,13 +257,10 @@ fn checkpoint(args: &CheckpointArgs, out: &mut dyn Write) -> u8 {
             &CheckpointError::EmptyChain { store: file },
         );
     };
-    let now = args.now.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .and_then(|d| i64::try_from(d.as_secs()).ok())
-            .unwrap_or(0)
-    });
+    let now = match signing_time(args.now) {
+        Ok(t) => t,
+        Err(e) => return failure(out, args.format, &e),
+    };
     let cp = match Checkpoint::sign(seq, hash, now, &key) {
         Ok(cp) => cp,
         Err(e) => return failure(out, args.format, &e),

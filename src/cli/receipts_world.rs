@@ -4,7 +4,7 @@
 //! set): the receipts of a sharded world (`docs/sharding.md`).
 
 use super::Format;
-use super::report::{failure, load, plural, problems_json, write_json};
+use super::report::{failure, load, plural, problems_json, signing_time, write_json};
 use crate::gateway::world::shard_map_of;
 use crate::keys::{PublicKey, SecretKey};
 use crate::store::checkpoint_set::CheckpointSet;
@@ -30,10 +30,6 @@ fn shards_of(world: &Path) -> Result<Vec<(String, PathBuf)>, Box<dyn miette::Dia
         .collect())
 }
 
-fn now_or(at: Option<i64>) -> i64 {
-    at.unwrap_or_else(|| crate::gateway::unix_now().unwrap_or(0))
-}
-
 /// Signs every shard's head, each only if its store verifies; one set.
 /// What `ipc receipts checkpoint --world` was given.
 pub(super) struct SignAll<'a> {
@@ -50,7 +46,10 @@ pub(super) fn checkpoint(args: &SignAll<'_>, out: &mut dyn Write) -> u8 {
         Ok(s) => s,
         Err(e) => return failure(out, args.format, e.as_ref()),
     };
-    let now = now_or(args.now);
+    let now = match signing_time(args.now) {
+        Ok(t) => t,
+        Err(e) => return failure(out, args.format, &e),
+    };
     let mut set = BTreeMap::new();
     for (name, loc) in &shards {
         let snap = match load(loc) {

@@ -8,6 +8,16 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
 
+/// The time a checkpoint is signed at: `at` when given, else now; an
+/// error when the system clock cannot be read (never a checkpoint signed
+/// at the epoch).
+pub(super) fn signing_time(at: Option<i64>) -> Result<i64, crate::gateway::ClockError> {
+    match at {
+        Some(t) => Ok(t),
+        None => crate::gateway::unix_now(),
+    }
+}
+
 /// The receipts, head marker and accounts of a store (a file, or a
 /// `postgres://` URL).
 pub(super) fn load(path: &Path) -> Result<Snapshot, StoreError> {

@@ -166,15 +166,20 @@ impl ShardMap {
     }
 }
 
+/// The world file's text.
+fn read_text(path: &Path) -> Result<String, WorldError> {
+    std::fs::read_to_string(path).map_err(|e| WorldError::Read {
+        path: path.display().to_string(),
+        reason: e.to_string().to_lowercase(),
+    })
+}
+
 /// The shard map of the world file at `path` (its `[store]` alone, read
 /// without a bundle: `ipc shards`); `None` when it names one store or
 /// none.
 pub fn shard_map_of(path: &Path) -> Result<Option<ShardMap>, WorldError> {
     let p = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| WorldError::Read {
-        path: p.clone(),
-        reason: e.to_string().to_lowercase(),
-    })?;
+    let text = read_text(path)?;
     let mut t: toml::Table = toml::from_str(&text).map_err(|e| WorldError::Invalid {
         path: p.clone(),
         reason: e.message().to_lowercase(),
@@ -348,10 +353,7 @@ impl World {
     /// registry against its declaration in the bundle's table.
     pub fn load(path: &Path, table: &Table) -> Result<Self, WorldError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| WorldError::Read {
-            path: p.clone(),
-            reason: e.to_string().to_lowercase(),
-        })?;
+        let text = read_text(path)?;
         let wf: WorldFile = toml::from_str(&text).map_err(|e| WorldError::Invalid {
             path: p.clone(),
             reason: e.message().to_lowercase(),

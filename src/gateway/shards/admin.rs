@@ -132,30 +132,30 @@ pub fn place(
 /// afresh elsewhere would give it a second budget (a move, not a
 /// placement).
 fn decided_on_default(map: &ShardMap, d: &Opened) -> Result<(), ShardError> {
-    let elsewhere: Vec<&str> = map
-        .tenants
-        .iter()
-        .filter(|(_, l)| **l != d.location)
-        .map(|(t, _)| t.as_str())
-        .collect();
-    if elsewhere.is_empty() {
+    // only tenants the default has not seen placed elsewhere yet: once
+    // marked, a later `init` reads no receipt at all
+    let mut unmarked = vec![];
+    for (t, l) in map.tenants.iter().filter(|(_, l)| **l != d.location) {
+        if read(d, &mut |tx| standing(tx, t))? == Standing::Absent {
+            unmarked.push((t, l));
+        }
+    }
+    if unmarked.is_empty() {
         return Ok(());
     }
     let records = d.store.receipts().map_err(|source| ShardError::Open {
         store: d.name(),
         source,
     })?;
-    for t in elsewhere {
-        if read(d, &mut |tx| standing(tx, t))? != Standing::Absent {
-            continue;
-        }
+    for (t, l) in unmarked {
         let decided = records.iter().any(|r| {
-            r.body["kind"] != "shard" && tenant_of(&r.body, &HashMap::new()).as_deref() == Some(t)
+            r.body["kind"] != "shard"
+                && tenant_of(&r.body, &HashMap::new()).as_deref() == Some(t.as_str())
         });
         if decided {
             return Err(ShardError::HeldElsewhere {
-                tenant: t.into(),
-                store: map.tenants[t].display().to_string(),
+                tenant: t.clone(),
+                store: l.display().to_string(),
                 other: d.name(),
             });
         }
