@@ -264,6 +264,9 @@ pub struct Pack {
     /// What the pack promises for every input, each proven by `ipc build`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guarantees: Vec<Guarantee>,
+    /// `shadow never`: no gateway may run this pack in shadow mode.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow_never: bool,
 }
 
 /// `guarantee "reason" never allow ...` / `... need level N ...`, checked:

@@ -92,6 +92,11 @@ pub struct PackInfo {
     pub name: String,
     pub version: String,
     pub description: String,
+    /// `shadow never` in the pack: a gateway asked to run it in shadow
+    /// mode refuses to start. Absent when false (bundles built before it
+    /// keep their bytes and hash).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow_never: bool,
 }
 
 /// One Cedar policy of the bundle.

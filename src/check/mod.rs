@@ -198,6 +198,7 @@ impl Cx {
             registries: vec![],
             actions: vec![],
             guarantees: vec![],
+            shadow_never: f.header.shadow_never.is_some(),
         };
         // names first, so that order of declaration does not matter
         for item in &f.items {

@@ -148,6 +148,9 @@ pub fn load_trusted(args: &GatewayArgs) -> Result<Gateway, LoadError> {
         Some(config) => {
             let setup = crate::mcp::config::load(config).map_err(|r| Box::new(r) as LoadError)?;
             let holding = setup.holding;
+            if let Some(line) = setup.world.shadow.startup_line() {
+                crate::base::log::warn("shadow_mode", &line);
+            }
             Gateway::new(&setup.bundle, setup.world, setup.store)
                 .map(|g| g.with_holding(holding).execute_externally())
                 .map_err(|e| Box::new(e) as LoadError)
@@ -206,6 +209,9 @@ pub fn load(args: &GatewayArgs) -> Result<Gateway, LoadError> {
                 bundle_path.display()
             ),
         );
+    }
+    if let Some(line) = world.shadow.startup_line() {
+        crate::base::log::warn("shadow_mode", &line);
     }
     if let Some(map) = world.shards.clone() {
         return sharded(args, &bundle, world, &map);

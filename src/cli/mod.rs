@@ -15,6 +15,7 @@ mod demo;
 pub mod gateway;
 mod mandates;
 mod receipts;
+mod receipts_report;
 mod receipts_world;
 mod registry;
 mod report;

@@ -35,6 +35,10 @@ pub enum ReceiptsCommand {
     /// outcome, passthrough, refused, approval, registry), what it is about,
     /// its detail (stage and reason, status, change) and hash.
     Show(ShowArgs),
+    /// Count the decisions: by outcome, and those denied or asked for
+    /// approval by action, stage and reason, enforced and in shadow mode
+    /// (what would have been denied or asked).
+    Report(super::receipts_report::ReportArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -100,6 +104,7 @@ pub fn run(args: &ReceiptsArgs, out: &mut dyn Write) -> u8 {
         ReceiptsCommand::Verify(a) => verify(a, out),
         ReceiptsCommand::Checkpoint(a) => checkpoint(a, out),
         ReceiptsCommand::Show(a) => show(a, out),
+        ReceiptsCommand::Report(a) => super::receipts_report::run(a, out),
     }
 }
 
@@ -371,6 +376,9 @@ fn describe(body: &Value) -> Described {
             };
             if replayed {
                 detail.push_str(", replayed");
+            }
+            if let Some(w) = body.get("would_be").and_then(|w| field(w, "decision")) {
+                detail = format!("would be {w} at {detail}");
             }
             (f("decision"), action, detail)
         }

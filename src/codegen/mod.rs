@@ -266,6 +266,7 @@ pub fn generate(inputs: &[PackInput]) -> Result<Generated, Vec<Problem>> {
                 name: inputs[i].pack.name.clone(),
                 version: inputs[i].pack.version.clone(),
                 description: inputs[i].pack.description.clone(),
+                shadow_never: inputs[i].pack.shadow_never,
             })
             .collect(),
         schema: schema_text,

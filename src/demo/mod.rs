@@ -477,6 +477,12 @@ fn verdict(d: &Decision) -> String {
             }
             s
         }
+        Outcome::Shadow => format!(
+            "SHADOW (would be {} at {}): {}",
+            d.would_be.as_ref().map_or("?", |w| w.decision.name()),
+            d.stage.name(),
+            d.reason.as_deref().unwrap_or("")
+        ),
     }
 }
 

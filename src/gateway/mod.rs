@@ -25,6 +25,7 @@ pub mod pending;
 pub mod registry;
 pub mod render;
 pub mod secret;
+pub mod shadow;
 pub mod shards;
 mod stages;
 pub mod tenants;
@@ -178,6 +179,9 @@ pub enum Outcome {
     Allow,
     Pending,
     Deny,
+    /// Shadow mode ([`shadow`]): recorded, not enforced; the decision
+    /// that would have been taken is [`Decision::would_be`].
+    Shadow,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -201,6 +205,7 @@ impl Outcome {
             Outcome::Allow => "ALLOW",
             Outcome::Pending => "PENDING",
             Outcome::Deny => "DENY",
+            Outcome::Shadow => "SHADOW",
         }
     }
 }
@@ -299,6 +304,9 @@ pub struct Decision {
     pub execution: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<ReceiptRef>,
+    /// A SHADOW decision: the decision enforcement would have taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_be: Option<shadow::WouldBe>,
     /// The clear values of `secret` parameters, for the caller that
     /// executes: set only on an ALLOW that dispatched an operation of a
     /// gateway executing externally; never serialised.
@@ -402,6 +410,17 @@ pub enum GatewayError {
         )
     )]
     RegistryTables { tables: String },
+    /// The world's `[enforce]` puts in shadow mode a pack whose author
+    /// forbade it (`shadow never` in the pack, carried in the signed
+    /// bundle): a tenant in shadow runs every pack in shadow.
+    #[error("pack {packs} may never run in shadow mode, and the world's `[enforce]` puts it there")]
+    #[diagnostic(
+        code(ipc::gateway::shadow_forbidden),
+        help(
+            "enforce the pack: remove it from `[enforce.packs]`, or put in shadow only other packs (by name, under `[enforce.packs]`) rather than a whole tenant"
+        )
+    )]
+    ShadowForbidden { packs: String },
 }
 
 /// The operation hash: `sha256:` and the hex SHA-256 of the canonical
@@ -419,6 +438,25 @@ pub fn operation_hash(
         .str("mandate", mandate_id)
         .map("resolved", resolved)?;
     Ok(w.finish().hash())
+}
+
+/// Refuses a world that runs in shadow a pack marked `shadow never`.
+fn shadow_allowed(bundle: &Bundle, world: &World) -> Result<(), GatewayError> {
+    let names: Vec<String> = bundle.packs.iter().map(|p| p.name.clone()).collect();
+    let forbidden: Vec<String> = world
+        .shadow
+        .packs_in_shadow(&names)
+        .into_iter()
+        .filter(|n| bundle.packs.iter().any(|p| &p.name == *n && p.shadow_never))
+        .map(|n| format!("`{n}`"))
+        .collect();
+    if forbidden.is_empty() {
+        Ok(())
+    } else {
+        Err(GatewayError::ShadowForbidden {
+            packs: forbidden.join(", "),
+        })
+    }
 }
 
 fn type_name(t: &str) -> Result<cedar_policy::EntityTypeName, String> {
@@ -452,6 +490,7 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn new(bundle: &Bundle, world: World, store: Arc<dyn Store>) -> Result<Self, GatewayError> {
+        shadow_allowed(bundle, &world)?;
         if !world.registry_tables.is_empty() && !store.registry_tables() {
             let mut tables: Vec<String> = world
                 .registry_tables

@@ -114,6 +114,8 @@ struct WorldFile {
     registries: BTreeMap<String, PathBuf>,
     #[serde(default)]
     pg_registries: BTreeMap<String, BTreeMap<String, String>>,
+    /// `[enforce]`: tenants and packs in shadow mode (`false`).
+    enforce: Option<super::shadow::EnforceFile>,
 }
 
 /// `[store]` as a table: the shards (`docs/sharding.md`).
@@ -329,6 +331,8 @@ pub struct World {
     /// Registries read from tables of the store's database: pack to
     /// registry to table name.
     pub registry_tables: HashMap<String, HashMap<String, String>>,
+    /// `[enforce]`: what runs in shadow mode (nothing by default).
+    pub shadow: super::shadow::Shadow,
 }
 
 impl World {
@@ -346,6 +350,7 @@ impl World {
             shards: None,
             registries: HashMap::new(),
             registry_tables: HashMap::new(),
+            shadow: Default::default(),
         }
     }
 
@@ -427,6 +432,15 @@ impl World {
                 path: p.clone(),
                 reason,
             })?;
+        }
+        if let Some(e) = &wf.enforce {
+            if let Some(pack) = e.packs().find(|pack| table.pack(pack).is_none()) {
+                return Err(WorldError::Invalid {
+                    path: p.clone(),
+                    reason: format!("enforce: pack `{pack}` is not in the bundle"),
+                });
+            }
+            w.shadow = e.shadow();
         }
         for (pack, tables) in &wf.pg_registries {
             let Some(tp) = table.pack(pack) else {

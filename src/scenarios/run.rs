@@ -664,7 +664,7 @@ fn describe(d: &Decision) -> String {
                 s.push_str(&format!(" level {l}"));
             }
         }
-        Outcome::Deny => {
+        Outcome::Deny | Outcome::Shadow => {
             s.push(' ');
             s.push_str(d.stage.name());
             if let Some(r) = &d.reason {

@@ -192,6 +192,10 @@ fn log_decision(st: &AppState, d: &crate::gateway::Decision) {
             Value::from(d.receipt.as_ref().map(|r| r.seq)),
         ),
         ("replayed", Value::from(d.replayed)),
+        (
+            "would_be",
+            Value::from(d.would_be.as_ref().map(|w| w.decision.name())),
+        ),
     ];
     log::line(log::Level::Event, "decision", "", &fields);
 }

@@ -17,7 +17,8 @@ const BUCKETS: [f64; 12] = [
 
 #[derive(Default)]
 pub(crate) struct Metrics {
-    decisions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    /// By outcome, stage and (a SHADOW decision) the would-be outcome.
+    decisions: Mutex<BTreeMap<(&'static str, &'static str, &'static str), u64>>,
     /// Per bucket (not cumulative; summed when shown), the last one +Inf.
     latency: [AtomicU64; BUCKETS.len() + 1],
     latency_sum_micros: AtomicU64,
@@ -31,6 +32,7 @@ fn outcome_name(o: Outcome) -> &'static str {
         Outcome::Allow => "allow",
         Outcome::Pending => "pending",
         Outcome::Deny => "deny",
+        Outcome::Shadow => "shadow",
     }
 }
 
@@ -38,7 +40,8 @@ impl Metrics {
     pub(crate) fn decision(&self, d: &Decision, took: Duration) {
         {
             let mut m = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
-            *m.entry((outcome_name(d.decision), d.stage.name()))
+            let would_be = d.would_be.as_ref().map_or("", |w| outcome_name(w.decision));
+            *m.entry((outcome_name(d.decision), d.stage.name(), would_be))
                 .or_default() += 1;
         }
         let secs = took.as_secs_f64();
@@ -77,14 +80,19 @@ impl Metrics {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "# HELP ipc_decisions_total Decisions taken, by outcome and stage.\n# TYPE ipc_decisions_total counter"
+            "# HELP ipc_decisions_total Decisions taken, by outcome and stage (a shadow decision also by the outcome it would have had).\n# TYPE ipc_decisions_total counter"
         );
         {
             let m = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
-            for ((outcome, stage), n) in m.iter() {
+            for ((outcome, stage, would_be), n) in m.iter() {
+                let extra = if would_be.is_empty() {
+                    String::new()
+                } else {
+                    format!(",would_be=\"{would_be}\"")
+                };
                 let _ = writeln!(
                     s,
-                    "ipc_decisions_total{{outcome=\"{outcome}\",stage=\"{stage}\"}} {n}"
+                    "ipc_decisions_total{{outcome=\"{outcome}\",stage=\"{stage}\"{extra}}} {n}"
                 );
             }
         }

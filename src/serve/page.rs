@@ -277,7 +277,10 @@ async fn operations(State(st): State<Page>, headers: HeaderMap) -> Response {
             v["approvable"] = json!(view.refusal.is_none());
             shown.push(v);
         }
-        Ok(json!({"approver": who, "now": now, "operations": shown}))
+        // shadow mode said on the page: what is in it is not waiting here
+        let shadow = &gw.world.shadow;
+        Ok(json!({"approver": who, "now": now, "operations": shown,
+            "shadow": {"tenants": shadow.tenants, "packs": shadow.packs}}))
     })
     .await
 }

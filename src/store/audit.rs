@@ -190,6 +190,10 @@ fn str_at<'v>(body: &'v Value, path: &[&str]) -> Option<&'v str> {
         .and_then(Value::as_str)
 }
 
+/// The prefix of a shadow decision's keys (`crate::gateway::shadow::PREFIX`:
+/// the store names nothing of the gateway).
+pub(crate) const SHADOW_PREFIX: &str = "shadow:";
+
 /// The accounts against the chain's executed ALLOW receipts.
 fn cross_check(records: &[ReceiptRecord], accounts: &Accounts, problems: &mut Vec<ChainProblem>) {
     let mut ledger = Ledger::default();
@@ -199,9 +203,23 @@ fn cross_check(records: &[ReceiptRecord], accounts: &Accounts, problems: &mut Ve
             seq: r.seq,
             reason: reason.to_string(),
         };
-        // a replay answers with the recorded result and consumes nothing
-        let executed = str_at(b, &["decision"]) == Some("ALLOW")
-            && b.get("replayed") != Some(&Value::Bool(true));
+        // a replay answers with the recorded result and consumes nothing;
+        // a SHADOW decision that would have been an ALLOW consumed under
+        // the shadow keys (`crate::gateway::shadow`)
+        let shadow = str_at(b, &["decision"]) == Some("SHADOW");
+        let allowed = if shadow {
+            str_at(b, &["would_be", "decision"]) == Some("ALLOW")
+        } else {
+            str_at(b, &["decision"]) == Some("ALLOW")
+        };
+        let executed = allowed && b.get("replayed") != Some(&Value::Bool(true));
+        let k = |key: &str| {
+            if shadow {
+                format!("{SHADOW_PREFIX}{key}")
+            } else {
+                key.to_string()
+            }
+        };
         let consumed = b.get("consumed");
         if !executed {
             if consumed.is_some() {
@@ -228,19 +246,19 @@ fn cross_check(records: &[ReceiptRecord], accounts: &Accounts, problems: &mut Ve
                 continue;
             }
         };
-        match key {
-            Some(op) => match ledger.executions.get(op) {
+        match key.map(k) {
+            Some(op) => match ledger.executions.get(&op) {
                 Some(&first_seq) => problems.push(ChainProblem::ExecutedTwice {
                     seq: r.seq,
                     first_seq,
                     operation_hash: op.to_string(),
                 }),
                 None => {
-                    ledger.executions.insert(op.to_string(), r.seq);
-                    if !accounts.executions.contains(op) {
+                    ledger.executions.insert(op.clone(), r.seq);
+                    if !accounts.executions.contains(&op) {
                         problems.push(ChainProblem::ReceiptWithoutExecution {
                             seq: r.seq,
-                            operation_hash: op.to_string(),
+                            operation_hash: op,
                         });
                     }
                 }
@@ -278,14 +296,15 @@ fn cross_check(records: &[ReceiptRecord], accounts: &Accounts, problems: &mut Ve
                     .filter_map(Value::as_str)
                     .chain(std::iter::once(m));
                 for id in links {
-                    let e = ledger.budgets.entry(id.to_string()).or_default();
+                    let e = ledger.budgets.entry(k(id)).or_default();
                     e.0 += i128::from(amount);
                     e.1 = e.1.saturating_add(1);
                 }
             }
             None => problems.push(unaccounted("an executed ALLOW without `mandate.id`")),
         }
-        for n in nonces {
+        for n in nonces.into_iter().map(k) {
+            let n = n.as_str();
             if let Some(&first) = ledger.nonces.get(n) {
                 problems.push(unaccounted(&format!(
                     "it consumes approval nonce `{}`, already consumed by record {first}",

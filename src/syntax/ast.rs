@@ -64,6 +64,8 @@ pub struct Header {
     pub name: Name,
     pub version: Option<Str>,
     pub description: Option<Str>,
+    /// `shadow never`: where it is written.
+    pub shadow_never: Option<Span>,
 }
 
 #[derive(Clone, Debug)]

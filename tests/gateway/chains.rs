@@ -220,6 +220,9 @@ fn a_child_never_allows_what_its_parent_does_not() {
                                 proposal
                             ),
                             Outcome::Deny => {}
+                            Outcome::Shadow => {
+                                return Err(TestCaseError::fail("no shadow in this world"));
+                            }
                         }
                     }
                 }

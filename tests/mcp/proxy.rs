@@ -111,6 +111,8 @@ pub(crate) struct Opts {
     pub(crate) store: Option<String>,
     /// The shipped packs of the world (default: [`TestWorld::new`]'s).
     pub(crate) packs: Option<&'static [&'static str]>,
+    /// The session's tenant in shadow mode (`[enforce.tenants]`).
+    pub(crate) shadow: bool,
 }
 
 impl Default for Opts {
@@ -126,6 +128,7 @@ impl Default for Opts {
             decline_for: None,
             store: None,
             packs: None,
+            shadow: false,
         }
     }
 }
@@ -149,6 +152,9 @@ pub(crate) async fn harness(o: Opts) -> Harness {
     let mut setup = testkit::setup(&tw, spec, server, o.tools, store.clone(), o.user_key);
     if let Some(d) = o.decline_for {
         setup.session.decline_for = d;
+    }
+    if o.shadow {
+        setup.world.shadow.tenants.insert("emma".into());
     }
     let proxy = Proxy::start(setup).await.expect("the proxy starts");
     let (a, b) = tokio::io::duplex(1 << 20);

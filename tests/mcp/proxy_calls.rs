@@ -561,3 +561,50 @@ async fn secret_never_stored(password: &str, core: &str) {
     }
     assert!(files >= 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_shadow_mode_the_call_goes_on_as_the_agent_made_it_and_the_decision_is_attached() {
+    let h = harness(Opts {
+        shadow: true,
+        ..Opts::default()
+    })
+    .await;
+    // the e-mail's IBAN: would be denied, and is sent as the agent wrote it
+    let r = h
+        .call(
+            "send_money",
+            send(
+                intentplane::demo::mcp_server::ATTACKER_IBAN,
+                json!(12.5),
+                "Rent December",
+            ),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let done = h.executed("send_money");
+    assert_eq!(done.len(), 1, "forwarded: shadow enforces nothing");
+    assert_eq!(
+        done[0]["args"]["recipient"],
+        json!(intentplane::demo::mcp_server::ATTACKER_IBAN)
+    );
+    assert_eq!(done[0]["args"]["amount"], json!(12.5));
+    let meta = r.meta.as_ref().expect("the decision is attached");
+    let d = &meta.0[intentplane::mcp::proxy::DECISION_META];
+    assert_eq!(d["decision"], "SHADOW", "{d:#}");
+    assert_eq!(d["would_be"]["decision"], "DENY", "{d:#}");
+    assert_eq!(d["would_be"]["stage"], "provenance", "{d:#}");
+    // a large payment: would ask the user, nobody is asked
+    let r = h
+        .call("send_money", send(testkit_landlord(), json!(1500), "Rent"))
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(h.user.shown().is_empty(), "shadow asks nobody");
+    let d = &r.meta.as_ref().unwrap().0[intentplane::mcp::proxy::DECISION_META];
+    assert_eq!(d["would_be"]["decision"], "PENDING", "{d:#}");
+    assert_eq!(h.executed("send_money").len(), 2);
+    // the receipts say SHADOW, and the store verifies
+    let recs = h.receipts();
+    let shadows = recs.iter().filter(|b| b["decision"] == "SHADOW").count();
+    assert_eq!(shadows, 2, "{recs:#?}");
+    h.verify();
+}

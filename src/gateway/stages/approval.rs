@@ -161,7 +161,7 @@ fn count(
         tally.expired.get_or_insert_with(|| ap.approver.clone());
         return Ok(());
     }
-    if r.tx.nonce_used(&ap.nonce)? || r.nonces.contains(&ap.nonce) {
+    if r.tx.nonce_used(&r.key(&ap.nonce))? || r.nonces.contains(&ap.nonce) {
         // a read's approval was for one execution, which used it: it
         // counts for nothing now, and the read is asked again (a
         // write's is never asked again: executed, it is answered from

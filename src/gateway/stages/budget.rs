@@ -28,7 +28,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
                 crate::base::json::echo(&link.id)
             )
         };
-        let spent = r.tx.spent(&link.id)?;
+        let spent = r.tx.spent(&r.key(&link.id))?;
         if spent.calls >= link.budget.calls {
             return Err(Deny::new(
                 Stage::Budget,

@@ -20,7 +20,7 @@ use crate::gateway::{Deny, Stage};
 pub(super) fn replay(r: &mut Run<'_>) -> Result<bool, super::Stop> {
     let op = operation_hash(r)?;
     r.operation_hash = Some(op.clone());
-    if let Some(prev) = r.tx.executed(&op)? {
+    if let Some(prev) = r.tx.executed(&r.key(&op))? {
         r.result = Some(prev);
         r.replayed = true;
         return Ok(true);
@@ -37,6 +37,25 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         return Err(Deny::new(Stage::Execution, "no operation hash").into());
     };
     let amount = amount_of(r)?;
+    let result = if r.shadow {
+        // in shadow the gateway runs nothing and the caller goes on
+        serde_json::json!({ "shadow": "not executed" })
+    } else {
+        execute(r, &m, a, &op)?
+    };
+    for n in &r.nonces {
+        r.tx.use_nonce(&r.key(n))?;
+    }
+    spend(r, &m, amount, op, result)
+}
+
+/// The executor (or the external caller's call, recorded): its result.
+fn execute(
+    r: &mut Run<'_>,
+    m: &crate::gateway::Mandate,
+    a: &crate::gateway::ActionRt,
+    op: &str,
+) -> Result<serde_json::Value, super::Stop> {
     // a caller that executes says what it will send: recorded as the
     // result (in the receipt, before the call); a call that cannot be built
     // leaves nothing spent
@@ -82,25 +101,32 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             tx: r.tx,
             registries: &regs,
             declared: &a.pack.registries,
-            mandate: &m,
+            mandate: m,
             resolved: values,
             now: r.now,
-            operation_hash: &op,
+            operation_hash: op,
         },
     )
     .map_err(|e| match e {
         executors::ExecError::Refused(reason) => Deny::new(Stage::Execution, reason).into(),
         executors::ExecError::Store(s) => super::Stop::Store(s),
     })?;
-    let result = dispatched.unwrap_or(result);
-    for n in &r.nonces {
-        r.tx.use_nonce(n)?;
-    }
+    Ok(dispatched.unwrap_or(result))
+}
+
+/// Spends from the mandate and its ancestors and records the execution.
+fn spend(
+    r: &mut Run<'_>,
+    m: &crate::gateway::Mandate,
+    amount: i64,
+    op: String,
+    result: serde_json::Value,
+) -> StageResult {
     // the mandate and every ancestor: a child spends from its parent's budget
     let ancestors = r.ancestors.clone();
     let mut calls = None;
-    for link in std::iter::once(m.as_ref()).chain(ancestors.iter()) {
-        let spent = r.tx.spend(&link.id, amount)?;
+    for link in std::iter::once(m).chain(ancestors.iter()) {
+        let spent = r.tx.spend(&r.key(&link.id), amount)?;
         calls.get_or_insert(spent.calls);
         // the budget stage checked before; this is the same transaction, so
         // the check holds — but never let a mistake there spend past the cap
@@ -125,7 +151,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             key
         }
     };
-    r.tx.record_execution(&key, &result)?;
+    r.tx.record_execution(&r.key(&key), &result)?;
     r.spent = Some(amount);
     r.result = Some(result);
     Ok(())

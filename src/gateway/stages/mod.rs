@@ -75,6 +75,30 @@ pub(crate) struct Run<'a> {
     pub effect: Effect,
     /// An executed read's key ([`crate::gateway::read_execution`]).
     pub execution: Option<String>,
+    /// In shadow mode ([`crate::gateway::shadow`]): known once authn
+    /// verified the mandate (its tenant) and the contract the action (its
+    /// pack); budgets, nonces and executions then under keys of their own.
+    pub shadow: bool,
+}
+
+impl Run<'_> {
+    /// The key a budget, nonce or execution is kept under by this
+    /// decision: its own, or in shadow mode the shadow one.
+    pub(crate) fn key<'k>(&self, key: &'k str) -> std::borrow::Cow<'k, str> {
+        if self.shadow {
+            crate::gateway::shadow::key(key).into()
+        } else {
+            key.into()
+        }
+    }
+
+    /// Whether what is known so far puts this decision in shadow.
+    fn in_shadow(&self) -> bool {
+        self.gw.world.shadow.applies(
+            self.mandate.as_deref().map(|m| m.owner.as_str()),
+            self.action.map(|a| a.table.pack.as_str()),
+        )
+    }
 }
 
 /// What a stage returns: go on, stop with a DENY or a PENDING, or a store
@@ -137,6 +161,7 @@ pub(crate) fn run(
         dispatch: dispatch.map(|d| d.call),
         effect,
         execution: None,
+        shadow: false,
     };
     let outcome = pipeline(&mut r);
     let mut d = match outcome {
@@ -171,11 +196,17 @@ pub(crate) fn run(
             d.stage = Stage::Approval;
             d.reason = Some(reason);
             d.approve_by = Some(approve_by);
-            record_pending(&mut r, &d)?;
+            // in shadow nobody is asked: the call goes on
+            if !r.shadow {
+                record_pending(&mut r, &d)?;
+            }
             d
         }
         Err(Stop::Store(e)) => return Err(e),
     };
+    if r.shadow {
+        shadowed(&mut d);
+    }
     let rec = receipt::append(&mut r, &d)?;
     d.receipt = Some(ReceiptRef {
         seq: rec.seq,
@@ -189,7 +220,12 @@ fn pipeline(r: &mut Run<'_>) -> StageResult {
         return Err(Deny::new(Stage::Contract, e.clone()).into());
     }
     authn::run(r)?;
-    contract::run(r)?;
+    // authn verified the mandate: its tenant may be in shadow; the
+    // contract names the action: its pack may be (even when it refuses)
+    r.shadow = r.in_shadow();
+    let contract = contract::run(r);
+    r.shadow = r.in_shadow();
+    contract?;
     provenance::run(r)?;
     delegation::run(r)?;
     if execution::replay(r)? {
@@ -199,6 +235,19 @@ fn pipeline(r: &mut Run<'_>) -> StageResult {
     policy::run(r)?;
     approval::run(r)?;
     execution::run(r)
+}
+
+/// A decision taken in shadow: answered SHADOW, with what enforcement
+/// would have decided; nothing for a caller to execute with.
+fn shadowed(d: &mut Decision) {
+    d.would_be = Some(crate::gateway::shadow::WouldBe {
+        decision: d.decision,
+        stage: d.stage,
+        reason: d.reason.clone(),
+        level: d.level,
+    });
+    d.decision = Outcome::Shadow;
+    d.secrets = Default::default();
 }
 
 /// The decision's common part, moved out of the finished run (only the
@@ -229,6 +278,7 @@ fn base(r: &mut Run<'_>) -> Decision {
         effect: r.effect,
         execution: r.execution.take(),
         receipt: None,
+        would_be: None,
         secrets: Default::default(),
     }
 }
@@ -360,6 +410,7 @@ pub(crate) fn deny_decision(action: Option<String>, deny: Deny) -> Decision {
         effect: Effect::Write,
         execution: None,
         receipt: None,
+        would_be: None,
         secrets: Default::default(),
     }
 }

@@ -398,6 +398,15 @@ fn body_with(
         .value("result", d.result.as_ref().unwrap_or(&Value::Null))?
         .str("stage", d.stage.name())
         .str("time", &format_time(now));
+    // a SHADOW decision: what enforcement would have decided
+    if let Some(wb) = &d.would_be {
+        let mut ww = ObjectWriter::with_capacity(256);
+        ww.str("decision", wb.decision.name())
+            .opt_uint("level", wb.level.map(u64::from))?
+            .opt_str("reason", wb.reason.as_deref())
+            .str("stage", wb.stage.name());
+        w.jcs("would_be", &ww.finish());
+    }
     Ok(w.finish())
 }
 
@@ -456,6 +465,7 @@ mod tests {
             effect: crate::gateway::Effect::Write,
             execution: None,
             receipt: None,
+            would_be: None,
             secrets: Default::default(),
         }
     }

@@ -23,6 +23,9 @@ pub(super) struct ConfigFile {
     /// Overrides the world's store (default: `intentplane.db` next to the
     /// config).
     pub store: Option<S<String>>,
+    /// `false`: the whole session in shadow mode (every pack; decisions
+    /// recorded, calls forwarded whatever they would have been).
+    pub enforce: Option<S<bool>>,
     #[serde(default)]
     pub servers: Vec<S<ServerFile>>,
     pub session: Option<S<SessionFile>>,

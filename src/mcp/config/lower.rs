@@ -157,6 +157,7 @@ impl<'a> Lowering<'a> {
                 name: self.name(&p.get_ref().name),
                 version: p.get_ref().version.as_ref().map(|v| self.str(v)),
                 description: p.get_ref().description.as_ref().map(|v| self.str(v)),
+                shadow_never: None,
             },
             None => Header {
                 name: Name {
@@ -165,6 +166,7 @@ impl<'a> Lowering<'a> {
                 },
                 version: None,
                 description: None,
+                shadow_never: None,
             },
         };
         let mut items = vec![];

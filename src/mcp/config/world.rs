@@ -40,6 +40,10 @@ pub(super) fn world(
         }
         None => World::empty(),
     };
+    // `enforce = false`: the session's every pack in shadow
+    if cfg.enforce.as_ref().is_some_and(|e| !*e.get_ref()) {
+        world.shadow.packs = table.packs.iter().map(|p| p.name.clone()).collect();
+    }
     if let (Some(name), Some(p)) = (inline, &cfg.pack) {
         let tp = table.pack(name)?;
         for (rname, r) in sorted(&p.get_ref().registries) {

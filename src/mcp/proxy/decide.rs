@@ -174,8 +174,37 @@ impl Proxy {
         };
         match d.decision {
             Outcome::Allow => self.execute(routed, &d).await.into(),
+            Outcome::Shadow => self.forward_in_shadow(routed, args, &d).await.into(),
             _ => refusal(&d).into(),
         }
+    }
+
+    /// A SHADOW decision (`enforce = false`): the call goes on as the
+    /// agent made it, the gateway's decision recorded and attached to the
+    /// answer (`_meta`, [`DECISION_META`]). The agent's own arguments are
+    /// sent; what the config fills (a claim, a constant) is added from the
+    /// decision where it resolved that far.
+    async fn forward_in_shadow(
+        &self,
+        routed: &Routed,
+        mut args: serde_json::Map<String, Value>,
+        d: &Decision,
+    ) -> CallToolResult {
+        if let Ok(filled) = routed.config.to_downstream(&d.resolved) {
+            for (k, v) in filled {
+                args.entry(k).or_insert(v);
+            }
+        }
+        let mut r = match self.forward(&routed.config, args).await {
+            Ok(r) => r,
+            Err(reason) => error_result(reason),
+        };
+        if let Ok(v) = serde_json::to_value(d) {
+            let mut meta = r.meta.take().map(|m| m.0).unwrap_or_default();
+            meta.insert(super::answer::DECISION_META.to_string(), v);
+            r.meta = Some(rmcp::model::MetaObject(meta));
+        }
+        r
     }
 
     /// An ALLOW: the downstream executes with the trusted values, once (a

@@ -77,6 +77,9 @@ impl Proxy {
             .session
             .mandate_requests
             .then(|| intent::tool(&setup.bundle, &setup.session.mandates));
+        if let Some(line) = setup.world.shadow.startup_line() {
+            crate::base::log::warn("shadow_mode", &line);
+        }
         let gateway = Gateway::new(&setup.bundle, setup.world, setup.store)?
             .with_holding(setup.holding)
             .execute_externally();

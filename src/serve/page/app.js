@@ -323,6 +323,20 @@
 
   let serverNow = 0;
 
+  // Shadow mode, said on the page: those decisions are recorded, not
+  // enforced, and nothing of theirs waits for an approver.
+  function showShadow(sh) {
+    const parts = [];
+    if (sh && sh.tenants && sh.tenants.length) parts.push("tenants " + sh.tenants.join(", "));
+    if (sh && sh.packs && sh.packs.length) parts.push("packs " + sh.packs.join(", "));
+    const e = $("shadow");
+    e.textContent = parts.length
+      ? "SHADOW MODE for " + parts.join("; ") +
+        ": their decisions are recorded and not enforced; none of them waits here for approval."
+      : "";
+    e.hidden = parts.length === 0;
+  }
+
   async function refresh() {
     const r = await call("GET", "/v1/approver/operations");
     if (r.status !== 200) {
@@ -330,6 +344,7 @@
       return;
     }
     serverNow = r.data.now;
+    showShadow(r.data.shadow);
     const list = $("list");
     list.replaceChildren(...r.data.operations.map((op) => card(op)));
     $("empty").hidden = r.data.operations.length > 0;

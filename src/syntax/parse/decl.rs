@@ -16,6 +16,7 @@ impl Builder {
                 },
                 version: None,
                 description: None,
+                shadow_never: None,
             });
         let mut items = vec![];
         for it in inner {
@@ -38,6 +39,7 @@ impl Builder {
             },
             version: None,
             description: None,
+            shadow_never: None,
         };
         for it in p.into_inner() {
             match it.as_rule() {
@@ -49,6 +51,7 @@ impl Builder {
                         .map(|s| self.string(s))
                 }
                 Rule::string => h.description = Some(self.string(it)),
+                Rule::shadow_clause => h.shadow_never = Some(it.as_span().into()),
                 _ => {}
             }
         }

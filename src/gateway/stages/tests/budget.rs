@@ -89,6 +89,7 @@ fn a_missing_budget_value_is_a_deny() {
                     replayed: false,
                     effect: crate::gateway::Effect::Write,
                     execution: None,
+                    shadow: false,
                 };
                 amount = Some(super::amount_of(&r).map_err(|d| d.reason));
                 Ok(serde_json::Value::Null)
