@@ -1159,3 +1159,30 @@ fn a_sharded_world_puts_the_proxy_on_its_tenants_shard() {
         "{report}"
     );
 }
+
+#[test]
+fn enforce_false_puts_the_sessions_every_pack_in_shadow() {
+    let dir = tempfile::tempdir().unwrap();
+    // the example as shipped, beside the packs it names (`../../packs`)
+    copy_dir(
+        &root().join("examples/mcp"),
+        &dir.path().join("examples/mcp"),
+    );
+    copy_dir(&root().join("packs"), &dir.path().join("packs"));
+    let config = dir.path().join("examples/mcp/intentplane.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("enforce = false\n{text}")).unwrap();
+    let (report, checked) = check(&config);
+    assert!(!report.has_errors(), "{report}");
+    let c = checked.unwrap();
+    let packs: Vec<&str> = c.world.shadow.packs.iter().map(String::as_str).collect();
+    assert_eq!(packs, vec!["bank", "mail"]);
+    // not a boolean: refused
+    std::fs::write(&config, format!("enforce = \"no\"\n{text}")).unwrap();
+    let (report, _) = check(&config);
+    assert!(report.has_errors(), "{report}");
+    // left out: every pack enforced
+    std::fs::write(&config, &text).unwrap();
+    let (_, checked) = check(&config);
+    assert!(checked.unwrap().world.shadow.is_off());
+}

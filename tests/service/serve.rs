@@ -312,3 +312,45 @@ fn metrics_count_decisions() {
     assert_eq!(request(&s2, "GET", "/metrics", "", &no_auth).status, 200);
     assert_eq!(request(&s2, "GET", "/v1/health", "", &no_auth).status, 401);
 }
+
+/// Shadow mode over HTTP: the answer is SHADOW with what would have been
+/// decided, the metrics count it by its would-be outcome, and start-up
+/// says so on stderr.
+#[test]
+fn shadow_mode_is_answered_counted_and_announced() {
+    let w = TestWorld::new();
+    let mut world = std::fs::read_to_string(&w.world_path).unwrap();
+    world.push_str("[enforce.tenants]\nemma = false\n");
+    std::fs::write(&w.world_path, world).unwrap();
+    let log = w.dir.path().join("stderr.log");
+    let mut s = launch(
+        &w,
+        &w.emma(),
+        "127.0.0.1:0",
+        &path_str(&w.dir.path().join("s.db")),
+        TOKEN,
+        &[],
+        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
+    );
+    let r = post(&s, &transfer(ATTACKER_IBAN, json!("1.00")));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["decision"], "SHADOW", "{}", r.body);
+    assert_eq!(r.body["would_be"]["decision"], "DENY", "{}", r.body);
+    assert_eq!(r.body["would_be"]["stage"], "provenance", "{}", r.body);
+    let r = post(&s, &transfer(LANDLORD, json!("1.00")));
+    assert_eq!(r.body["would_be"]["decision"], "ALLOW", "{}", r.body);
+    let text = get(&s, "/metrics").body.as_str().unwrap().to_string();
+    assert!(
+        text.contains(
+            "ipc_decisions_total{outcome=\"shadow\",stage=\"provenance\",would_be=\"deny\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("would_be=\"allow\"} 1"), "{text}");
+    terminate(&mut s);
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        stderr.contains("SHADOW MODE for tenants `emma`"),
+        "{stderr}"
+    );
+}
