@@ -17,7 +17,7 @@ from typing import Any, Literal, Mapping, Optional, Union
 from ._find import find_ipc
 
 PathLike = Union[str, "os.PathLike[str]"]
-Outcome = Literal["ALLOW", "PENDING", "DENY"]
+Outcome = Literal["ALLOW", "PENDING", "DENY", "SHADOW"]
 
 #: a diagnostic code as `ipc` prints it first on stderr (`ipc::serve::no_store`)
 _CODE = re.compile(r"\b(ipc(?:::[a-z0-9_]+)+)\b")
@@ -68,14 +68,23 @@ class Decision:
     origins: Optional[dict]
     receipt: Optional[Receipt]
     raw: dict = field(repr=False)
+    #: a SHADOW decision (shadow mode): what enforcement would have
+    #: decided, `{"decision", "stage", "reason", "level"}`
+    would_be: Optional[dict] = None
 
     @property
     def allowed(self) -> bool:
+        """Allowed and executed by the gateway: never in shadow mode."""
         return self.decision == "ALLOW"
+
+    @property
+    def shadow(self) -> bool:
+        """Shadow mode: recorded, not enforced; see `would_be`."""
+        return self.decision == "SHADOW"
 
     @classmethod
     def from_json(cls, v: Any) -> "Decision":
-        if not isinstance(v, dict) or v.get("decision") not in ("ALLOW", "PENDING", "DENY"):
+        if not isinstance(v, dict) or v.get("decision") not in ("ALLOW", "PENDING", "DENY", "SHADOW"):
             raise ValueError(f"not a decision: {v!r:.200}")
         r = v.get("receipt")
         receipt = None
@@ -97,6 +106,7 @@ class Decision:
             origins=v.get("origins"),
             receipt=receipt,
             raw=v,
+            would_be=v.get("would_be"),
         )
 
 
