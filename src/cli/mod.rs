@@ -19,7 +19,7 @@ mod receipts_report;
 mod receipts_world;
 mod registry;
 mod report;
-mod run;
+pub mod run;
 pub mod serve;
 pub(crate) mod shards;
 pub(crate) mod token;

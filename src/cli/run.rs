@@ -109,30 +109,62 @@ fn store_stats(store: &dyn crate::store::Store) -> serde_json::Value {
 }
 
 /// Decides a batch in one transaction and prints its decisions in order.
-pub(crate) fn flush(
+/// On a store failure, every committed decision is still printed (over
+/// shards, those of the shards that did not fail, in their places), each
+/// input not decided is a DENY without a receipt, the error goes to
+/// stderr, and `Err` ends the run (exit code 1): a failing input is not
+/// retried. `Err` also when a line cannot be written.
+pub fn flush(
     gw: &crate::gateway::Gateway,
     batch: &mut Vec<Input>,
     out: &mut dyn Write,
-) -> Result<(), ()> {
+) -> Result<(), Unfinished> {
     if batch.is_empty() {
         return Ok(());
     }
-    let mut decided: Vec<Decision> = Vec::with_capacity(batch.len());
-    match gw.decide_all(crate::gateway::Ask::batch(batch), &mut decided) {
-        Ok(_) => {}
-        Err(e) => {
-            eprint!("{}", super::bundle::render_error(&e, false));
-            return Err(());
-        }
-    };
+    let each = gw.decide_each(crate::gateway::Ask::batch(batch));
     batch.clear();
+    let mut failed = None;
+    let decided: Vec<Decision> = each
+        .into_iter()
+        .map(|e| match e {
+            Some(Ok(d)) => d,
+            Some(Err(e)) => {
+                let d = Decision::unrecorded_after(&e);
+                failed.get_or_insert(e);
+                d
+            }
+            None => {
+                failed.get_or_insert_with(|| {
+                    std::sync::Arc::new(crate::gateway::GatewayError::Store(
+                        crate::store::StoreError::Aborted(
+                            "a batch came back short: nothing was decided".into(),
+                        ),
+                    ))
+                });
+                Decision::unrecorded("a batch came back short: this line was not decided")
+            }
+        })
+        .collect();
     // the batch's lines leave in one write (stdout alone would write each
     // line on its own), all of them durable already
     let mut buf = std::io::BufWriter::with_capacity(1 << 16, out);
     for d in decided {
         if serde_json::to_writer(&mut buf, &d).is_err() || buf.write_all(b"\n").is_err() {
-            return Err(());
+            return Err(Unfinished);
         }
     }
-    buf.flush().map_err(|_| ())
+    buf.flush().map_err(|_| Unfinished)?;
+    match failed {
+        Some(e) => {
+            eprint!("{}", super::bundle::render_error(e.as_ref(), false));
+            Err(Unfinished)
+        }
+        None => Ok(()),
+    }
 }
+
+/// A batch not wholly decided, or its answers not wholly written: said on
+/// stderr already; the run ends with exit code 1.
+#[derive(Debug)]
+pub struct Unfinished;

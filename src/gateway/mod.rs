@@ -320,6 +320,21 @@ impl Decision {
     pub fn unrecorded(reason: &str) -> Decision {
         stages::deny_decision(None, Deny::new(Stage::Receipt, reason))
     }
+
+    /// The unrecorded DENY of an input whose batch failed with `e`: after
+    /// a commit of unknown outcome it may have committed (a retry of a
+    /// write that did is answered from the store), else nothing of it did.
+    pub fn unrecorded_after(e: &GatewayError) -> Decision {
+        if matches!(e, GatewayError::Store(StoreError::CommitUnknown(_))) {
+            Decision::unrecorded(
+                "the store lost the connection during this line's commit: it may have committed; send it again (a write that committed is answered from the store)",
+            )
+        } else {
+            Decision::unrecorded(
+                "the store failed: this line was not decided and nothing of it was committed",
+            )
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
@@ -743,6 +758,30 @@ impl Gateway {
         }
         self.decide_falling_back_into(&ask.inputs, ask.dispatch, out)?;
         Ok(Some(vec![]))
+    }
+
+    /// The inputs decided as [`Self::decide_all`] decides them, each
+    /// input's end reported on its own: its decision, the error of the
+    /// batch that did not decide it, or `None` (the batch came back short).
+    /// Over shards, a shard that fails ends its own inputs only
+    /// ([`shards::ShardSet::decide_each`]); over one store, the inputs
+    /// after those committed get the error.
+    pub fn decide_each(&self, ask: Ask<'_>) -> Vec<shards::Each> {
+        if let Some(s) = &self.shards {
+            return s.decide_each(ask);
+        }
+        let len = ask.inputs.len();
+        let mut out = vec![];
+        let result = self.decide_all(ask, &mut out);
+        let mut each: Vec<shards::Each> = out.into_iter().map(|d| Some(Ok(d))).collect();
+        let rest = match result {
+            Ok(_) => None,
+            Err(e) => Some(Arc::new(e)),
+        };
+        while each.len() < len {
+            each.push(rest.clone().map(Err));
+        }
+        each
     }
 
     /// The inputs decided in one transaction, and on a store error each

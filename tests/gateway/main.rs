@@ -24,5 +24,6 @@ mod records;
 mod regressions;
 mod secrets_at_rest;
 mod shadow;
+mod shard_failures;
 mod shard_routing;
 mod trusted;

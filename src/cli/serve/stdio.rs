@@ -102,34 +102,24 @@ fn read_lines(mut input: impl BufRead, mandate: Option<&Value>, to: mpsc::SyncSe
 /// error on stderr (`Ok(true)`: the exit code will be 1). `Err` when an answer cannot be
 /// written.
 fn decide_group(gw: &Gateway, group: &mut Vec<Input>, out: &mut dyn Write) -> Result<bool, ()> {
-    let mut decided: Vec<Decision> = Vec::with_capacity(group.len());
     let mut failed = false;
-    // on an error, the lines after those decided: nothing of them
-    // committed (or, after a commit of unknown outcome, perhaps all: a
-    // write that did is answered from the store), each is decided again
-    // alone (as it was before groups)
-    let _ = gw.decide_all(crate::gateway::Ask::batch(group), &mut decided);
-    for input in group.iter().skip(decided.len()) {
-        decided.push(match gw.decide(input) {
-            Ok(d) => d,
-            Err(e) => {
-                eprint!("{}", super::super::bundle::render_error(&e, false));
-                failed = true;
-                if matches!(
-                    e,
-                    crate::gateway::GatewayError::Store(
-                        crate::store::StoreError::CommitUnknown(_)
-                    )
-                ) {
-                    Decision::unrecorded(
-                        "the store lost the connection during this line's commit: it may have committed; send it again (a write that committed is answered from the store)",
-                    )
-                } else {
-                    Decision::unrecorded(
-                        "the store failed: this line was not decided and nothing of it was committed",
-                    )
+    // on an error, the lines its batch did not decide (over shards, only
+    // the failing shard's): nothing of them committed (or, after a commit
+    // of unknown outcome, perhaps all: a write that did is answered from
+    // the store), each is decided again alone (as it was before groups)
+    let each = gw.decide_each(crate::gateway::Ask::batch(group));
+    let mut decided: Vec<Decision> = Vec::with_capacity(group.len());
+    for (input, e) in group.iter().zip(each) {
+        decided.push(match e {
+            Some(Ok(d)) => d,
+            _ => match gw.decide(input) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprint!("{}", super::super::bundle::render_error(&e, false));
+                    failed = true;
+                    Decision::unrecorded_after(&e)
                 }
-            }
+            },
         });
     }
     group.clear();

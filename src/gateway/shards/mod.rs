@@ -438,7 +438,7 @@ type ShardResult = (Vec<Decision>, Result<Option<Vec<ReceiptRef>>, GatewayError>
 /// One input's end in [`ShardSet::decide_each`]: its decision, the error
 /// of the batch that did not decide it, or `None` (the batch came back
 /// short: nothing decided).
-pub(crate) type Each = Option<Result<Decision, Arc<GatewayError>>>;
+pub type Each = Option<Result<Decision, Arc<GatewayError>>>;
 
 /// The shards' decisions back in input order (see
 /// [`ShardSet::decide_all`]).
