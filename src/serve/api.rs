@@ -293,6 +293,10 @@ fn page(query: &str) -> Result<ReceiptRange, String> {
     let (mut last, mut after, mut limit) = (None, None, None);
     for kv in query.split('&').filter(|kv| !kv.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        // read by `tenant_of_query`
+        if k == "tenant" {
+            continue;
+        }
         let n: u64 = v
             .parse()
             .map_err(|_| format!("`{k}` must be a whole number, not `{}`", shown(v)))?;
@@ -302,7 +306,7 @@ fn page(query: &str) -> Result<ReceiptRange, String> {
             "limit" => &mut limit,
             _ => {
                 return Err(format!(
-                    "unknown parameter `{}` (`last`, or `after` and `limit`)",
+                    "unknown parameter `{}` (`last`, or `after` and `limit`; `tenant`)",
                     shown(k)
                 ));
             }
@@ -334,7 +338,31 @@ fn page(query: &str) -> Result<ReceiptRange, String> {
     }
 }
 
-/// `GET /v1/receipts`: a page of the chain. A caller bound to some
+/// `tenant=NAME` of `GET /v1/receipts`: only that tenant's receipts, from
+/// the chain of the shard that holds it. Written as it is (no percent
+/// escapes), once.
+fn tenant_of_query(query: &str) -> Result<Option<String>, String> {
+    let mut found = None;
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        let Some(("tenant", v)) = kv.split_once('=') else {
+            continue;
+        };
+        if v.is_empty() || v.contains(['%', '+']) {
+            return Err(format!(
+                "`tenant` is a tenant's name as it is written, not `{}`",
+                shown(v)
+            ));
+        }
+        if found.replace(v.to_string()).is_some() {
+            return Err("`tenant` is given twice".into());
+        }
+    }
+    Ok(found)
+}
+
+/// `GET /v1/receipts`: a page of the chain (`tenant=NAME`: of the chain
+/// of the shard that holds the tenant, only its receipts; required when
+/// the stores are sharded). A caller bound to some
 /// tenants gets, of the receipts the page spans, those of its tenants (a
 /// receipt's tenant: its mandate's owner, or the `owner` of an approval
 /// or registry receipt; a receipt of none — a proposal without a valid
@@ -346,25 +374,51 @@ async fn receipts(
     axum::Extension(Caller(tenants)): axum::Extension<Caller>,
     uri: Uri,
 ) -> Response {
-    let page = match page(uri.query().unwrap_or("")) {
+    let query = uri.query().unwrap_or("");
+    let (page, only) = match page(query).and_then(|p| Ok((p, tenant_of_query(query)?))) {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    if only.is_none() && st.gw.shard_set().is_some() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the stores are sharded: each shard has its own chain; name a tenant (`tenant=NAME`) to read its receipts from its shard's chain",
+        );
+    }
+    if let (Some(t), Some(set)) = (&only, st.gw.shard_set())
+        && set.route(t).is_none()
+    {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "tenant `{}` has no shard in the map, and there is no default",
+                shown(t)
+            ),
+        );
+    }
     let Ok(_slot) = st.slots.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     };
-    if *tenants == crate::gateway::Tenants::All {
+    if *tenants == crate::gateway::Tenants::All && only.is_none() {
         return read_store(&st, "the receipts", move |gw| {
             gw.store().receipts_range(page)
         })
         .await;
     }
     let read = blocking(&st, "the receipts", move |gw| {
-        gw.store().receipts_range(page).map(|rs| {
+        let chain = match &only {
+            Some(t) => gw.for_tenant(t)?,
+            None => gw,
+        };
+        chain.store().receipts_range(page).map(|rs| {
             let last = rs.last().map(|r| r.seq);
             let mine: Vec<_> = rs
                 .into_iter()
-                .filter(|r| receipt_tenant(&r.body).is_some_and(|t| tenants.allows(t)))
+                .filter(|r| {
+                    receipt_tenant(&r.body).is_some_and(|t| {
+                        tenants.allows(t) && only.as_deref().is_none_or(|o| o == t)
+                    })
+                })
                 .collect();
             (last, mine)
         })

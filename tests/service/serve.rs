@@ -354,3 +354,34 @@ fn shadow_mode_is_answered_counted_and_announced() {
         "{stderr}"
     );
 }
+
+/// `tenant=NAME` on one store: only that tenant's receipts of the page,
+/// and the page's extent in `Ipc-Scanned-Through`.
+#[test]
+fn receipts_of_one_tenant_on_one_store() {
+    let w = TestWorld::new();
+    let s = start(&w, &w.emma(), "127.0.0.1:0", &[]);
+    let noah = w.mandate(MandateSpec::bank("noah"));
+    post(&s, &transfer(LANDLORD, json!("1.00")));
+    post(
+        &s,
+        &json!({"proposal": transfer_of("noah", 200), "mandate": noah}),
+    );
+    post(&s, &transfer(LANDLORD, json!("2.00")));
+    let r = get(&s, "/v1/receipts?tenant=emma&after=0&limit=10");
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let seqs: Vec<u64> = r
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [1, 3]);
+    assert!(
+        r.headers.contains("ipc-scanned-through: 3"),
+        "{}",
+        r.headers
+    );
+    assert_eq!(get(&s, "/v1/receipts?tenant=emma&tenant=noah").status, 400);
+}
