@@ -608,3 +608,45 @@ async fn in_shadow_mode_the_call_goes_on_as_the_agent_made_it_and_the_decision_i
     assert_eq!(shadows, 2, "{recs:#?}");
     h.verify();
 }
+
+/// A server that fails to start, with a PostgreSQL store: the proxy's
+/// start is an error naming the server, never a panic (the store's
+/// synchronous client used to be dropped on the async runtime's thread).
+/// On a current-thread runtime, as `ipc mcp` runs.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_server_that_fails_to_start_over_postgresql_is_an_error_not_a_panic() {
+    let Some(pg) = crate::common::pg::fresh() else {
+        return;
+    };
+    let tw = intentplane::gateway::testkit::TestWorld::new();
+    let store = intentplane::store::open(std::path::Path::new(&pg.url), true).unwrap();
+    let mut server = testkit::demo_server(
+        std::path::Path::new(IPC),
+        &tw.dir.path().join("state.json"),
+        &[],
+        tw.dir.path(),
+    );
+    if let intentplane::mcp::config::Transport::Stdio { command, args, .. } = &mut server.transport
+    {
+        *command = "/bin/false".into();
+        args.clear();
+    }
+    let setup = testkit::setup(
+        &tw,
+        intentplane::gateway::testkit::MandateSpec::bank("emma"),
+        server,
+        testkit::demo_tools(),
+        store,
+        true,
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = rt.block_on(intentplane::mcp::proxy::Proxy::start(setup));
+    let Err(e) = started else {
+        panic!("a server that exits at once started");
+    };
+    assert!(e.to_string().contains("demo"), "{e}");
+}

@@ -215,6 +215,28 @@ pub struct PgStore {
     between: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
 
+/// The synchronous client closes its connection by blocking on a runtime
+/// of its own, which panics on a thread that drives an async runtime (the
+/// MCP proxy's store, dropped when a server fails to start): the
+/// connection is closed on a thread of its own, waited for.
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        let conn = self
+            .conn
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(conn) = conn {
+            let closing = std::thread::Builder::new()
+                .name("ipc-pg-close".into())
+                .spawn(move || drop(conn));
+            if let Ok(t) = closing {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgStore")
