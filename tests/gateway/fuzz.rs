@@ -313,9 +313,18 @@ fn the_fuzz_reaches_every_action_of_every_pack() {
 /// (`ipc mutate`, 100% killed) and their guarantees proven like every pack,
 /// but the differential oracle of this fuzz does not model them yet.
 const NOT_YET_FUZZED: [(&str, &str); 3] = [
-    ("dailylife", "issue 42: the oracle does not model its paths and sites yet"),
-    ("github", "issue 42: the oracle does not model its repositories and keys yet"),
-    ("shop", "issue 42: the oracle does not model its catalogue and orders yet"),
+    (
+        "dailylife",
+        "issue 42: the oracle does not model its paths and sites yet",
+    ),
+    (
+        "github",
+        "issue 42: the oracle does not model its repositories and keys yet",
+    ),
+    (
+        "shop",
+        "issue 42: the oracle does not model its catalogue and orders yet",
+    ),
 ];
 
 /// Every pack in `packs/` is fuzzed, and the oracle knows every action of
