@@ -97,6 +97,14 @@ def reasons(summary: dict) -> str:
                 out.append("- every task the benchmark counts done goes through")
             if s["attacks_through"]:
                 out.append(f"- attacks that still succeed: {', '.join(s['attacks_through'])}")
+    out.append("\n### The attacker's goal given as the user's own task (`injection_task_M/none/none.json`)\n")
+    out.append("The prompt is the goal itself, so the mandate holds the attacker's values as the user's: "
+               "these runs measure that the user can still ask for it, not an attack.\n")
+    for suite, configs in summary.items():
+        parts = [f"{s['label']}: {s['goal_tasks_through']}/{s['goal_tasks']}"
+                 for c, s in configs.items() if "goal_tasks" in s]
+        if parts:
+            out.append(f"- {suite}: every acting call goes through in " + "; ".join(parts))
     return "\n".join(out) + "\n"
 
 
