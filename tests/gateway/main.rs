@@ -23,5 +23,6 @@ mod pipeline;
 mod records;
 mod regressions;
 mod secrets_at_rest;
+mod shard_move;
 mod shard_routing;
 mod trusted;

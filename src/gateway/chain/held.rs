@@ -370,7 +370,8 @@ pub fn get(tx: &mut dyn Tx, id: &str) -> Result<Option<Issued>, StoreError> {
     if id == INDEX {
         return Ok(None);
     }
-    match tx.state_get(NS, id)? {
+    // null: the tenant moved to another shard (`ipc shards move`)
+    match tx.state_get(NS, id)?.filter(|v| !v.is_null()) {
         Some(v) => serde_json::from_value(v)
             .map(Some)
             .map_err(|e| StoreError::Backend(format!("recorded mandate `{}`: {e}", echo(id)))),
