@@ -24,5 +24,6 @@ mod records;
 mod regressions;
 mod secrets_at_rest;
 mod shard_move;
+mod shard_move_cli;
 mod shard_routing;
 mod trusted;

@@ -14,11 +14,11 @@ use std::sync::Arc;
 
 const NEW_PAYEE: &str = "DE02 1203 0000 0000 2020 51";
 
-fn open(p: &Path) -> Result<Arc<dyn Store>, store::StoreError> {
+pub(crate) fn open(p: &Path) -> Result<Arc<dyn Store>, store::StoreError> {
     store::open(p, true)
 }
 
-fn map(w: &TestWorld, tenants: &[(&str, &str)]) -> ShardMap {
+pub(crate) fn map(w: &TestWorld, tenants: &[(&str, &str)]) -> ShardMap {
     ShardMap {
         tenants: tenants
             .iter()
@@ -28,33 +28,33 @@ fn map(w: &TestWorld, tenants: &[(&str, &str)]) -> ShardMap {
     }
 }
 
-fn place(map: &ShardMap) {
+pub(crate) fn place(map: &ShardMap) {
     let shards = admin::open_all(map, &open).unwrap();
     admin::place(map, &shards, now()).unwrap();
 }
 
-fn router(w: &TestWorld, map: &ShardMap) -> Gateway {
+pub(crate) fn router(w: &TestWorld, map: &ShardMap) -> Gateway {
     let mut world = w.world();
     world.shards = Some(map.clone());
     Gateway::sharded(&w.bundle, world, &open).unwrap()
 }
 
 /// What a tenant did before its move, to check after it.
-struct Workload {
-    emma: Value,
-    child: Value,
+pub(crate) struct Workload {
+    pub emma: Value,
+    pub child: Value,
     /// A transfer executed before the move.
-    executed: Value,
+    pub executed: Value,
     /// A large transfer waiting for emma's approval, and its hash.
-    pending: (Value, String),
+    pub pending: (Value, String),
     /// A large transfer emma declined.
-    declined: Value,
+    pub declined: Value,
 }
 
 /// emma and noah on `a.db`: emma spends, adds a payee, holds a child
 /// mandate and decides with it, has one large transfer pending and
 /// another declined; noah spends.
-fn workload(w: &TestWorld, gw: &Gateway) -> Workload {
+pub(crate) fn workload(w: &TestWorld, gw: &Gateway) -> Workload {
     let em = w.mandate(MandateSpec::bank("emma"));
     let executed = transfer_of("emma", 1200);
     assert_eq!(decide(gw, executed.clone(), &em).decision, Outcome::Allow);
@@ -107,11 +107,11 @@ fn workload(w: &TestWorld, gw: &Gateway) -> Workload {
     }
 }
 
-fn shards_of(m: &ShardMap) -> Vec<admin::Opened> {
+pub(crate) fn shards_of(m: &ShardMap) -> Vec<admin::Opened> {
     admin::open_all(m, &open).unwrap()
 }
 
-fn opened(w: &TestWorld, f: &str) -> admin::Opened {
+pub(crate) fn opened(w: &TestWorld, f: &str) -> admin::Opened {
     let location = w.dir.path().join(f);
     admin::Opened {
         store: open(&location).unwrap(),
@@ -131,14 +131,14 @@ fn no_stop(_: Step) -> Result<(), String> {
     Ok(())
 }
 
-fn check_clean(m: &ShardMap) {
+pub(crate) fn check_clean(m: &ShardMap) {
     for r in admin::check(m, &shards_of(m)) {
         assert!(r.problems.is_empty(), "{r:?}");
     }
 }
 
 /// What emma's shard `f` records of her: where she stands.
-fn standing_on(w: &TestWorld, f: &str) -> Standing {
+pub(crate) fn standing_on(w: &TestWorld, f: &str) -> Standing {
     let s = store::open(&w.dir.path().join(f), false).unwrap();
     let mut out = Standing::Absent;
     s.read_only(&mut |tx| {

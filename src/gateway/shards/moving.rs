@@ -186,6 +186,24 @@ pub fn move_tenant(
         });
     }
     let mut recovered = None;
+    // the default shard holds the tenants the map does not name
+    let on_default = !map.tenants.contains_key(tenant);
+    let why = match read_standing(from, tenant)? {
+        Standing::Moved { to } => Some(format!(
+            ": it moved to `{to}` (send it there in the map: `{tenant} = \"{to}\"`)"
+        )),
+        Standing::Absent if !on_default => {
+            Some(": it was never placed there (`ipc shards init`)".into())
+        }
+        _ => None,
+    };
+    if let Some(why) = why {
+        return Err(MoveError::NotHeld {
+            tenant: tenant.into(),
+            store: from.name(),
+            why,
+        });
+    }
     if let Standing::Moving { to: target, fence } = read_standing(from, tenant)? {
         if target != to.name() {
             return Err(MoveError::Unfinished {
@@ -206,7 +224,7 @@ pub fn move_tenant(
         }
         recovered = Some(r.0);
     }
-    let mut moved = move_held(from, to, tenant, now, step)?;
+    let mut moved = move_held(from, to, tenant, now, on_default, step)?;
     moved.recovered = recovered;
     Ok(moved)
 }
@@ -250,6 +268,7 @@ fn move_held(
     to: &Opened,
     tenant: &str,
     now: i64,
+    on_default: bool,
     step: &mut dyn FnMut(Step) -> Result<(), String>,
 ) -> Result<Moved, MoveError> {
     if read_standing(to, tenant)? == Standing::Held {
@@ -271,7 +290,7 @@ fn move_held(
         id,
         now,
     };
-    let fenced = fence(&f)?;
+    let fenced = fence(&f, on_default)?;
     // until the new shard is asked to commit, a failure puts the tenant back
     let rows = step(Step::Fence)
         .map_err(|e| injected(&f, "after the fence", e))
@@ -344,12 +363,17 @@ fn link_of(v: &Value) -> (u64, String) {
 
 /// Step 1: the tenant fenced on the old shard; returns the fence
 /// receipt's seq and hash.
-fn fence(f: &Fence<'_>) -> Result<(u64, String), MoveError> {
+fn fence(f: &Fence<'_>, on_default: bool) -> Result<(u64, String), MoveError> {
     let v = f
         .from
         .store
         .transaction(&mut |tx| {
-            if standing(tx, f.tenant)? != Standing::Held {
+            let held = match standing(tx, f.tenant)? {
+                Standing::Held => true,
+                Standing::Absent => on_default && super::is_default(tx)?,
+                _ => false,
+            };
+            if !held {
                 return Err(StoreError::Aborted(
                     "the tenant is no longer held here".into(),
                 ));
