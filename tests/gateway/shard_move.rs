@@ -329,3 +329,57 @@ fn a_row_no_rule_attributes_refuses_the_move() {
     assert!(e.to_string().contains("some.new.kind"), "{e}");
     assert_eq!(standing_on(&w, "a.db"), Standing::Held);
 }
+
+/// The same move between two PostgreSQL shards (schemas of one server).
+#[cfg(feature = "postgres")]
+#[test]
+fn a_tenant_moves_between_postgresql_shards() {
+    let (Some(a), Some(b)) = (common::pg::fresh(), common::pg::fresh()) else {
+        return;
+    };
+    let w = TestWorld::new();
+    let (la, lb) = (
+        std::path::PathBuf::from(&a.url),
+        std::path::PathBuf::from(&b.url),
+    );
+    let sharded = |emma: &std::path::PathBuf| ShardMap {
+        tenants: [
+            ("emma".to_string(), emma.clone()),
+            ("noah".into(), la.clone()),
+        ]
+        .into(),
+        default: None,
+    };
+    let before = sharded(&la);
+    place(&before);
+    let wl = workload(&w, &router(&w, &before));
+    let to = admin::Opened {
+        store: open(&lb).unwrap(),
+        location: lb.clone(),
+    };
+    let moved = moving::move_tenant(
+        &before,
+        &shards_of(&before),
+        "emma",
+        &to,
+        now(),
+        &mut no_stop,
+    )
+    .unwrap();
+    assert!(moved.rows > 5, "{moved:?}");
+    let after = sharded(&lb);
+    let gw = router(&w, &after);
+    assert_eq!(
+        decide(&gw, wl.executed.clone(), &wl.emma).decision,
+        Outcome::Allow
+    );
+    let signed = serde_json::from_value(w.approve("emma", &wl.pending.1)).unwrap();
+    gw.submit_approval(&signed).unwrap();
+    assert_eq!(
+        decide(&gw, wl.pending.0.clone(), &wl.emma).decision,
+        Outcome::Allow
+    );
+    let d = decide(&gw, transfer_of("emma", 48_000), &wl.emma);
+    assert_deny(&d, "budget", "over the mandate's budget");
+    check_clean(&after);
+}
