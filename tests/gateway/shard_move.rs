@@ -383,3 +383,39 @@ fn a_tenant_moves_between_postgresql_shards() {
     assert_deny(&d, "budget", "over the mandate's budget");
     check_clean(&after);
 }
+
+/// While the move is under way (fenced), the trusted side changes nothing
+/// of the tenant on the old shard either: a registry change and an
+/// approval are refused, so none is left behind.
+#[test]
+fn the_trusted_side_is_fenced_too() {
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db"), ("noah", "a.db")]);
+    place(&m);
+    let gw = router(&w, &m);
+    let wl = workload(&w, &gw);
+    let mut checked = false;
+    move_emma(&w, &m, &mut |s| {
+        if s == Step::Fence {
+            let e = gw
+                .change_registry(
+                    "bank",
+                    "beneficiaries",
+                    "emma",
+                    &RegistryChange::Add {
+                        value: json!(SUPPLIER),
+                    },
+                    "emma",
+                )
+                .unwrap_err();
+            assert!(e.to_string().contains("being moved"), "{e}");
+            let signed = serde_json::from_value(w.approve("emma", &wl.pending.1)).unwrap();
+            let e = gw.submit_approval(&signed).unwrap_err();
+            assert!(e.to_string().contains("being moved"), "{e}");
+            checked = true;
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert!(checked);
+}
