@@ -419,3 +419,32 @@ fn the_trusted_side_is_fenced_too() {
     .unwrap();
     assert!(checked);
 }
+
+/// The new shard's answer about a fence never changes: a move that
+/// committed on b.db and was not finished on a.db, then the tenant moved
+/// on from b.db to c.db, is still finished (not voided) when run again,
+/// so the tenant is held on c.db alone.
+#[test]
+fn a_move_ended_after_the_tenant_moved_on_is_still_finished() {
+    let w = TestWorld::new();
+    let m = map(&w, &[("emma", "a.db"), ("noah", "a.db")]);
+    place(&m);
+    let _ = workload(&w, &router(&w, &m));
+    let e = move_emma(&w, &m, &mut |s| {
+        if s == Step::Commit {
+            Err("injected".into())
+        } else {
+            Ok(())
+        }
+    });
+    assert!(e.is_err());
+    let on_b = map(&w, &[("emma", "b.db"), ("noah", "a.db")]);
+    let c = opened(&w, "c.db");
+    moving::move_tenant(&on_b, &shards_of(&on_b), "emma", &c, now(), &mut no_stop).unwrap();
+    let done = move_emma(&w, &m, &mut no_stop).unwrap();
+    assert_eq!(done.recovered, Some(moving::Recovered::Finished));
+    assert!(matches!(standing_on(&w, "a.db"), Standing::Moved { .. }));
+    assert!(matches!(standing_on(&w, "b.db"), Standing::Moved { .. }));
+    assert_eq!(standing_on(&w, "c.db"), Standing::Held);
+    check_clean(&map(&w, &[("emma", "c.db"), ("noah", "a.db")]));
+}

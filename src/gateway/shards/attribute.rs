@@ -78,6 +78,10 @@ impl Owners {
         let mut o = Owners::default();
         for r in records {
             let b = &r.body;
+            if b["kind"] == "shard" && b["change"] == "moved-in" {
+                o.brought(b);
+                continue;
+            }
             let owner = b["mandate"]["owner"].as_str().or(b["owner"].as_str());
             let Some(owner) = owner else { continue };
             let ids = b["mandate"]["ancestors"]
@@ -106,13 +110,48 @@ impl Owners {
             }
         }
         for ((ns, key), v) in &rows.state {
-            if ns == "mandates"
-                && let Some(owner) = one_owner(v)
-            {
-                o.ids.insert(key.clone(), owner);
+            let Some(owner) = BY_VALUE
+                .contains(&ns.as_str())
+                .then(|| one_owner(v))
+                .flatten()
+            else {
+                continue;
+            };
+            if ns == "mandates" {
+                o.ids.insert(key.clone(), owner.clone());
+            }
+            // the users its mandates name (a tenant moved in has no
+            // decision's receipt here to say so)
+            let mut users = BTreeSet::new();
+            named(v, "user", &mut users);
+            for u in users {
+                o.users.entry(u).or_default().insert(owner.clone());
             }
         }
         o
+    }
+
+    /// What a tenant moved in brought (its rows have no decision's
+    /// receipt on this shard).
+    fn brought(&mut self, b: &Value) {
+        let Some(t) = b["tenant"].as_str() else {
+            return;
+        };
+        let br = &b["brought"];
+        for id in br["budgets"].as_object().into_iter().flat_map(|m| m.keys()) {
+            self.ids.insert(id.clone(), t.to_string());
+        }
+        for op in br["executions"].as_array().into_iter().flatten() {
+            if let Some(op) = op.as_str() {
+                let op = crate::store::read_operation(op).unwrap_or(op);
+                self.ops.insert(op.to_string(), t.to_string());
+            }
+        }
+        for n in br["nonces"].as_array().into_iter().flatten() {
+            if let Some(n) = n.as_str() {
+                self.nonces.insert(n.to_string(), t.to_string());
+            }
+        }
     }
 
     fn of_key(&self, key: &str) -> Option<&String> {
@@ -132,18 +171,23 @@ fn one_owner(v: &Value) -> Option<String> {
 }
 
 fn owners_in(v: &Value, found: &mut BTreeSet<String>) {
+    named(v, "owner", found)
+}
+
+/// Every string under a key `field`, wherever it is in `v`.
+fn named(v: &Value, field: &str, found: &mut BTreeSet<String>) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
-                match (k.as_str(), x) {
-                    ("owner", Value::String(s)) => {
+                match x {
+                    Value::String(s) if k == field => {
                         found.insert(s.clone());
                     }
-                    _ => owners_in(x, found),
+                    _ => named(x, field, found),
                 }
             }
         }
-        Value::Array(a) => a.iter().for_each(|x| owners_in(x, found)),
+        Value::Array(a) => a.iter().for_each(|x| named(x, field, found)),
         _ => {}
     }
 }

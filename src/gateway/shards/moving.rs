@@ -418,8 +418,12 @@ fn read_rows(f: &Fence<'_>) -> Result<TenantRows, MoveError> {
     })
 }
 
-fn void_key(fence: &str) -> String {
-    format!("void/{fence}")
+/// The new shard's record of a fence: `"committed"` (the move landed
+/// here) or `"void"` (it never will). Kept for good, whatever the tenant
+/// does later (moves on from here), so that the arbiter's answer never
+/// changes.
+fn fence_key(fence: &str) -> String {
+    format!("fence/{fence}")
 }
 
 /// Step 3, the commit point: on the new shard, the rows, the tenant held
@@ -432,9 +436,10 @@ fn commit(
     let v =
         f.to.store
             .transaction(&mut |tx| {
-                if tx.state_get(NS, &void_key(&f.id))?.is_some() {
+                if tx.state_get(NS, &fence_key(&f.id))?.is_some() {
                     return Err(StoreError::Aborted("the fence was voided here".into()));
                 }
+                tx.state_put(NS, &fence_key(&f.id), &json!("committed"))?;
                 if standing(tx, f.tenant)? == Standing::Held {
                     return Err(StoreError::Aborted(
                         "the tenant is already held here".into(),
@@ -614,13 +619,13 @@ fn recover(f: &Fence<'_>) -> Result<(Recovered, Option<Moved>), MoveError> {
     let v =
         f.to.store
             .transaction(&mut |tx| {
-                let held = tx.state_get(NS, &tenant_key(f.tenant))?;
-                if held.is_some_and(|h| h["fence"].as_str() == Some(f.id.as_str())) {
-                    return Ok(Value::Bool(true));
-                }
-                if tx.state_get(NS, &void_key(&f.id))?.is_none() {
-                    tx.state_put(NS, &void_key(&f.id), &Value::Bool(true))?;
-                    tx.append_receipt(&receipt(f, "void", json!({"from": f.from.name()})))?;
+                match tx.state_get(NS, &fence_key(&f.id))? {
+                    Some(v) if v == "committed" => return Ok(Value::Bool(true)),
+                    Some(_) => {}
+                    None => {
+                        tx.state_put(NS, &fence_key(&f.id), &json!("void"))?;
+                        tx.append_receipt(&receipt(f, "void", json!({"from": f.from.name()})))?;
+                    }
                 }
                 Ok(Value::Bool(false))
             })
