@@ -412,6 +412,21 @@ fn the_trusted_side_is_fenced_too() {
             let signed = serde_json::from_value(w.approve("emma", &wl.pending.1)).unwrap();
             let e = gw.submit_approval(&signed).unwrap_err();
             assert!(e.to_string().contains("being moved"), "{e}");
+            // nor a child mandate recorded, nor one revoked
+            let parent: MandateToken = serde_json::from_value(wl.emma.clone()).unwrap();
+            let req = ChildRequest {
+                scopes: vec!["payments.write".into()],
+                budget: Some(1_000),
+                calls: Some(1),
+                expires_at: Some(parent.mandate.expires_at),
+                ..Default::default()
+            };
+            let child = gw.issue_child(&parent, &req, w.key("emma")).unwrap();
+            let e = gw.record_child(&child, "cli").unwrap_err();
+            assert!(e.to_string().contains("being moved"), "{e}");
+            let id = wl.child["mandate"]["id"].as_str().unwrap();
+            let e = gw.revoke_child(id, "emma").unwrap_err();
+            assert!(e.to_string().contains("being moved"), "{e}");
             checked = true;
         }
         Ok(())
