@@ -198,7 +198,7 @@ fn a_moved_tenant_is_decided_on_its_new_shard_with_everything_it_had() {
     let gw = router(&w, &after);
     let again = decide(&gw, wl.executed.clone(), &wl.emma);
     assert_eq!(again.decision, Outcome::Allow, "{again:?}");
-    assert_eq!(again.receipt.as_ref().map(|_| ()), Some(()));
+    assert!(again.replayed, "answered from the store: {again:?}");
     let spent = |id: &str| {
         b.transaction(&mut |tx| Ok(json!(tx.spent(id)?.amount)))
             .unwrap()
@@ -462,4 +462,39 @@ fn a_move_ended_after_the_tenant_moved_on_is_still_finished() {
     assert!(matches!(standing_on(&w, "b.db"), Standing::Moved { .. }));
     assert_eq!(standing_on(&w, "c.db"), Standing::Held);
     check_clean(&map(&w, &[("emma", "c.db"), ("noah", "a.db")]));
+}
+
+/// A tenant the map does not name, decided on the default shard, moves to
+/// a shard of its own.
+#[test]
+fn a_tenant_of_the_default_shard_moves_to_its_own() {
+    let w = TestWorld::new();
+    let mut m = map(&w, &[("emma", "a.db")]);
+    m.default = Some(w.dir.path().join("rest.db"));
+    place(&m);
+    let gw = router(&w, &m);
+    let no = w.mandate(MandateSpec::bank("noah"));
+    assert_eq!(
+        decide(&gw, transfer_of("noah", 1200), &no).decision,
+        Outcome::Allow
+    );
+    let b = opened(&w, "b.db");
+    let moved = moving::move_tenant(&m, &shards_of(&m), "noah", &b, now(), &mut no_stop).unwrap();
+    assert!(moved.rows >= 2, "{moved:?}");
+    // the stale instance sends noah to the default, which denies him
+    assert_deny(
+        &decide(&gw, transfer_of("noah", 1300), &no),
+        "authn",
+        "moved off this shard",
+    );
+    let mut after = map(&w, &[("emma", "a.db"), ("noah", "b.db")]);
+    after.default = m.default.clone();
+    let gw = router(&w, &after);
+    let again = decide(&gw, transfer_of("noah", 1200), &no);
+    assert!(again.replayed, "{again:?}");
+    assert_eq!(
+        decide(&gw, transfer_of("noah", 1300), &no).decision,
+        Outcome::Allow
+    );
+    check_clean(&after);
 }

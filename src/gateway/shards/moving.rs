@@ -383,6 +383,8 @@ fn fence(f: &Fence<'_>, on_default: bool) -> Result<(u64, String), MoveError> {
                 &tenant_key(f.tenant),
                 &json!({"status": "moving", "to": f.to.name(), "fence": f.id}),
             )?;
+            // a default shard's tenant was in no index: `check` reads it
+            index_add(tx, f.tenant)?;
             let r = tx.append_receipt(&receipt(f, "moving", json!({"to": f.to.name()})))?;
             Ok(json!({"seq": r.seq, "hash": r.hash}))
         })
