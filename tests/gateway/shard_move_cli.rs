@@ -171,6 +171,14 @@ fn a_move_killed_at_any_step_is_ended_by_the_next_one() {
             matches!(standing_on(&w, "a.db"), Standing::Moving { .. }),
             "{at}"
         );
+        // `ipc shards check` names the tenant left fenced
+        let check = ipc(&["shards", "check", "--world", &path_str(&world)], None);
+        assert_eq!(check.status.code(), Some(1), "{at}");
+        let text = String::from_utf8_lossy(&check.stdout);
+        assert!(
+            text.contains("tenant `emma` is being moved"),
+            "{at}: {text}"
+        );
         // noah is decided on a.db meanwhile
         let no = w.mandate(MandateSpec::bank("noah"));
         assert_eq!(
