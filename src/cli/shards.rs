@@ -213,19 +213,21 @@ fn move_tenant(args: &ShardsMoveArgs, out: &mut dyn Write) -> u8 {
     let opened;
     let to = match shards.iter().find(|s| s.location == to_loc) {
         Some(s) => s,
-        None => match admin::open_all(
-            &ShardMap {
-                tenants: Default::default(),
-                default: Some(to_loc.clone()),
-            },
-            &|p| crate::store::open(p, true),
-        ) {
-            Ok(mut v) if !v.is_empty() => {
-                opened = v.remove(0);
+        None => match crate::store::open(&to_loc, true) {
+            Ok(store) => {
+                opened = Opened {
+                    location: to_loc.clone(),
+                    store,
+                };
                 &opened
             }
-            Ok(_) => return 1,
-            Err(e) => return fail(args.format, out, &e),
+            Err(source) => {
+                let e = crate::gateway::shards::ShardError::Open {
+                    store: to_loc.display().to_string(),
+                    source,
+                };
+                return fail(args.format, out, &e);
+            }
         },
     };
     let now = match crate::gateway::unix_now() {
