@@ -1,10 +1,12 @@
-//! `ipc shards init --world W` (places the map's tenants on their shards)
-//! and `ipc shards check --world W` (every shard's chain, placements and
-//! receipts against the map, and its head; exit 1 on any problem). Both
-//! read the world's `[store.shards]` only: no bundle.
+//! `ipc shards init --world W` (places the map's tenants on their shards),
+//! `ipc shards check --world W` (every shard's chain, placements and
+//! receipts against the map, and its head; exit 1 on any problem) and
+//! `ipc shards move TENANT --to URL --world W`. All read the world's
+//! `[store.shards]` only: no bundle.
 
 use super::Format;
 use crate::gateway::shards::admin::{self, Opened};
+use crate::gateway::shards::moving;
 use crate::gateway::world::{ShardMap, shard_map_of};
 use clap::Subcommand;
 use miette::Diagnostic;
@@ -29,6 +31,28 @@ pub enum ShardsCommand {
     /// the tenants the map sends to it, no tenant is held twice, and every
     /// receipt on it belongs to a tenant it holds; prints each head.
     Check(ShardsWorldArgs),
+    /// Move a tenant to another shard: its decisions fenced meanwhile, its
+    /// budgets, nonces, executions, pending operations, state, registry
+    /// changes and child mandates copied, the old shard left marking it
+    /// moved. Run again after a failure: it ends the unfinished move
+    /// first. Then send the tenant to URL in the world's map.
+    Move(ShardsMoveArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShardsMoveArgs {
+    /// The tenant (a mandate's `owner`).
+    pub tenant: String,
+    /// The store to move it to, as the map would name it (a file relative
+    /// to the world, or a `postgres://` URL).
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// The world whose `[store.shards]` sends the tenant to its shard now.
+    #[arg(long, value_name = "FILE")]
+    pub world: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
 }
 
 #[derive(clap::Args, Debug)]
@@ -56,6 +80,7 @@ pub fn run(args: &ShardsArgs, out: &mut dyn Write) -> u8 {
     match &args.command {
         ShardsCommand::Init(a) => init(a, out),
         ShardsCommand::Check(a) => check(a, out),
+        ShardsCommand::Move(a) => move_tenant(a, out),
     }
 }
 
@@ -170,4 +195,84 @@ fn check(args: &ShardsWorldArgs, out: &mut dyn Write) -> u8 {
         return 1;
     }
     u8::from(!ok)
+}
+
+fn move_tenant(args: &ShardsMoveArgs, out: &mut dyn Write) -> u8 {
+    let (map, shards) = match open(&args.world, false) {
+        Ok(x) => x,
+        Err(e) => return fail(args.format, out, e.as_ref()),
+    };
+    let base = args.world.parent().unwrap_or(Path::new("."));
+    let to_loc = if crate::store::postgres::is_url(&args.to) {
+        PathBuf::from(&args.to)
+    } else {
+        base.join(&args.to)
+    };
+    // a store the map names already is the one opened; a new one may be
+    // created (an SQLite file, a PostgreSQL schema)
+    let opened;
+    let to = match shards.iter().find(|s| s.location == to_loc) {
+        Some(s) => s,
+        None => match crate::store::open(&to_loc, true) {
+            Ok(store) => {
+                opened = Opened {
+                    location: to_loc.clone(),
+                    store,
+                };
+                &opened
+            }
+            Err(source) => {
+                let e = crate::gateway::shards::ShardError::Open {
+                    store: to_loc.display().to_string(),
+                    source,
+                };
+                return fail(args.format, out, &e);
+            }
+        },
+    };
+    let now = match crate::gateway::unix_now() {
+        Ok(n) => n,
+        Err(e) => return fail(args.format, out, &e),
+    };
+    let moved = moving::move_tenant(&map, &shards, &args.tenant, to, now, &mut pause);
+    let m = match moved {
+        Ok(m) => m,
+        Err(e) => return fail(args.format, out, &e),
+    };
+    let written = match args.format {
+        Format::Json => writeln!(out, "{}", json!({"ok": true, "moved": m})),
+        Format::Human => {
+            let mut text = String::new();
+            match m.recovered {
+                Some(moving::Recovered::Finished) => {
+                    text.push_str("an earlier move had committed: finished\n")
+                }
+                Some(moving::Recovered::RolledBack) => {
+                    text.push_str("an earlier move had not committed: rolled back, moved again\n")
+                }
+                None => {}
+            }
+            text.push_str(&format!(
+                "moved    {} from {} to {} ({} rows)\n         old shard's fence receipt {} {}\n         new shard's first receipt {} {}\nsend `{}` to `{}` in the world's `[store.shards]`\n",
+                m.tenant, m.from, m.to, m.rows, m.from_receipt.0, m.from_receipt.1,
+                m.to_receipt.0, m.to_receipt.1, m.tenant, args.to
+            ));
+            out.write_all(text.as_bytes())
+        }
+    };
+    u8::from(written.is_err())
+}
+
+/// Test builds only: `IPC_TEST_PAUSE_AFTER=fence|copy|commit` stops the
+/// move after that step (the kill -9 tests), saying so on stderr.
+fn pause(step: moving::Step) -> Result<(), String> {
+    if cfg!(debug_assertions)
+        && std::env::var("IPC_TEST_PAUSE_AFTER").is_ok_and(|s| s == step.name())
+    {
+        eprintln!("paused after {}", step.name());
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        }
+    }
+    Ok(())
 }

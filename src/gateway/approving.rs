@@ -223,6 +223,10 @@ impl crate::gateway::Gateway {
                     "no pending operation `{hash}`"
                 )));
             };
+            // a tenant being moved (or moved) is changed on no shard here
+            if let Some(why) = self.holding.refusal(tx, &op.owner)? {
+                return Err(StoreError::Aborted(why));
+            }
             if op.approvals.contains(&value)
                 && let Some(first) = op.approval_receipts.get(&signed.signature)
             {
@@ -349,6 +353,9 @@ impl crate::gateway::Gateway {
         }
         let now = self.now()?;
         Ok(self.with_receipt(&mut |tx| {
+            if let Some(why) = self.holding.refusal(tx, &op.owner)? {
+                return Err(StoreError::Aborted(why));
+            }
             let Some(op) = decline(tx, hash, who, until, now)? else {
                 return Err(StoreError::Aborted(format!(
                     "no pending operation `{hash}`"

@@ -363,6 +363,12 @@ impl Gateway {
         };
         let mut replayed = false;
         let link = self.with_receipt(&mut |tx| {
+            // a tenant being moved (or moved) is changed on no shard here
+            if owner != "*"
+                && let Some(why) = self.holding.refusal(tx, owner)?
+            {
+                return Err(StoreError::Aborted(why));
+            }
             if let Some(n) = nonce {
                 if tx.nonce_used(n)? {
                     replayed = true;

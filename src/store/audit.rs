@@ -203,6 +203,10 @@ fn cross_check(records: &[ReceiptRecord], accounts: &Accounts, problems: &mut Ve
             seq: r.seq,
             reason: reason.to_string(),
         };
+        if str_at(b, &["kind"]) == Some("shard") && str_at(b, &["change"]) == Some("moved-in") {
+            brought(r.seq, b, accounts, &mut ledger, problems);
+            continue;
+        }
         // a replay answers with the recorded result and consumes nothing;
         // a SHADOW decision that would have been an ALLOW consumed under
         // the shadow keys (`crate::gateway::shadow`)
@@ -351,6 +355,64 @@ fn cross_check(records: &[ReceiptRecord], accounts: &Accounts, problems: &mut Ve
         if !ledger.nonces.contains_key(n) {
             problems.push(ChainProblem::NonceWithoutReceipt { nonce: n.clone() });
         }
+    }
+}
+
+/// A tenant moved in from another shard (`ipc shards move`): its receipt
+/// lists what the move wrote here (`brought`: budgets as `[amount,
+/// calls]` added, nonces and executions recorded), which the old shard's
+/// receipts account for.
+fn brought(
+    seq: u64,
+    b: &Value,
+    accounts: &Accounts,
+    ledger: &mut Ledger,
+    problems: &mut Vec<ChainProblem>,
+) {
+    let Some(br) = b.get("brought") else {
+        problems.push(ChainProblem::Unaccounted {
+            seq,
+            reason: "a tenant moved in without `brought`".into(),
+        });
+        return;
+    };
+    let strs = |k: &str| -> Vec<String> {
+        br.get(k)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect()
+    };
+    for (id, v) in br
+        .get("budgets")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let e = ledger.budgets.entry(id.clone()).or_default();
+        e.0 += i128::from(v.get(0).and_then(Value::as_i64).unwrap_or(0));
+        e.1 =
+            e.1.saturating_add(v.get(1).and_then(Value::as_u64).unwrap_or(0));
+    }
+    for n in strs("nonces") {
+        if !accounts.nonces.contains(&n) {
+            problems.push(ChainProblem::ReceiptNonceNotUsed {
+                seq,
+                nonce: n.clone(),
+            });
+        }
+        ledger.nonces.entry(n).or_insert(seq);
+    }
+    for op in strs("executions") {
+        if !accounts.executions.contains(&op) {
+            problems.push(ChainProblem::ReceiptWithoutExecution {
+                seq,
+                operation_hash: op.clone(),
+            });
+        }
+        ledger.executions.entry(op).or_insert(seq);
     }
 }
 

@@ -251,6 +251,21 @@ impl Store for MemoryStore {
         Ok(self.lock().head.clone())
     }
 
+    fn rows(&self) -> Result<super::Rows, StoreError> {
+        let s = self.lock();
+        Ok(super::Rows {
+            budgets: s.budgets.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            nonces: s.nonces.iter().cloned().collect(),
+            executions: s.executions.clone().into_iter().collect(),
+            revocations: s.revocations.iter().cloned().collect(),
+            state: s
+                .state
+                .iter()
+                .flat_map(|(ns, kv)| kv.iter().map(|(k, v)| ((ns.clone(), k.clone()), v.clone())))
+                .collect(),
+        })
+    }
+
     fn snapshot(&self) -> Result<Snapshot, StoreError> {
         let s = self.lock();
         Ok(Snapshot {

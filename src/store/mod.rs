@@ -17,6 +17,7 @@
 pub mod audit;
 pub mod checkpoint;
 pub mod checkpoint_set;
+pub mod export;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -36,6 +37,7 @@ use serde_json::Value;
 use crate::canonical::Jcs;
 pub use audit::{Accounts, Snapshot, StoredReceipt, verify_store};
 pub use checkpoint::{Checkpoint, CheckpointError};
+pub use export::Rows;
 pub use receipts::{ChainLink, ChainProblem, Receipt, ReceiptRecord, verify_chain};
 
 /// The key an executed read is recorded under (in the store's executed
@@ -239,6 +241,16 @@ pub trait Store: Send + Sync {
     /// Whether [`Tx::registry_rows`] can read registry tables (PostgreSQL).
     fn registry_tables(&self) -> bool {
         false
+    }
+
+    /// Every row of the store's tables besides the receipts (budgets,
+    /// nonces, executions, revocations, state), read in one read
+    /// transaction: what moving a tenant copies ([`export`]). A store
+    /// without tables to list refuses.
+    fn rows(&self) -> Result<Rows, StoreError> {
+        Err(StoreError::Backend(
+            "this store cannot list its rows".into(),
+        ))
     }
 }
 

@@ -631,6 +631,10 @@ impl Store for SqliteStore {
             .map_err(backend)
     }
 
+    fn rows(&self) -> Result<super::Rows, StoreError> {
+        super::export::sqlite_rows(&self.lock_reader())
+    }
+
     fn snapshot(&self) -> Result<Snapshot, StoreError> {
         let conn = self.lock_reader();
         // one read transaction: WAL gives it one consistent view, so a

@@ -25,5 +25,7 @@ mod regressions;
 mod secrets_at_rest;
 mod shadow;
 mod shard_failures;
+mod shard_move;
+mod shard_move_cli;
 mod shard_routing;
 mod trusted;

@@ -461,3 +461,37 @@ fn a_read_only_transaction_sees_the_committed_state_and_keeps_nothing() {
         "a read-only write was kept"
     );
 }
+
+/// `Store::rows` lists every row of every table besides the receipts, as
+/// committed (what `ipc shards move` reads off the old shard).
+#[test]
+fn rows_lists_every_committed_row() {
+    each_store(|s| {
+        tx(s, |t| {
+            t.spend("m1", 500)?;
+            t.spend("m1", 0)?;
+            t.use_nonce("n1")?;
+            t.record_execution("op1", &json!({"ok": true}))?;
+            t.revoke("tok1")?;
+            t.state_put("ap.invoice_status", "INV-1", &json!("paid"))?;
+            t.append_receipt(&json!({"decision": "ALLOW"}))?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+        let _ = tx(s, |t| {
+            t.use_nonce("lost")?;
+            Err(StoreError::Aborted("rolled back".into()))
+        });
+        let rows = s.rows().unwrap();
+        assert_eq!(rows.budgets["m1"].amount, 500);
+        assert_eq!(rows.budgets["m1"].calls, 2);
+        assert_eq!(rows.nonces, ["n1".to_string()].into());
+        assert_eq!(rows.executions["op1"], json!({"ok": true}));
+        assert_eq!(rows.revocations, ["tok1".to_string()].into());
+        assert_eq!(
+            rows.state[&("ap.invoice_status".to_string(), "INV-1".to_string())],
+            json!("paid")
+        );
+        assert_eq!(rows.len(), 5);
+    });
+}

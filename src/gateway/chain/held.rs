@@ -44,7 +44,7 @@ impl Gateway {
         };
         let body = self.mandate_receipt("proposed", &unsigned, via, now)?;
         let id = d.mandate.id.clone();
-        self.in_tx(&mut |tx| {
+        self.in_tx(&d.mandate.owner, &mut |tx| {
             if tx.state_get(PENDING_NS, &id)?.is_some_and(|v| !v.is_null())
                 || tx.state_get(NS, &id)?.is_some()
             {
@@ -146,7 +146,7 @@ impl Gateway {
         let body = self.mandate_receipt("declined", &unsigned, by, now)?;
         let id = id.to_string();
         let owner = unsigned.mandate.owner.clone();
-        self.in_tx(&mut |tx| {
+        self.in_tx(&owner, &mut |tx| {
             tx.state_put(PENDING_NS, &id, &Value::Null)?;
             listing::remove(tx, PENDING_NS, &owner, &id)?;
             tx.append_receipt_jcs(&body)
@@ -171,7 +171,7 @@ impl Gateway {
         let now = self.now().map_err(|e| StoreError::Aborted(e.to_string()))?;
         let body = self.mandate_receipt("revoked", &issued.token, by, now)?;
         let id = id.to_string();
-        self.in_tx(&mut |tx| {
+        self.in_tx(&issued.token.mandate.owner, &mut |tx| {
             tx.revoke(&id)?;
             tx.append_receipt_jcs(&body)
         })
@@ -226,13 +226,19 @@ impl Gateway {
         Ok(out)
     }
 
-    /// Runs `f` in a transaction and returns the receipt link it appended.
+    /// Runs `f` in a transaction and returns the receipt link it appended;
+    /// refused when this shard may not change `owner`'s mandates (the
+    /// tenant is being moved, or moved away).
     pub(super) fn in_tx(
         &self,
+        owner: &str,
         f: &mut dyn FnMut(&mut dyn Tx) -> Result<crate::store::ChainLink, StoreError>,
     ) -> Result<ReceiptRef, ChildError> {
         let mut link = None;
         self.store.transaction(&mut |tx| {
+            if let Some(why) = self.holding.refusal(tx, owner)? {
+                return Err(StoreError::Aborted(why));
+            }
             link = Some(f(tx)?);
             Ok(Value::Null)
         })?;
@@ -370,7 +376,8 @@ pub fn get(tx: &mut dyn Tx, id: &str) -> Result<Option<Issued>, StoreError> {
     if id == INDEX {
         return Ok(None);
     }
-    match tx.state_get(NS, id)? {
+    // null: the tenant moved to another shard (`ipc shards move`)
+    match tx.state_get(NS, id)?.filter(|v| !v.is_null()) {
         Some(v) => serde_json::from_value(v)
             .map(Some)
             .map_err(|e| StoreError::Backend(format!("recorded mandate `{}`: {e}", echo(id)))),

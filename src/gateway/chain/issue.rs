@@ -282,7 +282,7 @@ impl Gateway {
         let body = self.mandate_receipt("issued", token, via, now)?;
         let id = token.mandate.id.clone();
         let owner = token.mandate.owner.clone();
-        self.in_tx(&mut |tx| {
+        self.in_tx(&owner, &mut |tx| {
             if tx.state_get(NS, &id)?.is_some() {
                 return Err(StoreError::Conflict(format!(
                     "mandate `{}` is already recorded",

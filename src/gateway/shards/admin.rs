@@ -99,7 +99,7 @@ pub fn place(
         for tenant in map.tenants_of(&s.location) {
             match read(s, &mut |tx| standing(tx, tenant))? {
                 Standing::Held => continue,
-                Standing::Moved { to } => {
+                Standing::Moved { to } | Standing::Moving { to, .. } => {
                     return Err(ShardError::NotHeld {
                         tenant: tenant.into(),
                         store: s.name(),
@@ -196,12 +196,8 @@ fn mark(s: &Opened, tenant: &str, what: Mark<'_>, now: i64) -> Result<(), ShardE
                     "held"
                 }
             };
-            let mut index: BTreeSet<String> = tx
-                .state_get(NS, INDEX_KEY)?
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default();
-            if tenant != "*" && index.insert(tenant.to_string()) {
-                tx.state_put(NS, INDEX_KEY, &json!(index))?;
+            if tenant != "*" {
+                index_add(tx, tenant)?;
             }
             let mut w = crate::canonical::ObjectWriter::new();
             w.str("change", change)
@@ -216,6 +212,18 @@ fn mark(s: &Opened, tenant: &str, what: Mark<'_>, now: i64) -> Result<(), ShardE
             store: s.name(),
             source,
         })
+}
+
+/// Adds `tenant` to the shard's index of tenants (what `check` reads).
+pub(super) fn index_add(tx: &mut dyn crate::store::Tx, tenant: &str) -> Result<(), StoreError> {
+    let mut index: BTreeSet<String> = tx
+        .state_get(NS, INDEX_KEY)?
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
+    if index.insert(tenant.to_string()) {
+        tx.state_put(NS, INDEX_KEY, &json!(index))?;
+    }
+    Ok(())
 }
 
 /// What `ipc shards check` found on one shard.
@@ -277,18 +285,20 @@ fn check_one(map: &ShardMap, s: &Opened) -> ShardReport {
             .unwrap_or_default();
         let mut held = vec![];
         let mut moved = BTreeMap::new();
+        let mut moving = vec![];
         for t in index {
             match standing(tx, &t)? {
                 Standing::Held => held.push(t),
                 Standing::Moved { to } => {
                     moved.insert(t, to);
                 }
+                Standing::Moving { to, fence } => moving.push((t, to, fence)),
                 Standing::Absent => {}
             }
         }
-        Ok((held, moved, is_default(tx)?))
+        Ok((held, moved, moving, is_default(tx)?))
     });
-    let (held, moved, marked_default) = match placed {
+    let (held, moved, moving, marked_default) = match placed {
         Ok(p) => p,
         Err(e) => {
             r.problems.push(e.to_string());
@@ -296,6 +306,14 @@ fn check_one(map: &ShardMap, s: &Opened) -> ShardReport {
         }
     };
     r.holds = held;
+    for (t, to, fence) in &moving {
+        r.problems.push(format!(
+            "tenant `{t}` is being moved to `{to}` (fence {fence}), and is decided nowhere until the move ends: run `ipc shards move {t} --to {to}` again"
+        ));
+    }
+    // a tenant being moved keeps its receipts here
+    let mut owns = r.holds.clone();
+    owns.extend(moving.into_iter().map(|(t, _, _)| t));
     let is_default_loc = map.default.as_ref() == Some(&s.location);
     r.default = is_default_loc && marked_default;
     if is_default_loc && !marked_default {
@@ -319,9 +337,8 @@ fn check_one(map: &ShardMap, s: &Opened) -> ShardReport {
                     .extend(ps.iter().map(|p: &ChainProblem| format!("chain: {p}")));
             }
             let records = snap.records();
-            r.problems.extend(foreign_receipts(
-                map, s, &records, &r.holds, &moved, r.default,
-            ));
+            r.problems
+                .extend(foreign_receipts(map, s, &records, &owns, &moved, r.default));
         }
         Err(e) => r.problems.push(e.to_string()),
     }
@@ -359,8 +376,15 @@ fn foreign_receipts(
     for rec in records {
         let b = &rec.body;
         if b["kind"] == "shard" {
-            if let Some(t) = b["tenant"].as_str().filter(|_| b["change"] == "moved") {
-                moved_at.insert(t.to_string(), rec.seq);
+            // from its fence on, a tenant moved away decides nothing here
+            // (until it is held here again: a fence rolled back, a move
+            // back)
+            if let Some(t) = b["tenant"].as_str() {
+                if b["change"] == "moved" || b["change"] == "moving" {
+                    moved_at.entry(t.to_string()).or_insert(rec.seq);
+                } else if b["change"] == "held" || b["change"] == "moved-in" {
+                    moved_at.remove(t);
+                }
             }
             continue;
         }

@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub mod admin;
+pub mod attribute;
+pub mod moving;
 
 /// The state namespace where a shard records its tenants.
 pub const NS: &str = "shards";
@@ -52,6 +54,12 @@ pub enum Standing {
     Moved {
         to: String,
     },
+    /// Being moved to another shard (`ipc shards move` fenced it):
+    /// never decided here, nor anywhere, until the move ends.
+    Moving {
+        to: String,
+        fence: String,
+    },
     /// Never placed here.
     Absent,
 }
@@ -62,6 +70,10 @@ pub fn standing(tx: &mut dyn Tx, tenant: &str) -> Result<Standing, StoreError> {
         Some(v) if v["status"] == "held" => Standing::Held,
         Some(v) if v["status"] == "moved" => Standing::Moved {
             to: v["to"].as_str().unwrap_or("?").to_string(),
+        },
+        Some(v) if v["status"] == "moving" => Standing::Moving {
+            to: v["to"].as_str().unwrap_or("?").to_string(),
+            fence: v["fence"].as_str().unwrap_or("?").to_string(),
         },
         _ => Standing::Absent,
     })
@@ -90,6 +102,10 @@ impl Holding {
             Standing::Held => None,
             Standing::Moved { to } => Some(format!(
                 "tenant `{t}` has moved off this shard (to `{}`): this instance's shard map is stale",
+                crate::base::json::echo(&to)
+            )),
+            Standing::Moving { to, .. } => Some(format!(
+                "tenant `{t}` is being moved to another shard (`{}`): its decisions resume there when the move is done",
                 crate::base::json::echo(&to)
             )),
             Standing::Absent if *default && is_default(tx)? => None,
@@ -220,7 +236,12 @@ impl ShardSet {
                     for t in &tenants {
                         let why = match standing(tx, t)? {
                             Standing::Held => continue,
-                            Standing::Moved { to } => format!(" (it moved to `{to}`)"),
+                            Standing::Moved { to } => format!(
+                                " (it moved to `{to}`: the map must send it there, `{t} = \"{to}\"`)"
+                            ),
+                            Standing::Moving { to, .. } => format!(
+                                " (it is being moved to `{to}`: run `ipc shards move {t} --to {to}` again to finish the move)"
+                            ),
                             Standing::Absent => String::new(),
                         };
                         out = Err(ShardError::NotHeld {

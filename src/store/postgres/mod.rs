@@ -769,6 +769,22 @@ impl Store for PgStore {
         })
     }
 
+    fn rows(&self) -> Result<crate::store::Rows, StoreError> {
+        let mut guard = self.lock();
+        let conn = self.connection(&mut guard)?;
+        conn.client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .map_err(backend)?;
+        let rows = crate::store::export::pg_read(&mut conn.client);
+        let end = conn.client.batch_execute("COMMIT");
+        if end.is_err() {
+            *guard = None;
+        }
+        let rows = rows?;
+        end.map_err(backend)?;
+        Ok(rows)
+    }
+
     fn snapshot(&self) -> Result<Snapshot, StoreError> {
         let mut guard = self.lock();
         let conn = self.connection(&mut guard)?;
