@@ -1,0 +1,349 @@
+//! `[[notify]]` (issue 41, item 3): each new pending operation delivered
+//! once per target to a local HTTPS receiver, signed, retried with the
+//! same idempotency key, never holding up a decision, with bounded
+//! concurrency, across a kill -9 of `ipc serve`; a target that is not
+//! HTTPS or not allowed refuses the start.
+
+#![cfg(feature = "notify")]
+
+use crate::common;
+use crate::notify_receiver::{Got, Mode, Receiver};
+use common::*;
+use intentplane::gateway::notify::Running;
+use intentplane::gateway::{Gateway, Outcome};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+const SECRET: &str = "test-notify-secret-0123456789";
+const PAGE: &str = "https://gw.example.com/approve";
+
+/// One target of the world: name, url, format, concurrency.
+struct T<'a>(&'a str, &'a str, &'a str, usize);
+
+/// Gives the world `targets` (with the receiver's authority, private
+/// addresses allowed) and the approval page.
+fn with_targets(w: &TestWorld, ca: &std::path::Path, targets: &[T<'_>]) {
+    std::fs::write(w.dir.path().join("notify.secret"), format!("{SECRET}\n")).unwrap();
+    let mut text = format!("approval_page = \"{PAGE}\"\n");
+    text.push_str(&std::fs::read_to_string(&w.world_path).unwrap());
+    for T(name, url, format, n) in targets {
+        text.push_str(&format!(
+            "\n[[notify]]\nname = \"{name}\"\nurl = \"{url}\"\nformat = \"{format}\"\nsecret_file = \"notify.secret\"\nca_file = \"{}\"\nallow_private = true\nconcurrency = {n}\n",
+            ca.display()
+        ));
+    }
+    std::fs::write(&w.world_path, text).unwrap();
+}
+
+/// A mandate for many transfers.
+fn many(w: &TestWorld) -> Value {
+    let mut s = MandateSpec::bank("emma");
+    s.budget = 100_000_000;
+    s.calls = 5_000;
+    w.mandate(s)
+}
+
+/// A transfer that needs approval, distinct for each `i`.
+fn big(i: usize) -> Value {
+    transfer(
+        LANDLORD,
+        json!(format!("{}.{:02}", 1500 + i / 100, i % 100)),
+    )
+}
+
+fn pending(gw: &Gateway, p: Value, m: &Value) -> String {
+    let d = decide(gw, p, m);
+    assert_eq!(d.decision, Outcome::Pending, "{d:#?}");
+    d.operation_hash.unwrap()
+}
+
+fn sender(gw: &Arc<Gateway>) -> Running {
+    intentplane::gateway::notify::start(gw.clone())
+        .unwrap()
+        .expect("a sender for the world's targets")
+}
+
+/// HMAC-SHA256 written out over SHA-256 (RFC 2104), independent of the
+/// gateway's.
+fn hmac_hex(key: &[u8], msg: &[u8]) -> String {
+    use sha2::Digest;
+    let mut k = [0u8; 64];
+    k[..key.len()].copy_from_slice(key);
+    let pad = |b: u8| k.iter().map(|x| x ^ b).collect::<Vec<u8>>();
+    let inner = sha2::Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(msg)
+        .finalize();
+    let outer = sha2::Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize();
+    hex::encode(outer)
+}
+
+/// The signature header checked against the body, as a receiver does.
+fn signed(g: &Got) -> bool {
+    let h = &g.headers["x-ipc-signature"];
+    let (t, v1) = h.split_once(',').unwrap();
+    let t = t.strip_prefix("t=").unwrap();
+    let v1 = v1.strip_prefix("v1=").unwrap();
+    let mut msg = format!("{t}.").into_bytes();
+    msg.extend(&g.body);
+    hmac_hex(SECRET.as_bytes(), &msg) == v1
+}
+
+fn body(g: &Got) -> Value {
+    serde_json::from_slice(&g.body).unwrap()
+}
+
+#[test]
+fn a_pending_operation_is_delivered_signed_once_per_target() {
+    let w = TestWorld::new();
+    let r = Receiver::start(w.dir.path(), Mode::Ok);
+    let slack_url = format!("{}?slack", r.url);
+    with_targets(
+        &w,
+        &r.ca_file,
+        &[
+            T("ops", &r.url, "json", 4),
+            T("chat", &slack_url, "slack", 4),
+        ],
+    );
+    let gw = Arc::new(w.gateway());
+    let m = many(&w);
+    let op = pending(&gw, big(0), &m);
+    // proposed again: still one delivery per target
+    assert_eq!(pending(&gw, big(0), &m), op);
+    // a secret parameter: shown as its commitment, never in clear
+    let pw =
+        json!({"action": "user.update_password", "args": {"new_password": "a long new password"}});
+    let op2 = pending(&gw, pw, &w.emma());
+    let s = sender(&gw);
+    assert!(
+        r.wait_for(60, |r| r.delivered().len() == 4),
+        "{:?}",
+        r.got()
+    );
+    // nothing more comes
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let got = r.got();
+    assert_eq!(got.len(), 4, "{got:?}");
+    for g in &got {
+        assert!(signed(g), "{g:?}");
+        assert!(!String::from_utf8_lossy(&g.body).contains("a long new password"));
+    }
+    let ops: Vec<&Got> = got
+        .iter()
+        .filter(|g| g.headers["idempotency-key"] == format!("{op}:ops"))
+        .collect();
+    assert_eq!(ops.len(), 1, "{got:?}");
+    let b = body(ops[0]);
+    let rec = gw.pending_op(&op).unwrap();
+    let shown = intentplane::gateway::render::checked(&gw, &rec).unwrap();
+    assert_eq!(b["summary"], json!(shown.text()));
+    assert_eq!(b["operation_hash"], json!(op));
+    assert_eq!(b["level"], json!(1));
+    assert_eq!(b["approval_page"], json!(format!("{PAGE}#{op}")));
+    assert_eq!(b["type"], json!("ipc.pending"));
+    let chat = got
+        .iter()
+        .find(|g| g.headers["idempotency-key"] == format!("{op2}:chat"))
+        .expect("the slack target's delivery");
+    let text = body(chat)["text"].as_str().unwrap().to_string();
+    assert!(text.contains(&op2) && text.contains(PAGE), "{text}");
+    let counted: u64 = s
+        .stats
+        .outcomes()
+        .iter()
+        .filter(|o| o.1 == "delivered")
+        .map(|o| o.2)
+        .sum();
+    assert_eq!(counted, 4);
+    s.stop();
+}
+
+#[test]
+fn a_failing_receiver_is_tried_again_with_the_same_key() {
+    let w = TestWorld::new();
+    let r = Receiver::start(w.dir.path(), Mode::Fail);
+    with_targets(&w, &r.ca_file, &[T("ops", &r.url, "json", 2)]);
+    let gw = Arc::new(w.gateway());
+    let op = pending(&gw, big(1), &many(&w));
+    let s = sender(&gw);
+    assert!(r.wait_for(60, |r| !r.got().is_empty()));
+    r.set(Mode::Ok);
+    assert!(
+        r.wait_for(60, |r| r.delivered().len() == 1),
+        "{:?}",
+        r.got()
+    );
+    let got = r.got();
+    assert!(got.len() >= 2 && got[0].status == 503, "{got:?}");
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(g.headers["idempotency-key"], format!("{op}:ops"));
+        assert_eq!(g.headers["x-ipc-attempt"], (i + 1).to_string());
+        assert!(signed(g));
+    }
+    let outcomes = s.stats.outcomes();
+    assert!(
+        outcomes.iter().any(|o| o.1 == "retried" && o.2 >= 1),
+        "{outcomes:?}"
+    );
+    s.stop();
+}
+
+/// A receiver that never answers holds its own deliveries, never a
+/// decision: every decision completes while it holds the requests.
+#[test]
+fn a_hanging_receiver_slows_no_decision() {
+    let w = TestWorld::new();
+    let r = Receiver::start(w.dir.path(), Mode::Hang);
+    with_targets(&w, &r.ca_file, &[T("ops", &r.url, "json", 2)]);
+    let gw = Arc::new(w.gateway());
+    let m = many(&w);
+    for i in 0..3 {
+        pending(&gw, big(i), &m);
+    }
+    let s = sender(&gw);
+    assert!(r.wait_for(60, |r| r.holding() == 2));
+    for i in 3..30 {
+        pending(&gw, big(i), &m);
+        let d = decide(&gw, transfer(LANDLORD, json!(format!("1.{i:02}"))), &m);
+        assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    }
+    // still held: the decisions did not wait for it
+    assert_eq!(r.holding(), 2);
+    assert!(r.delivered().is_empty());
+    r.set(Mode::Ok);
+    assert!(
+        r.wait_for(120, |r| r.delivered().len() == 30),
+        "{}",
+        r.got().len()
+    );
+    assert!(r.max_concurrent() <= 2);
+    s.stop();
+}
+
+#[test]
+fn a_burst_of_1000_pending_is_delivered_with_bounded_concurrency() {
+    let w = TestWorld::new();
+    let r = Receiver::start(w.dir.path(), Mode::Ok);
+    with_targets(&w, &r.ca_file, &[T("ops", &r.url, "json", 4)]);
+    let gw = Arc::new(w.gateway());
+    let m = many(&w);
+    for i in 0..1000 {
+        pending(&gw, big(i), &m);
+    }
+    let s = sender(&gw);
+    assert!(
+        r.wait_for(300, |r| r.delivered().len() >= 1000),
+        "{} delivered",
+        r.delivered().len()
+    );
+    let mut keys: Vec<String> = r
+        .got()
+        .iter()
+        .map(|g| g.headers["idempotency-key"].clone())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 1000);
+    assert!(r.max_concurrent() <= 4, "{}", r.max_concurrent());
+    assert!(s.stats.in_flight() <= 4);
+    s.stop();
+}
+
+/// Starts `ipc serve --listen` on `db` with the sender held while `hold`
+/// exists (the tests' build only).
+fn serve_held(w: &TestWorld, db: &std::path::Path, hold: &std::path::Path) -> common::http::Server {
+    use std::io::BufRead;
+    let m = common::http::write_mandate(w, &many(w));
+    let token_file = w.dir.path().join("token");
+    std::fs::write(&token_file, format!("{}\n", common::http::TOKEN)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut child = common::http::serve_cmd(w, &m)
+        .env("IPC_TEST_NOTIFY_HOLD", hold)
+        .args(["--store", &path_str(db), "--listen", "127.0.0.1:0"])
+        .args(["--auth-token-file", &path_str(&token_file)])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_string();
+    common::http::Server {
+        child,
+        addr,
+        unix: false,
+        token_file,
+        token: common::http::TOKEN.to_string(),
+    }
+}
+
+/// Killed (SIGKILL) after the PENDING committed and before anything was
+/// sent, the next process sends it, under the same key.
+#[test]
+fn a_gateway_killed_between_commit_and_send_sends_after_restart() {
+    let w = TestWorld::new();
+    let r = Receiver::start(w.dir.path(), Mode::Ok);
+    with_targets(&w, &r.ca_file, &[T("ops", &r.url, "json", 4)]);
+    let db = w.dir.path().join("state.db");
+    let hold = w.dir.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let mut s = serve_held(&w, &db, &hold);
+    let d = common::http::post(&s, &big(7)).body;
+    assert_eq!(d["decision"], "PENDING", "{d}");
+    let op = d["operation_hash"].as_str().unwrap().to_string();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(r.got().is_empty());
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    std::fs::remove_file(&hold).unwrap();
+    let _again = serve_held(&w, &db, &hold);
+    assert!(
+        r.wait_for(60, |r| r.delivered().len() == 1),
+        "{:?}",
+        r.got()
+    );
+    let got = r.got();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].headers["idempotency-key"], format!("{op}:ops"));
+    assert!(signed(&got[0]));
+}
+
+/// A world whose target is not HTTPS, or names a private address
+/// without `allow_private`, refuses the start.
+#[test]
+fn a_target_not_https_or_not_allowed_refuses_the_start() {
+    for (url, allow, code) in [
+        ("http://hooks.example.com/ipc", "", "ipc::notify::url"),
+        ("https://127.0.0.1:9/ipc", "", "ipc::notify::not_allowed"),
+        ("https://10.0.0.8/ipc", "", "ipc::notify::not_allowed"),
+    ] {
+        let w = TestWorld::new();
+        std::fs::write(w.dir.path().join("notify.secret"), format!("{SECRET}\n")).unwrap();
+        let mut text = format!("approval_page = \"{PAGE}\"\n");
+        text.push_str(&std::fs::read_to_string(&w.world_path).unwrap());
+        text.push_str(&format!(
+            "\n[[notify]]\nurl = \"{url}\"\nsecret_file = \"notify.secret\"\n{allow}"
+        ));
+        std::fs::write(&w.world_path, text).unwrap();
+        let m = common::http::write_mandate(&w, &w.emma());
+        let out = common::http::serve_cmd(&w, &m)
+            .args(["--stdio", "--ephemeral"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{url}: {err}");
+        assert!(err.contains(code), "{url}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+}
