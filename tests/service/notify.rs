@@ -162,6 +162,54 @@ fn a_pending_operation_is_delivered_signed_once_per_target() {
     s.stop();
 }
 
+/// The Python verification snippet of docs/notifications.md, as written,
+/// accepts a real delivery and refuses it with one byte changed.
+#[test]
+fn the_docs_python_snippet_verifies_a_delivery() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return common::tools::skip("python3", "the docs' verification snippet");
+    }
+    let w = TestWorld::new();
+    let r = Receiver::start(w.dir.path(), Mode::Ok);
+    with_targets(&w, &r.ca_file, &[T("ops", &r.url, "json", 1)]);
+    let gw = Arc::new(w.gateway());
+    pending(&gw, big(3), &many(&w));
+    let s = sender(&gw);
+    assert!(r.wait_for(60, |r| r.delivered().len() == 1));
+    s.stop();
+    let g = &r.got()[0];
+    let doc = std::fs::read_to_string(root().join("docs/notifications.md")).unwrap();
+    let start = doc.find("## Verifying a delivery").unwrap();
+    let code = doc[start..].split("```python\n").nth(1).unwrap();
+    let code = code.split("```").next().unwrap();
+    let dir = w.dir.path();
+    std::fs::write(dir.join("body"), &g.body).unwrap();
+    std::fs::write(dir.join("tampered"), [g.body.as_slice(), b" "].concat()).unwrap();
+    let script = format!(
+        "{code}\nimport sys\nsecret = open(sys.argv[1], 'rb').read().rstrip(b'\\n')\nfor f in sys.argv[3:]:\n    print(verify(secret, sys.argv[2], open(f, 'rb').read()))\n"
+    );
+    std::fs::write(dir.join("verify.py"), script).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(dir.join("verify.py"))
+        .arg(dir.join("notify.secret"))
+        .arg(&g.headers["x-ipc-signature"])
+        .arg(dir.join("body"))
+        .arg(dir.join("tampered"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(said, "True\nFalse\n");
+}
+
 #[test]
 fn a_failing_receiver_is_tried_again_with_the_same_key() {
     let w = TestWorld::new();
