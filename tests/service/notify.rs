@@ -395,3 +395,42 @@ fn a_target_not_https_or_not_allowed_refuses_the_start() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// Two instances on one PostgreSQL store, each with its sender: every
+/// pending operation is delivered, and once (a claimed row is not sent by
+/// the other instance).
+#[cfg(feature = "postgres")]
+#[test]
+fn two_instances_on_postgresql_deliver_each_operation_once() {
+    let Some(pg) = common::pg::fresh() else {
+        return;
+    };
+    let w = TestWorld::new();
+    let r = Receiver::start(w.dir.path(), Mode::Ok);
+    with_targets(&w, &r.ca_file, &[T("ops", &r.url, "json", 4)]);
+    let open = || intentplane::store::open(std::path::Path::new(&pg.url), true).unwrap();
+    let a = Arc::new(w.gateway_with(open()));
+    let b = Arc::new(w.gateway_with(open()));
+    let (sa, sb) = (sender(&a), sender(&b));
+    let m = many(&w);
+    for i in 0..50 {
+        pending(if i % 2 == 0 { &a } else { &b }, big(i), &m);
+    }
+    assert!(
+        r.wait_for(120, |r| r.delivered().len() >= 50),
+        "{}",
+        r.got().len()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let got = r.got();
+    let mut keys: Vec<&str> = got
+        .iter()
+        .map(|g| g.headers["idempotency-key"].as_str())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 50);
+    assert_eq!(got.len(), 50, "a row was sent twice");
+    sa.stop();
+    sb.stop();
+}

@@ -99,7 +99,7 @@ pub fn prepare(gw: &Gateway, target: &Target, d: &Delivery) -> Result<Vec<u8>, A
     };
     let mut op = None;
     gw.store
-        .transaction(&mut |tx| {
+        .read_only(&mut |tx| {
             op = crate::gateway::pending::get(tx, &d.operation_hash)?;
             Ok(Value::Null)
         })
