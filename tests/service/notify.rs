@@ -434,3 +434,65 @@ fn two_instances_on_postgresql_deliver_each_operation_once() {
     sa.stop();
     sb.stop();
 }
+
+/// `ipc run` sends nothing: its rows wait in the outbox, and `ipc notify
+/// drain` sends them.
+#[test]
+fn ipc_run_leaves_the_outbox_to_notify_drain() {
+    let w = TestWorld::new();
+    let r = Receiver::start(w.dir.path(), Mode::Ok);
+    with_targets(&w, &r.ca_file, &[T("ops", &r.url, "json", 2)]);
+    let db = path_str(&w.dir.path().join("state.db"));
+    let m = common::http::write_mandate(&w, &many(&w));
+    let ipc = |args: &[&str], input: &str| {
+        use std::io::Write;
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_ipc"))
+            .args(args)
+            .args([
+                "--bundle",
+                &path_str(&w.bundle_path),
+                "--world",
+                &path_str(&w.world_path),
+            ])
+            .args(["--store", &db])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        c.wait_with_output().unwrap()
+    };
+    let lines = format!("{}\n{}\n", big(1), big(2));
+    let run = ipc(&["run", "--mandate", &path_str(&m)], &lines);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout)
+            .matches("PENDING")
+            .count(),
+        2
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(r.got().is_empty());
+    let drain = ipc(&["notify", "drain", "--format", "json"], "");
+    let said: Value = serde_json::from_slice(&drain.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        said,
+        json!({"delivered": 2, "failed": 0, "waiting": 0}),
+        "{}",
+        String::from_utf8_lossy(&drain.stderr)
+    );
+    assert_eq!(drain.status.code(), Some(0));
+    assert_eq!(r.delivered().len(), 2);
+    // nothing left: a second drain sends nothing
+    let again = ipc(&["notify", "drain", "--format", "json"], "");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&again.stdout).unwrap()["delivered"],
+        0
+    );
+    assert_eq!(r.got().len(), 2);
+}

@@ -49,6 +49,27 @@ impl Stats {
     }
 }
 
+/// The gateways whose stores hold outboxes: each shard's, or `gw`.
+pub(crate) fn gateways(gw: &Gateway) -> Vec<&Gateway> {
+    match gw.shard_set() {
+        Some(set) => set.shards.iter().map(|s| &s.gw).collect(),
+        None => vec![gw],
+    }
+}
+
+/// How many deliveries wait in the outboxes of `gw`'s stores (due now or
+/// after a backoff).
+pub fn waiting(gw: &Gateway) -> Result<usize, crate::store::StoreError> {
+    let mut n = 0;
+    for g in gateways(gw) {
+        g.store.read_only(&mut |tx| {
+            n += outbox::due(tx)?.len();
+            Ok(Value::Null)
+        })?;
+    }
+    Ok(n)
+}
+
 /// The sender of a long-running process, while it runs.
 pub struct Running {
     pub stats: Arc<Stats>,

@@ -9,9 +9,9 @@
 //! stderr and `ipc_notify_deliveries_total{outcome="failed"}`).
 //! Decisions never wait for it.
 
-use super::Stats;
 use super::config::{NotifyError, Target};
 use super::outbox::{self, Attempt, Delivery};
+use super::{Stats, gateways};
 use crate::gateway::Gateway;
 use hmac::{KeyInit, Mac};
 use serde_json::Value;
@@ -121,14 +121,6 @@ struct Loop {
     /// Per target.
     in_flight: HashMap<String, usize>,
     stats: Arc<Stats>,
-}
-
-/// The gateways whose stores hold outboxes: each shard's, or `gw`.
-fn gateways(gw: &Gateway) -> Vec<&Gateway> {
-    match gw.shard_set() {
-        Some(set) => set.shards.iter().map(|s| &s.gw).collect(),
-        None => vec![gw],
-    }
 }
 
 impl Loop {
