@@ -87,6 +87,18 @@ pub fn start(gw: Arc<Gateway>) -> Result<Option<Sender>, NotifyError> {
         in_flight: HashMap::new(),
         stats: stats.clone(),
     };
+    let names: Vec<String> = l
+        .targets
+        .iter()
+        .map(|t| format!("`{}` ({})", t.name, t.host))
+        .collect();
+    crate::base::log::info(
+        "notify_started",
+        &format!(
+            "notify: new pending operations are sent to {}",
+            names.join(", ")
+        ),
+    );
     let flag = stop.clone();
     let thread = std::thread::Builder::new()
         .name("ipc-notify".into())
