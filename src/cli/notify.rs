@@ -7,7 +7,6 @@
 use super::Format;
 use super::gateway::GatewayArgs;
 use clap::Subcommand;
-use serde_json::json;
 use std::io::Write;
 
 #[derive(clap::Args, Debug)]
@@ -94,7 +93,7 @@ fn drain(args: &DrainArgs, out: &mut dyn Write) -> u8 {
         Format::Json => writeln!(
             out,
             "{}",
-            json!({"delivered": delivered, "failed": failed, "waiting": waiting})
+            serde_json::json!({"delivered": delivered, "failed": failed, "waiting": waiting})
         ),
         Format::Human => writeln!(
             out,
