@@ -137,16 +137,11 @@ struct Loop {
 
 impl Loop {
     fn run(&mut self, stop: &AtomicBool) {
+        let mut done: Vec<Done> = vec![];
         while !stop.load(Ordering::Relaxed) {
-            if !held() {
-                let gw = self.gw.clone();
-                for (i, g) in gateways(&gw).into_iter().enumerate() {
-                    self.claim_and_send(i, g);
-                }
-            }
+            self.round(std::mem::take(&mut done));
             let first = self.done_rx.recv_timeout(IDLE).ok();
-            let done: Vec<Done> = first.into_iter().chain(self.done_rx.try_iter()).collect();
-            self.settle(done);
+            done = first.into_iter().chain(self.done_rx.try_iter()).collect();
         }
     }
 
@@ -154,67 +149,108 @@ impl Loop {
         self.targets.iter().find(|t| t.name == name)
     }
 
-    /// Claims what is due and has a free slot, and sends it.
-    fn claim_and_send(&mut self, shard: usize, g: &Gateway) {
-        let free: HashMap<String, usize> = self
-            .targets
+    /// One round: on each store, in one transaction, the finished
+    /// attempts recorded and what is due claimed (up to the free slots);
+    /// then the claimed rows sent.
+    fn round(&mut self, done: Vec<Done>) {
+        let mut by_shard: BTreeMap<usize, Vec<Done>> = BTreeMap::new();
+        for d in done {
+            if d.sent {
+                self.release(&d);
+            }
+            by_shard.entry(d.shard).or_default().push(d);
+        }
+        let gw = self.gw.clone();
+        for (i, g) in gateways(&gw).into_iter().enumerate() {
+            let ds = by_shard.remove(&i).unwrap_or_default();
+            self.store_round(i, g, &ds);
+        }
+    }
+
+    /// The free slots of each target now (none while held).
+    fn free(&self) -> HashMap<String, usize> {
+        self.targets
             .iter()
             .map(|t| {
                 let used = self.in_flight.get(&t.name).copied().unwrap_or(0);
-                (t.name.clone(), t.concurrency.saturating_sub(used))
+                let free = if held() {
+                    0
+                } else {
+                    t.concurrency.saturating_sub(used)
+                };
+                (t.name.clone(), free)
             })
-            .collect();
-        if free.values().all(|n| *n == 0) {
+            .collect()
+    }
+
+    fn store_round(&mut self, shard: usize, g: &Gateway, ds: &[Done]) {
+        let free = self.free();
+        if ds.is_empty() && free.values().all(|n| *n == 0) {
             return;
         }
-        let leases: HashMap<String, i64> = self
-            .targets
-            .iter()
-            .map(|t| {
-                let ms = i64::try_from(t.timeout.as_millis()).unwrap_or(i64::MAX);
-                (t.name.clone(), ms.saturating_add(LEASE_MARGIN_MS))
-            })
-            .collect();
+        let mut settled: Vec<(Delivery, &Done)> = vec![];
         let mut claimed: Vec<Delivery> = vec![];
         let r = g.store.transaction(&mut |tx| {
+            settled.clear();
             claimed.clear();
-            let mut free = free.clone();
             let now = outbox::wall_ms();
-            for (key, at) in outbox::due(tx)? {
-                if at > now {
-                    break;
-                }
-                let Some((_, target)) = key.rsplit_once(':') else {
-                    continue;
-                };
-                let Some(slots) = free.get_mut(target) else {
-                    let gone = Attempt::Permanent(format!(
-                        "the target `{target}` is no longer in the world"
-                    ));
-                    outbox::settle(tx, &key, &gone, 0, now)?;
-                    continue;
-                };
-                if *slots == 0 {
-                    continue;
-                }
-                let lease = leases.get(target).copied().unwrap_or(LEASE_MARGIN_MS);
-                if let Some(d) = outbox::claim(tx, &key, now, lease)? {
-                    *slots -= 1;
-                    claimed.push(d);
+            for d in ds {
+                let max = self.target(&d.target).map_or(1, |t| t.max_attempts);
+                if let Some(row) = outbox::settle(tx, &d.key, &d.attempt, max, now)? {
+                    settled.push((row, d));
                 }
             }
+            self.claim(tx, free.clone(), now, &mut claimed)?;
             Ok(Value::Null)
         });
         if let Err(e) = r {
             crate::base::log::warn(
                 "notify_store",
-                &format!("notify: cannot read the outbox: {e}"),
+                &format!("notify: cannot read or write the outbox: {e}"),
             );
             return;
         }
+        settled.iter().for_each(|(row, d)| self.report(row, d));
         for d in claimed {
             self.send(shard, g, d);
         }
+    }
+
+    /// Claims, in `tx`, what is due and has a free slot in `free`.
+    fn claim(
+        &self,
+        tx: &mut dyn crate::store::Tx,
+        mut free: HashMap<String, usize>,
+        now: i64,
+        claimed: &mut Vec<Delivery>,
+    ) -> Result<(), crate::store::StoreError> {
+        if free.values().all(|n| *n == 0) {
+            return Ok(());
+        }
+        for (key, at) in outbox::due(tx)? {
+            if at > now {
+                break;
+            }
+            let Some((_, target)) = key.rsplit_once(':') else {
+                continue;
+            };
+            let Some(t) = self.target(target) else {
+                let gone =
+                    Attempt::Permanent(format!("the target `{target}` is no longer in the world"));
+                outbox::settle(tx, &key, &gone, 0, now)?;
+                continue;
+            };
+            let slots = free.entry(t.name.clone()).or_default();
+            if *slots == 0 {
+                continue;
+            }
+            let ms = i64::try_from(t.timeout.as_millis()).unwrap_or(i64::MAX);
+            if let Some(d) = outbox::claim(tx, &key, now, ms.saturating_add(LEASE_MARGIN_MS))? {
+                *slots -= 1;
+                claimed.push(d);
+            }
+        }
+        Ok(())
     }
 
     /// Sends one claimed delivery on the runtime (or records at once why
@@ -254,44 +290,6 @@ impl Loop {
                 attempt,
             });
         });
-    }
-
-    /// Records the finished attempts, one transaction per store.
-    fn settle(&mut self, done: Vec<Done>) {
-        if done.is_empty() {
-            return;
-        }
-        let gw = self.gw.clone();
-        let gws = gateways(&gw);
-        let mut by_shard: BTreeMap<usize, Vec<Done>> = BTreeMap::new();
-        for d in done {
-            if d.sent {
-                self.release(&d);
-            }
-            by_shard.entry(d.shard).or_default().push(d);
-        }
-        for (i, ds) in by_shard {
-            let Some(g) = gws.get(i) else { continue };
-            let mut settled: Vec<(Delivery, &Done)> = vec![];
-            let r = g.store.transaction(&mut |tx| {
-                settled.clear();
-                let now = outbox::wall_ms();
-                for d in &ds {
-                    let max = self.target(&d.target).map_or(1, |t| t.max_attempts);
-                    if let Some(row) = outbox::settle(tx, &d.key, &d.attempt, max, now)? {
-                        settled.push((row, d));
-                    }
-                }
-                Ok(Value::Null)
-            });
-            match r {
-                Ok(_) => settled.iter().for_each(|(row, d)| self.report(row, d)),
-                Err(e) => crate::base::log::warn(
-                    "notify_store",
-                    &format!("notify: cannot record {} deliveries: {e}", ds.len()),
-                ),
-            }
-        }
     }
 
     /// A slot given back (an attempt that was sent).
