@@ -5,8 +5,9 @@
 //! `cargo run --release --example notify_bench -- [N]`
 //!
 //! 1. N PENDING decisions, one transaction each, on an SQLite file: with
-//!    no target, then with one target and its sender running against the
-//!    receiver (the sender's own transactions beside the decisions).
+//!    no target, with one target and no sender (the outbox rows alone),
+//!    then with one target and its sender running against the receiver
+//!    (the sender's own transactions beside the decisions).
 //! 2. N rows in the outbox, then a sender started: deliveries/s until the
 //!    receiver has all N, at `concurrency` 4 and 16.
 
@@ -88,6 +89,14 @@ fn latency(n: usize) {
     show(
         "PENDING, no [[notify]]",
         &decide_pending(&gw, &mandate(&off, n), n),
+    );
+    let rows = TestWorld::new();
+    let r0 = Receiver::start(rows.dir.path(), Mode::Ok);
+    with_target(&rows, &r0, 4);
+    let gw = gateway(&rows);
+    show(
+        "PENDING, one target, no sender",
+        &decide_pending(&gw, &mandate(&rows, n), n),
     );
     let on = TestWorld::new();
     let r = Receiver::start(on.dir.path(), Mode::Ok);
