@@ -28,7 +28,7 @@ fn with_targets(w: &TestWorld, ca: &std::path::Path, targets: &[T<'_>]) {
     text.push_str(&std::fs::read_to_string(&w.world_path).unwrap());
     for T(name, url, format, n) in targets {
         text.push_str(&format!(
-            "\n[[notify]]\nname = \"{name}\"\nurl = \"{url}\"\nformat = \"{format}\"\nsecret_file = \"notify.secret\"\nca_file = \"{}\"\nallow_private = true\nconcurrency = {n}\n",
+            "\n[[notify]]\nname = \"{name}\"\nurl = \"{url}\"\nformat = \"{format}\"\nsecret_file = \"notify.secret\"\nca_file = \"{}\"\nallow_private = true\nconcurrency = {n}\ntimeout_secs = 120\n",
             ca.display()
         ));
     }

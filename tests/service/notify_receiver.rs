@@ -164,12 +164,23 @@ async fn accept(
     }
 }
 
+struct Held<'a>(&'a AtomicUsize);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn answer(
     req: hyper::Request<hyper::body::Incoming>,
     state: &State,
 ) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
     let n = state.now.fetch_add(1, Ordering::SeqCst) + 1;
     state.max.fetch_max(n, Ordering::SeqCst);
+    // counted down however the request ends (answered, or dropped with
+    // its connection)
+    let _held = Held(&state.now);
     let headers = req
         .headers()
         .iter()
@@ -195,7 +206,6 @@ async fn answer(
         body,
         status,
     });
-    state.now.fetch_sub(1, Ordering::SeqCst);
     hyper::Response::builder()
         .status(status)
         .body(http_body_util::Full::new(hyper::body::Bytes::from_static(
