@@ -503,3 +503,62 @@ fn ipc_run_leaves_the_outbox_to_notify_drain() {
     );
     assert_eq!(r.got().len(), 2);
 }
+
+/// A sharded world: each tenant's pending operation is written to its
+/// shard's outbox, and the one sender of `ipc serve` drains every shard.
+#[test]
+fn a_sharded_world_delivers_from_every_shard() {
+    let w = TestWorld::new();
+    let r = Receiver::start(w.dir.path(), Mode::Ok);
+    with_targets(&w, &r.ca_file, &[T("ops", &r.url, "json", 2)]);
+    let mut text = std::fs::read_to_string(&w.world_path).unwrap();
+    text.push_str("\n[store.shards]\nemma = \"a.db\"\nnoah = \"b.db\"\n");
+    std::fs::write(&w.world_path, text).unwrap();
+    let init = std::process::Command::new(env!("CARGO_BIN_EXE_ipc"))
+        .args(["shards", "init", "--world", &path_str(&w.world_path)])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let s = common::http::launch(
+        &w,
+        &many(&w),
+        "127.0.0.1:0",
+        "",
+        common::http::TOKEN,
+        &[],
+        std::process::Stdio::null(),
+    );
+    let mut noah = MandateSpec::bank("noah");
+    noah.budget = 100_000_000;
+    let noah = w.mandate(noah);
+    let mut ops = vec![];
+    for (p, m) in [
+        (transfer_of("emma", 150_000), None),
+        (transfer_of("noah", 900_000), Some(noah)),
+    ] {
+        let mut req = json!({ "proposal": p });
+        if let Some(m) = m {
+            req["mandate"] = m;
+        }
+        let d = common::http::post(&s, &req).body;
+        assert_eq!(d["decision"], "PENDING", "{d}");
+        ops.push(format!("{}:ops", d["operation_hash"].as_str().unwrap()));
+    }
+    assert!(
+        r.wait_for(60, |r| r.delivered().len() == 2),
+        "{:?}",
+        r.got()
+    );
+    let mut keys: Vec<String> = r
+        .got()
+        .iter()
+        .map(|g| g.headers["idempotency-key"].clone())
+        .collect();
+    keys.sort();
+    ops.sort();
+    assert_eq!(keys, ops);
+}
