@@ -14,6 +14,7 @@ mod child;
 mod demo;
 pub mod gateway;
 mod mandates;
+mod notify;
 mod receipts;
 mod receipts_report;
 mod receipts_world;
@@ -67,6 +68,9 @@ pub enum Command {
     Mandates(mandates::MandatesArgs),
     /// Trusted side: the owner adds or removes a record (with a receipt).
     Registry(registry::RegistryArgs),
+    /// Send the world's `[[notify]]` deliveries waiting in the store's
+    /// outbox (`drain`).
+    Notify(notify::NotifyArgs),
     /// Shards of tenants: place the world's map (`init`), check every
     /// shard against it (`check`).
     Shards(shards::ShardsArgs),
@@ -129,6 +133,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Approvals(args) => approvals::run(&args, &mut out),
         Command::Mandates(args) => mandates::run(&args, &mut out),
         Command::Registry(args) => registry::run(&args, &mut out),
+        Command::Notify(args) => notify::run(&args, &mut out),
         Command::Shards(args) => shards::run(&args, &mut out),
         Command::Demo(args) => demo::run(&args, &mut out),
         Command::Test(args) => test::run(&args, &mut out),

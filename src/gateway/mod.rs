@@ -20,6 +20,7 @@ mod listing;
 pub mod mandate;
 pub mod narrowing;
 pub mod normalize;
+pub mod notify;
 pub mod outcome;
 pub mod pending;
 pub mod registry;

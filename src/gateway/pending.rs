@@ -169,9 +169,10 @@ pub fn declined(who: &str, user: &str, until: Option<i64>) -> crate::gateway::De
     crate::gateway::Deny::new(crate::gateway::Stage::Approval, reason).hint(Some(hint))
 }
 
-/// Records (or refreshes) a pending operation.
-pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<(), StoreError> {
+/// Records (or refreshes) a pending operation; `true` when it is new.
+pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<bool, StoreError> {
     let previous = get(tx, &op.operation_hash)?;
+    let new = previous.is_none();
     let mut op = op.clone();
     if let Some(p) = previous {
         op.declined_by = p.declined_by;
@@ -182,7 +183,8 @@ pub fn record(tx: &mut dyn Tx, op: &PendingOp) -> Result<(), StoreError> {
         super::listing::add(tx, NS, &op.owner, &op.operation_hash, &op.mandate)?;
     }
     let v = serde_json::to_value(&op).map_err(|e| StoreError::Aborted(e.to_string()))?;
-    tx.state_put(NS, &op.operation_hash, &v)
+    tx.state_put(NS, &op.operation_hash, &v)?;
+    Ok(new)
 }
 
 pub fn get(tx: &mut dyn Tx, hash: &str) -> Result<Option<PendingOp>, StoreError> {

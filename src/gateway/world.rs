@@ -22,6 +22,11 @@
 //!
 //! [pg_registries.ap]                  # per pack: registries kept in tables of
 //! vendors = "erp.ipc_vendors"         # the PostgreSQL store's database
+//!
+//! approval_page = "https://gw.example.com/approve"
+//! [[notify]]                          # webhooks told of each new pending
+//! url = "https://hooks.example.com/ipc"  # operation (`notify/config.rs`)
+//! secret_file = "notify.secret"
 //! ```
 //!
 //! A registry named under `[pg_registries.PACK]` is read from that table
@@ -92,6 +97,9 @@ pub enum WorldError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Key(#[from] crate::keys::KeyError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Notify(#[from] crate::gateway::notify::NotifyError),
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -116,6 +124,10 @@ struct WorldFile {
     pg_registries: BTreeMap<String, BTreeMap<String, String>>,
     /// `[enforce]`: tenants and packs in shadow mode (`false`).
     enforce: Option<super::shadow::EnforceFile>,
+    /// The approval page's URL, which notifications link to.
+    approval_page: Option<String>,
+    #[serde(default)]
+    notify: Vec<crate::gateway::notify::config::TargetFile>,
 }
 
 /// `[store]` as a table: the shards (`docs/sharding.md`).
@@ -333,6 +345,8 @@ pub struct World {
     pub registry_tables: HashMap<String, HashMap<String, String>>,
     /// `[enforce]`: what runs in shadow mode (nothing by default).
     pub shadow: super::shadow::Shadow,
+    /// `[[notify]]`: whom a new pending operation is sent to.
+    pub notify: crate::gateway::notify::Notify,
 }
 
 impl World {
@@ -351,6 +365,7 @@ impl World {
             registries: HashMap::new(),
             registry_tables: HashMap::new(),
             shadow: Default::default(),
+            notify: Default::default(),
         }
     }
 
@@ -420,6 +435,8 @@ impl World {
                 .collect::<Result<Vec<_>, _>>()?;
             w.owner_keys.insert(owner.clone(), keys);
         }
+        w.notify =
+            crate::gateway::notify::Notify::read(&wf.notify, wf.approval_page.as_deref(), base)?;
         w.check_approver_keys()
             .map_err(|reason| WorldError::Invalid {
                 path: p.clone(),

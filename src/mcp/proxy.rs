@@ -142,6 +142,9 @@ pub enum ProxyError {
         help("fix the config, then check it with `ipc mcp --config FILE --check --servers`")
     )]
     Declared { report: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Notify(#[from] crate::gateway::notify::NotifyError),
 }
 
 /// One tool the client sees.
@@ -184,6 +187,9 @@ struct Inner {
     children: Mutex<HashMap<String, Value>>,
     /// The session's mandates, checked before a passthrough is forwarded.
     standing: standing::Standing,
+    /// The `[[notify]]` sender, while the proxy runs (kept for its life).
+    #[allow(dead_code)]
+    notify: Option<crate::gateway::notify::Running>,
 }
 
 /// A runtime on the current thread.

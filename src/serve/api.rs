@@ -522,7 +522,7 @@ async fn metrics(State(st): State<Shared>) -> Response {
         st.metrics.render(
             st.gw.store().optimistic_counts(),
             st.gw.store().head_lock_hold(),
-        ),
+        ) + &super::metrics::notify(st.notify.as_ref().map(|n| &*n.stats)),
     )
         .into_response()
 }
@@ -650,6 +650,7 @@ mod tests {
             body_timeout: Duration::from_secs(5),
             metrics: Metrics::default(),
             slots: tokio::sync::Semaphore::new(4),
+            notify: None,
             decider: decider.into(),
         });
         let rt = tokio::runtime::Builder::new_current_thread()

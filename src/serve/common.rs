@@ -37,6 +37,8 @@ pub(super) struct AppState {
     pub(super) slots: tokio::sync::Semaphore,
     /// The decider threads' queues.
     pub(super) decider: Deciders,
+    /// The `[[notify]]` sender (its counters in `/metrics`).
+    pub(super) notify: Option<crate::gateway::notify::Running>,
 }
 
 /// The decider threads' queues: one, or over shards one per shard, so that

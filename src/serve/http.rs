@@ -87,7 +87,9 @@ impl App {
         .ok_or_else(|| ServeError::Runtime {
             reason: "no decider thread".into(),
         })?;
+        let notify = crate::gateway::notify::start(gw.clone())?;
         let state = Arc::new(AppState {
+            notify,
             decider,
             gw,
             mandate,
@@ -423,6 +425,7 @@ mod tests {
             body_timeout: Duration::from_secs(5),
             metrics: Metrics::default(),
             slots: tokio::sync::Semaphore::new(4),
+            notify: None,
             decider: decider.into(),
         });
         let extra = [

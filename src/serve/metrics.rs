@@ -152,3 +152,30 @@ impl Metrics {
         s
     }
 }
+
+/// The `[[notify]]` sender's counters (nothing without a sender):
+/// deliveries by target and outcome (`delivered`, `retried`: an attempt
+/// failed and another is due, `failed`: given up after `max_attempts`),
+/// and those in flight.
+pub(crate) fn notify(stats: Option<&crate::gateway::notify::Stats>) -> String {
+    let Some(stats) = stats else {
+        return String::new();
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# HELP ipc_notify_deliveries_total Notification attempts to the world's `[[notify]]` targets, by target and outcome (failed: given up).\n# TYPE ipc_notify_deliveries_total counter"
+    );
+    for (target, outcome, n) in stats.outcomes() {
+        let _ = writeln!(
+            s,
+            "ipc_notify_deliveries_total{{target=\"{target}\",outcome=\"{outcome}\"}} {n}"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "# HELP ipc_notify_in_flight Notifications being sent now.\n# TYPE ipc_notify_in_flight gauge\nipc_notify_in_flight {}",
+        stats.in_flight()
+    );
+    s
+}

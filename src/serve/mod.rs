@@ -145,6 +145,9 @@ pub enum ServeError {
     #[error("cannot start the server: {reason}")]
     #[diagnostic(code(ipc::serve::runtime))]
     Runtime { reason: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Notify(#[from] crate::gateway::notify::NotifyError),
 }
 
 /// Where `--listen` points.

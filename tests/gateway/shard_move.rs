@@ -550,3 +550,40 @@ fn a_tenant_with_shadow_history_moves_with_its_shadow_rows() {
         Ok(())
     );
 }
+
+/// A tenant whose pending operation queued a notification (`[[notify]]`)
+/// moves: the outbox's rows are the shard's, sent from there, never rows
+/// no rule attributes (the move is not refused).
+#[test]
+fn a_tenant_with_queued_notifications_moves() {
+    let w = TestWorld::new();
+    let secret = w.dir.path().join("hook.secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef").unwrap();
+    let mut text = std::fs::read_to_string(&w.world_path).unwrap();
+    text = format!(
+        "approval_page = \"https://gw.example.com/approve\"\n{text}[[notify]]\nurl = \"https://hooks.example.com/ipc\"\nsecret_file = \"hook.secret\"\n"
+    );
+    let path = w.dir.path().join("notify-world.toml");
+    std::fs::write(&path, text).unwrap();
+    let m = map(&w, &[("emma", "a.db"), ("noah", "a.db")]);
+    place(&m);
+    let mut world = intentplane::gateway::world::World::load(&path, &w.bundle.table).unwrap();
+    assert_eq!(world.notify.targets.len(), 1);
+    world.shards = Some(m.clone());
+    let gw = Gateway::sharded(&w.bundle, world, &open).unwrap();
+    let em = w.mandate(MandateSpec::bank("emma"));
+    let d = decide(&gw, transfer_of("emma", 150_000), &em);
+    assert_eq!(d.decision, Outcome::Pending, "{d:?}");
+    drop(gw);
+    let queued = store::open(&w.dir.path().join("a.db"), false)
+        .unwrap()
+        .rows()
+        .unwrap()
+        .state
+        .keys()
+        .filter(|(ns, _)| ns == intentplane::gateway::notify::outbox::NS)
+        .count();
+    assert!(queued > 0, "the PENDING queued its notification");
+    move_emma(&w, &m, &mut no_stop).unwrap();
+    assert_eq!(standing_on(&w, "b.db"), Standing::Held);
+}

@@ -9,6 +9,8 @@ mod common;
 
 mod logs;
 mod mandates;
+mod notify;
+mod notify_receiver;
 mod pg_serve;
 mod serve;
 mod serve_access;

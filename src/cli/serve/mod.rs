@@ -178,11 +178,24 @@ pub fn run(args: &ServeArgs, out: &mut dyn Write) -> u8 {
         return 1;
     };
     let Some(config) = config else {
+        // the `[[notify]]` sender runs beside the lines; what it has not
+        // sent when the input ends waits in the outbox for the next
+        // long-running process
+        let gw = std::sync::Arc::new(gw);
+        let notify = match crate::gateway::notify::start(gw.clone()) {
+            Ok(n) => n,
+            Err(e) => {
+                fail(&e);
+                return 1;
+            }
+        };
         if args.ready && stdio::announce_ready(&gw, out).is_err() {
             return 1;
         }
         let input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
-        return stdio::serve_lines(&gw, mandate.as_ref(), input, out);
+        let code = stdio::serve_lines(&gw, mandate.as_ref(), input, out);
+        drop(notify);
+        return code;
     };
     #[cfg(feature = "http")]
     let store = shown_store(&gateway_args, &gw);

@@ -276,7 +276,10 @@ fn state_owner(
     rows: &Rows,
     o: &Owners,
 ) -> Option<Whose> {
-    if ns == super::NS || ns == "gateway" {
+    // the outbox's deliveries stay where they were queued: the old
+    // shard's senders send them (an approval reaches the operation on its
+    // new shard by its hash); the new shard queues its own
+    if ns == super::NS || ns == "gateway" || ns == crate::gateway::notify::outbox::NS {
         return Some(Whose::Store);
     }
     if ["registry:", "registry+:", "registry-:"]

@@ -362,7 +362,7 @@ fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
         return Ok(());
     };
     let new_values = new_to_owner(r, &m, a, d)?;
-    crate::gateway::pending::record(
+    let new = crate::gateway::pending::record(
         r.tx,
         &crate::gateway::pending::PendingOp {
             operation_hash: op.clone(),
@@ -386,7 +386,13 @@ fn record_pending(r: &mut Run<'_>, d: &Decision) -> Result<(), StoreError> {
             approvals: vec![],
             approval_receipts: Default::default(),
         },
-    )
+    )?;
+    // the approvers told, once per target: the outbox's rows commit with
+    // this decision (`gateway::notify`)
+    if new {
+        crate::gateway::notify::outbox::enqueue(r.tx, &r.gw.world.notify.targets, op)?;
+    }
+    Ok(())
 }
 
 /// A DENY decision outside any run (a line that is not even JSON).

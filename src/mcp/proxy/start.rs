@@ -91,6 +91,7 @@ impl Proxy {
         }
         let standing = standing::Standing::of(&gateway, &setup.session.mandates);
         let gateway = Arc::new(gateway);
+        let notify = crate::gateway::notify::start(gateway.clone())?;
         Ok(Proxy {
             inner: Arc::new(Inner {
                 gateway: gateway.clone(),
@@ -105,6 +106,7 @@ impl Proxy {
                 request_tool,
                 children: Mutex::new(children),
                 standing,
+                notify,
             }),
         })
     }
