@@ -17,6 +17,7 @@ mod mandates;
 mod receipts;
 mod receipts_world;
 mod registry;
+mod replay;
 mod report;
 mod run;
 pub mod serve;
@@ -66,6 +67,9 @@ pub enum Command {
     Mandates(mandates::MandatesArgs),
     /// Trusted side: the owner adds or removes a record (with a receipt).
     Registry(registry::RegistryArgs),
+    /// What a new bundle changes: a store's recorded proposals decided
+    /// again with it, read-only (exit 1 when any would be newly allowed).
+    Replay(replay::ReplayArgs),
     /// Shards of tenants: place the world's map (`init`), check every
     /// shard against it (`check`).
     Shards(shards::ShardsArgs),
@@ -128,6 +132,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Approvals(args) => approvals::run(&args, &mut out),
         Command::Mandates(args) => mandates::run(&args, &mut out),
         Command::Registry(args) => registry::run(&args, &mut out),
+        Command::Replay(args) => replay::run(&args, &mut out),
         Command::Shards(args) => shards::run(&args, &mut out),
         Command::Demo(args) => demo::run(&args, &mut out),
         Command::Test(args) => test::run(&args, &mut out),

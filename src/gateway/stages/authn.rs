@@ -44,6 +44,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             .filter(|(tok, _)| same_json(tok, raw))
             .map(|(_, v)| v.clone())
     });
+    let fresh = cached.is_none();
     let verified = match cached {
         Some(v) => v,
         None => {
@@ -121,10 +122,30 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             ))
             .into());
     }
+    if fresh {
+        let input = r.input;
+        if let Some(raw) = &input.mandate {
+            keep_token(r, &mandate.id, raw)?;
+        }
+    }
     if r.tx.revoked(&mandate.id)? {
         return Err(deny(format!("mandate `{}` has been revoked", mandate.id)).into());
     }
     r.mandate = Some(mandate);
+    Ok(())
+}
+
+/// Keeps the token as it was verified, once per mandate id, in the
+/// decision's transaction (the first time this gateway verifies it; a
+/// token already kept is left as it is): what `ipc replay` verifies again
+/// to decide the recorded proposals with another bundle. A token carries
+/// no secret parameter (a secret is never a critical value, so never a
+/// claim).
+fn keep_token(r: &mut Run<'_>, id: &str, raw: &Value) -> Result<(), crate::store::StoreError> {
+    let ns = crate::gateway::replay::KEPT_TOKENS;
+    if r.tx.state_get(ns, id)?.is_none() {
+        r.tx.state_put(ns, id, raw)?;
+    }
     Ok(())
 }
 
