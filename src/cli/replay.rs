@@ -128,7 +128,11 @@ fn human(r: &Report, store: &str) -> String {
                 tr.action.as_deref().unwrap_or("(no action)")
             ));
         }
-        let mark = if tr.loosens { "  NEWLY ALLOWED" } else { "" };
+        let mark = match (tr.loosens, tr.from.decision == "ALLOW") {
+            (true, false) => "  NEWLY ALLOWED",
+            (true, true) => "  LOWER APPROVAL LEVEL",
+            _ => "",
+        };
         t.push_str(&format!(
             "  {:>6}  {} -> {}  at {}{}{mark}\n",
             tr.count,

@@ -80,7 +80,10 @@ pub(super) fn read(seq: u64, body: &Value) -> Event {
         return unreplayable("the receipt's time cannot be read", None);
     };
     if body.get("proposal_withheld").is_some() {
-        return unreplayable("the proposal was withheld (it carried a secret)", None);
+        return unreplayable(
+            "the proposal was not kept (withheld: it may carry a secret)",
+            None,
+        );
     }
     if body.get("proposal_text").is_some() {
         return unreplayable("the proposal is kept as text only", None);
