@@ -182,6 +182,21 @@ mod tests {
         }
     }
 
+    /// A decision recorded in shadow mode is compared by what it would
+    /// have been; any other by itself.
+    #[test]
+    fn a_shadow_decision_is_read_by_its_would_be() {
+        let shadow = serde_json::json!({"decision": "SHADOW", "stage": "execution",
+            "would_be": {"decision": "DENY", "stage": "policy", "reason": "hard cap", "level": 0}});
+        let s = Side::recorded(&shadow).unwrap();
+        assert_eq!((s.decision.as_str(), s.stage.as_str()), ("DENY", "policy"));
+        assert_eq!(s.reason.as_deref(), Some("hard cap"));
+        let plain = serde_json::json!({"decision": "PENDING", "stage": "approval", "level": 1});
+        let s = Side::recorded(&plain).unwrap();
+        assert_eq!((s.decision.as_str(), s.level), ("PENDING", Some(1)));
+        assert!(Side::recorded(&serde_json::json!({"kind": "registry"})).is_none());
+    }
+
     #[test]
     fn what_loosens() {
         assert!(side("ALLOW", Some(0)).loosens(&side("PENDING", Some(1))));
