@@ -369,3 +369,52 @@ fn the_command_exits_1_when_anything_is_newly_allowed() {
     assert_eq!(doc["error"]["code"], "ipc::store::open");
     assert!(!missing.exists(), "a missing store is never created");
 }
+
+/// A PostgreSQL store is replayed through read-only transactions: the
+/// replay finds what an SQLite store gives it, and a write through a
+/// store opened that way is refused by the server.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_postgresql_store_is_replayed_read_only() {
+    use intentplane::store::Store;
+    use intentplane::store::postgres::{PgOptions, PgStore};
+    let Some(schema) = common::pg::fresh() else {
+        return;
+    };
+    let w = TestWorld::with_packs(&["bank"]);
+    let gw = w.gateway_with(Arc::new(
+        PgStore::open_with(&schema.url, PgOptions::default(), true).unwrap(),
+    ));
+    let m = w.emma();
+    assert_eq!(
+        decide(&gw, to(LANDLORD, "500.00"), &m).decision,
+        Outcome::Allow
+    );
+    assert_eq!(
+        decide(&gw, to(LANDLORD, "1500.00"), &m).decision,
+        Outcome::Pending
+    );
+    let head = gw.store().head().unwrap();
+    drop(gw);
+    let (b, _) = higher_threshold(&w);
+    let recorded = open_read_only(Path::new(&schema.url)).unwrap();
+    let r = replay(&b, &w.world(), recorded.as_ref()).unwrap();
+    assert_eq!(
+        (r.replayed, r.changed, r.newly_allowed),
+        (2, 1, 1),
+        "{r:#?}"
+    );
+    assert_eq!(recorded.head().unwrap(), head);
+    let options = PgOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let ro = PgStore::open_with(&schema.url, options, false).unwrap();
+    let write = ro.transaction(&mut |tx| {
+        tx.revoke("m-x")?;
+        Ok(Value::Null)
+    });
+    assert!(write.is_err(), "a read-only session wrote");
+    let rw = PgStore::open_with(&schema.url, PgOptions::default(), false).unwrap();
+    assert_eq!(rw.head().unwrap(), head);
+}
