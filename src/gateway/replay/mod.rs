@@ -263,7 +263,7 @@ impl<'r> Replayer<'r> {
     }
 
     /// One recorded decision taken again.
-    fn decide(&mut self, rec: events::Recorded) -> Result<(), ReplayError> {
+    fn decide(&mut self, mut rec: events::Recorded) -> Result<(), ReplayError> {
         let Some(token) = self.token(&rec.mandate)? else {
             self.tally
                 .unreplayable("the mandate was not kept (recorded before replay kept tokens)");
@@ -275,7 +275,7 @@ impl<'r> Replayer<'r> {
         self.at(rec.time);
         let input = Input {
             approvals: self.approvals(&rec),
-            proposal: rec.proposal.clone(),
+            proposal: std::mem::take(&mut rec.proposal),
             mandate: Some(token.raw.clone()),
             malformed: None,
         };
@@ -287,7 +287,9 @@ impl<'r> Replayer<'r> {
         // the token verified with the world's own keys (a child's is
         // signed by its parent's user, whose key the stand-ins replace)
         if let (Some(v), Ok(mut cache)) = (&token.verified, gw.verified.lock()) {
-            cache.insert(token.signature.clone(), (token.raw.clone(), v.clone()));
+            cache
+                .entry(token.signature.clone())
+                .or_insert_with(|| (token.raw.clone(), v.clone()));
         }
         let call = |_: &Map<String, Value>, _: &crate::gateway::secret::SecretValues| {
             Ok(json!({"replay": "not sent"}))
@@ -303,8 +305,7 @@ impl<'r> Replayer<'r> {
                 .unreplayable("the replay's store decided nothing");
             return Ok(());
         };
-        self.tally
-            .decided(rec.action.clone(), rec.side.clone(), Side::decided(&d));
+        self.tally.decided(rec.action, rec.side, Side::decided(&d));
         Ok(())
     }
 
