@@ -109,7 +109,13 @@ fn side(s: &Side) -> String {
 /// The report as text: the counts, each transition by action, stage and
 /// reason, what was not replayable.
 fn human(r: &Report, store: &str) -> String {
-    let mut t = format!("replay of `{store}` with bundle {}\n", r.bundle);
+    let upto = r
+        .head
+        .as_ref()
+        .and_then(|h| h.get("seq"))
+        .map(|s| format!(" up to receipt {s}"))
+        .unwrap_or_default();
+    let mut t = format!("replay of `{store}`{upto} with bundle {}\n", r.bundle);
     t.push_str(&format!(
         "{}: {} decided again ({} unchanged, {} changed, {} newly allowed), {} not replayable\n",
         plural(r.decisions as usize, "recorded decision"),
