@@ -156,7 +156,7 @@ impl<'r> Replayer<'r> {
                 tables: tables.join(", "),
             });
         }
-        let store = Arc::new(MemoryStore::new());
+        let store = Arc::new(MemoryStore::forgetting_receipts());
         let mut world = world.clone();
         world.store = None;
         world.shards = None;
