@@ -418,3 +418,78 @@ fn a_postgresql_store_is_replayed_read_only() {
     let rw = PgStore::open_with(&schema.url, PgOptions::default(), false).unwrap();
     assert_eq!(rw.head().unwrap(), head);
 }
+
+/// A child mandate (signed by its parent's user, whose key the replay's
+/// stand-ins replace) is verified with the world's keys and decided again
+/// with its own budget; a revocation that left no receipt (`ipc token
+/// revoke`) takes effect where the record shows it.
+#[test]
+fn a_child_and_a_revocation_are_replayed_in_place() {
+    use intentplane::gateway::{ChildRequest, MandateToken};
+    use intentplane::store::Store;
+    let w = TestWorld::with_packs(&["bank"]);
+    let store = w.dir.path().join("recorded.db");
+    let gw = w.gateway_with(Arc::new(SqliteStore::open(&store).unwrap()));
+    let mut big = MandateSpec::bank("emma");
+    big.budget = 1_000_000;
+    let parent: MandateToken = serde_json::from_value(w.mandate(big)).unwrap();
+    let req = ChildRequest {
+        claims: vec![("payee".into(), json!(LANDLORD))],
+        budget: Some(60_000),
+        ..Default::default()
+    };
+    let child = gw.issue_child(&parent, &req, w.key("emma")).unwrap();
+    let child = serde_json::to_value(&child).unwrap();
+    let parent_v = serde_json::to_value(&parent).unwrap();
+    let d = decide(&gw, to(LANDLORD, "500.00"), &child);
+    assert_eq!(d.decision, Outcome::Allow, "{:?} {:?}", d.stage, d.reason);
+    let d = decide(&gw, to(LANDLORD, "200.00"), &child);
+    assert_eq!(d.stage, intentplane::gateway::Stage::Budget, "{d:#?}");
+    assert_eq!(
+        decide(&gw, to(LANDLORD, "10.00"), &parent_v).decision,
+        Outcome::Allow
+    );
+    // revoked as `ipc token revoke` does: no receipt
+    gw.store()
+        .transaction(&mut |tx| {
+            tx.revoke(&parent.mandate.id)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    assert_deny(
+        &decide(&gw, to(LANDLORD, "11.00"), &parent_v),
+        "authn",
+        "revoked",
+    );
+    assert_deny(
+        &decide(&gw, to(LANDLORD, "12.00"), &child),
+        "authn",
+        "revoked",
+    );
+    drop(gw);
+    let r = replayed(&w, &store, &w.bundle);
+    assert_eq!((r.replayed, r.unchanged), (4, 4), "{r:#?}");
+    assert_eq!(
+        r.not_replayable
+            .get("a child of a revoked parent: its id is not recorded"),
+        Some(&1)
+    );
+    // a lower threshold: the child's transfers are its own, and the
+    // revocation still refuses the parent's last one
+    let lower = variant(&w, "lower", |t| {
+        t.replacen(
+            "step_up   \"large transfer\"    when amount > 1_000.00",
+            "step_up   \"large transfer\"    when amount > 100.00",
+            1,
+        )
+    })
+    .0;
+    let r = replayed(&w, &store, &lower);
+    assert_eq!(
+        count(&r, "payment.transfer", "ALLOW", "PENDING"),
+        1,
+        "{r:#?}"
+    );
+    assert_eq!(r.newly_allowed, 0);
+    assert_eq!(r.changed, 2, "{r:#?}");
+}
