@@ -426,7 +426,6 @@ fn a_postgresql_store_is_replayed_read_only() {
 #[test]
 fn a_child_and_a_revocation_are_replayed_in_place() {
     use intentplane::gateway::{ChildRequest, MandateToken};
-    use intentplane::store::Store;
     let w = TestWorld::with_packs(&["bank"]);
     let store = w.dir.path().join("recorded.db");
     let gw = w.gateway_with(Arc::new(SqliteStore::open(&store).unwrap()));
