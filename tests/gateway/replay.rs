@@ -492,3 +492,33 @@ fn a_child_and_a_revocation_are_replayed_in_place() {
     assert_eq!(r.newly_allowed, 0);
     assert_eq!(r.changed, 2, "{r:#?}");
 }
+
+/// A token first refused before it could be kept (another tenant's
+/// caller) is kept by the next decision that accepts it: the gateway
+/// caches a token only once it is kept.
+#[test]
+fn a_token_refused_first_is_kept_when_accepted() {
+    use intentplane::gateway::{Ask, Tenants};
+    let w = TestWorld::with_packs(&["bank"]);
+    let gw = w.gateway();
+    let m = w.emma();
+    let id = m["mandate"]["id"].as_str().unwrap().to_string();
+    let noah = Tenants::Only(["noah".to_string()].into());
+    let first = input(to(LANDLORD, "5.00"), &m, vec![]);
+    let mut out = vec![];
+    gw.decide_all(Ask::of(vec![(&first, &noah)]), &mut out)
+        .unwrap();
+    assert_deny(&out[0], "authn", "may act for");
+    assert_eq!(
+        decide(&gw, to(LANDLORD, "5.00"), &m).decision,
+        Outcome::Allow
+    );
+    let mut kept = None;
+    gw.store()
+        .transaction(&mut |tx| {
+            kept = tx.state_get("mandates.kept", &id)?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    assert_eq!(kept, Some(m.clone()));
+}

@@ -31,7 +31,8 @@ fn same_json(a: &Value, b: &Value) -> bool {
 
 pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let deny = |reason: String| Deny::new(Stage::Authn, reason);
-    let Some(raw) = &r.input.mandate else {
+    let input = r.input;
+    let Some(raw) = &input.mandate else {
         return Err(deny("no mandate token".into())
             .hint(Some(
                 "the trusted side issues a mandate from the user's request".into(),
@@ -54,14 +55,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
                     e.to_string().to_lowercase()
                 ))
             })?;
-            let v = r.gw.verify_token(&token).map_err(deny)?;
-            if let Ok(mut m) = r.gw.verified.lock() {
-                if m.len() > 10_000 {
-                    m.clear();
-                }
-                m.insert(cache_key.to_string(), (raw.clone(), v.clone()));
-            }
-            v
+            // cached once kept, below: a token refused before (expired,
+            // another tenant's) is verified again when it comes back
+            r.gw.verify_token(&token).map_err(deny)?
         }
     };
     // every ancestor: expired or revoked, it takes its children with it
@@ -123,9 +119,16 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             .into());
     }
     if fresh {
-        let input = r.input;
-        if let Some(raw) = &input.mandate {
-            keep_token(r, &mandate.id, raw)?;
+        keep_token(r, &mandate.id, raw)?;
+        if let Ok(mut m) = r.gw.verified.lock() {
+            if m.len() > 10_000 {
+                m.clear();
+            }
+            let v = crate::gateway::chain::Verified {
+                mandate: mandate.clone(),
+                ancestors: r.ancestors.clone(),
+            };
+            m.insert(cache_key.to_string(), (raw.clone(), v));
         }
     }
     if r.tx.revoked(&mandate.id)? {
