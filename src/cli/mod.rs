@@ -19,6 +19,7 @@ mod receipts;
 mod receipts_report;
 mod receipts_world;
 mod registry;
+mod replay;
 mod report;
 pub mod run;
 pub mod serve;
@@ -71,6 +72,9 @@ pub enum Command {
     /// Send the world's `[[notify]]` deliveries waiting in the store's
     /// outbox (`drain`).
     Notify(notify::NotifyArgs),
+    /// What a new bundle changes: a store's recorded proposals decided
+    /// again with it, read-only (exit 1 when any would be newly allowed).
+    Replay(replay::ReplayArgs),
     /// Shards of tenants: place the world's map (`init`), check every
     /// shard against it (`check`).
     Shards(shards::ShardsArgs),
@@ -134,6 +138,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Mandates(args) => mandates::run(&args, &mut out),
         Command::Registry(args) => registry::run(&args, &mut out),
         Command::Notify(args) => notify::run(&args, &mut out),
+        Command::Replay(args) => replay::run(&args, &mut out),
         Command::Shards(args) => shards::run(&args, &mut out),
         Command::Demo(args) => demo::run(&args, &mut out),
         Command::Test(args) => test::run(&args, &mut out),

@@ -25,6 +25,7 @@ pub mod outcome;
 pub mod pending;
 pub mod registry;
 pub mod render;
+pub mod replay;
 pub mod secret;
 pub mod shadow;
 pub mod shards;
@@ -858,6 +859,15 @@ impl Gateway {
         Ok(d)
     }
 
+    /// Empties the cache of verified tokens after a transaction that did
+    /// not commit: a token verified in it was kept in it (for `ipc
+    /// replay`), and is kept again by the next decision that verifies it.
+    fn forget_verified(&self) {
+        if let Ok(mut m) = self.verified.lock() {
+            m.clear();
+        }
+    }
+
     /// The inputs decided in one transaction, each for the tenants its
     /// caller may act for, with `dispatch` for a gateway that executes
     /// externally; the `outcomes` recorded first in the same transaction
@@ -871,7 +881,7 @@ impl Gateway {
         let now = self.now()?;
         let mut out: Vec<Decision> = vec![];
         let mut links: Vec<ReceiptRef> = vec![];
-        let (_, relinks) = self.store.transaction_linked(&mut |tx: &mut dyn Tx| {
+        let committed = self.store.transaction_linked(&mut |tx: &mut dyn Tx| {
             out.clear();
             links.clear();
             for (op, o) in outcomes {
@@ -887,7 +897,8 @@ impl Gateway {
                 out.push(d);
             }
             Ok(Value::Null)
-        })?;
+        });
+        let (_, relinks) = committed.inspect_err(|_| self.forget_verified())?;
         // each decision reports its receipt where it was committed
         if !relinks.is_empty() {
             let moved: HashMap<&str, &crate::store::ChainLink> = relinks

@@ -41,6 +41,9 @@ struct State {
     state: HashMap<String, HashMap<String, Value>>,
     receipts: Vec<Stored>,
     head: Option<(u64, String)>,
+    /// Receipts are chained (the head moves) but not kept (see
+    /// [`MemoryStore::forgetting_receipts`]).
+    forget_receipts: bool,
 }
 
 /// The in-memory store. Not durable; atomic and serialised across threads.
@@ -52,6 +55,16 @@ pub struct MemoryStore {
 impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A store that chains its receipts (each links to the one before,
+    /// the head moves) but keeps none of them: for a caller that only
+    /// needs the decisions' state (`ipc replay`'s own store, whose size
+    /// would otherwise grow with every receipt it decides again).
+    pub fn forgetting_receipts() -> Self {
+        let s = Self::default();
+        s.lock().forget_receipts = true;
+        s
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -125,7 +138,9 @@ impl Writes {
         if let Some(last) = self.receipts.last() {
             s.head = Some((last.link.seq, last.link.hash.clone()));
         }
-        s.receipts.extend(self.receipts);
+        if !s.forget_receipts {
+            s.receipts.extend(self.receipts);
+        }
     }
 }
 
@@ -289,5 +304,31 @@ impl Store for MemoryStore {
                 executions: s.executions.keys().cloned().collect(),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MemoryStore;
+    use crate::store::Store;
+    use serde_json::{Value, json};
+
+    /// A store forgetting its receipts still chains them: the head moves,
+    /// each new receipt links to the one before, and none is kept.
+    #[test]
+    fn a_store_forgetting_receipts_chains_them_and_keeps_none() {
+        let s = MemoryStore::forgetting_receipts();
+        let mut links = vec![];
+        for i in 0..3 {
+            s.transaction(&mut |tx| {
+                links.push(tx.append_receipt(&json!({"n": i}))?);
+                Ok(Value::Null)
+            })
+            .unwrap();
+        }
+        assert_eq!(links[2].seq, 3);
+        assert_eq!(links[2].prev_hash, links[1].hash);
+        assert_eq!(s.head().unwrap(), Some((3, links[2].hash.clone())));
+        assert!(s.receipts().unwrap().is_empty());
     }
 }

@@ -27,6 +27,7 @@ pub mod postgres;
 #[path = "postgres/names.rs"]
 pub mod postgres;
 pub mod receipts;
+pub mod recorded;
 mod rows;
 pub mod sqlite;
 pub mod unrouted;

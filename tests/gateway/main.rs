@@ -22,6 +22,7 @@ mod fuzz_truth;
 mod pipeline;
 mod records;
 mod regressions;
+mod replay;
 mod secrets_at_rest;
 mod shadow;
 mod shard_failures;

@@ -586,4 +586,14 @@ fn a_tenant_with_queued_notifications_moves() {
     assert!(queued > 0, "the PENDING queued its notification");
     move_emma(&w, &m, &mut no_stop).unwrap();
     assert_eq!(standing_on(&w, "b.db"), Standing::Held);
+    // the mandate token a replay verifies again came along
+    let kept = store::open(&w.dir.path().join("b.db"), false)
+        .unwrap()
+        .rows()
+        .unwrap()
+        .state
+        .keys()
+        .filter(|(ns, _)| ns == intentplane::gateway::replay::KEPT_TOKENS)
+        .count();
+    assert_eq!(kept, 1, "emma's mandate token, kept for ipc replay");
 }

@@ -13,9 +13,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Namespaces whose entries name their owner in their value (or are keyed
 /// by an operation hash or a mandate id the receipts attribute).
-const BY_VALUE: [&str; 6] = [
+const BY_VALUE: [&str; 7] = [
     "pending",
     "mandates",
+    // the tokens a replay verifies again (`gateway::replay`)
+    crate::gateway::replay::KEPT_TOKENS,
     "mandates.pending",
     "outcome",
     "mcp-intent",
@@ -117,7 +119,7 @@ impl Owners {
             else {
                 continue;
             };
-            if ns == "mandates" {
+            if ns == "mandates" || ns == crate::gateway::replay::KEPT_TOKENS {
                 o.ids.insert(key.clone(), owner.clone());
             }
             // the users its mandates name (a tenant moved in has no

@@ -31,7 +31,8 @@ fn same_json(a: &Value, b: &Value) -> bool {
 
 pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     let deny = |reason: String| Deny::new(Stage::Authn, reason);
-    let Some(raw) = &r.input.mandate else {
+    let input = r.input;
+    let Some(raw) = &input.mandate else {
         return Err(deny("no mandate token".into())
             .hint(Some(
                 "the trusted side issues a mandate from the user's request".into(),
@@ -44,6 +45,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             .filter(|(tok, _)| same_json(tok, raw))
             .map(|(_, v)| v.clone())
     });
+    let fresh = cached.is_none();
     let verified = match cached {
         Some(v) => v,
         None => {
@@ -53,14 +55,9 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
                     e.to_string().to_lowercase()
                 ))
             })?;
-            let v = r.gw.verify_token(&token).map_err(deny)?;
-            if let Ok(mut m) = r.gw.verified.lock() {
-                if m.len() > 10_000 {
-                    m.clear();
-                }
-                m.insert(cache_key.to_string(), (raw.clone(), v.clone()));
-            }
-            v
+            // cached once kept, below: a token refused before (expired,
+            // another tenant's) is verified again when it comes back
+            r.gw.verify_token(&token).map_err(deny)?
         }
     };
     // every ancestor: expired or revoked, it takes its children with it
@@ -121,10 +118,37 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             ))
             .into());
     }
+    if fresh {
+        keep_token(r, &mandate.id, raw)?;
+        if let Ok(mut m) = r.gw.verified.lock() {
+            if m.len() > 10_000 {
+                m.clear();
+            }
+            let v = crate::gateway::chain::Verified {
+                mandate: mandate.clone(),
+                ancestors: r.ancestors.clone(),
+            };
+            m.insert(cache_key.to_string(), (raw.clone(), v));
+        }
+    }
     if r.tx.revoked(&mandate.id)? {
         return Err(deny(format!("mandate `{}` has been revoked", mandate.id)).into());
     }
     r.mandate = Some(mandate);
+    Ok(())
+}
+
+/// Keeps the token as it was verified, once per mandate id, in the
+/// decision's transaction (the first time this gateway verifies it; a
+/// token already kept is left as it is): what `ipc replay` verifies again
+/// to decide the recorded proposals with another bundle. A token carries
+/// no secret parameter (a secret is never a critical value, so never a
+/// claim).
+fn keep_token(r: &mut Run<'_>, id: &str, raw: &Value) -> Result<(), crate::store::StoreError> {
+    let ns = crate::gateway::replay::KEPT_TOKENS;
+    if r.tx.state_get(ns, id)?.is_none() {
+        r.tx.state_put(ns, id, raw)?;
+    }
     Ok(())
 }
 

@@ -26,6 +26,12 @@ fn session_bounds(c: &mut Config, options: &PgOptions) {
             out.push_str(&format!("-c {name}={}", d.as_millis()));
         }
     }
+    if options.read_only {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str("-c default_transaction_read_only=on");
+    }
     c.options(&out);
 }
 

@@ -111,6 +111,10 @@ pub struct PgOptions {
     /// `lock_timeout`, so that the others wait for the lock to come free
     /// rather than give up first.
     pub idle_in_transaction_timeout: Duration,
+    /// Every transaction of the session read-only
+    /// (`default_transaction_read_only`): the server refuses any write
+    /// (`ipc replay` reads a recorded store this way).
+    pub read_only: bool,
 }
 
 impl Default for PgOptions {
@@ -120,6 +124,7 @@ impl Default for PgOptions {
             connect_timeout: Duration::from_secs(10),
             lock_timeout: Duration::from_secs(5),
             idle_in_transaction_timeout: Duration::from_secs(2),
+            read_only: false,
         }
     }
 }
