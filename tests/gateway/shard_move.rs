@@ -597,3 +597,43 @@ fn a_tenant_with_queued_notifications_moves() {
         .count();
     assert_eq!(kept, 1, "emma's mandate token, kept for ipc replay");
 }
+
+/// An instance started before the move, whose map names both shards:
+/// once emma moved from a.db to b.db, its next decision is denied on a.db
+/// (a refusal in a.db's chain) and decided again on b.db, which holds her;
+/// the decisions after go to b.db first. Nothing of hers is decided on
+/// a.db after the fence, and the shards check clean.
+#[test]
+fn a_router_started_before_the_move_follows_the_tenant_to_a_shard_it_holds() {
+    let w = TestWorld::new();
+    let before = map(&w, &[("emma", "a.db"), ("noah", "b.db")]);
+    place(&before);
+    let gw = router(&w, &before);
+    let wl = workload_on(&w, &gw);
+    move_emma(&w, &before, &mut no_stop).unwrap();
+    let a_decisions = |w: &TestWorld| decision_owners(&w.dir.path().join("a.db")).len();
+    let on_a = a_decisions(&w);
+    // the stale router: emma's transfer decided on b.db, not denied
+    let d = decide(&gw, transfer_of("emma", 101), &wl);
+    assert_eq!(d.decision, Outcome::Allow, "{d:?}");
+    assert_eq!(a_decisions(&w), on_a + 1, "one refusal on a.db");
+    let b_owners = decision_owners(&w.dir.path().join("b.db"));
+    assert_eq!(b_owners.iter().filter(|o| *o == "emma").count(), 1);
+    // the next goes to b.db first: no second refusal on a.db
+    let d = decide(&gw, transfer_of("emma", 102), &wl);
+    assert_eq!(d.decision, Outcome::Allow, "{d:?}");
+    assert_eq!(a_decisions(&w), on_a + 1);
+    // her budget came along: the one spent before the move still counts
+    let after = map(&w, &[("emma", "b.db"), ("noah", "b.db")]);
+    check_clean(&after);
+}
+
+/// emma spends 12.00 on a.db before her move.
+fn workload_on(w: &TestWorld, gw: &Gateway) -> Value {
+    let em = w.mandate(MandateSpec::bank("emma"));
+    assert_eq!(
+        decide(gw, transfer_of("emma", 1200), &em).decision,
+        Outcome::Allow
+    );
+    em
+}

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 pub mod admin;
 pub mod attribute;
+mod follow;
 pub mod moving;
 
 /// The state namespace where a shard records its tenants.
@@ -188,6 +189,9 @@ impl Shard {
 pub struct ShardSet {
     pub shards: Vec<Shard>,
     pub map: ShardMap,
+    /// Tenants moved (`ipc shards move`) since this map was read, to the
+    /// shard of the set that now holds them ([`follow`]).
+    follow: std::sync::RwLock<std::collections::HashMap<String, usize>>,
 }
 
 /// Opens a shard's store (the caller's choice: waiting for PostgreSQL, or
@@ -220,6 +224,7 @@ impl ShardSet {
         Ok(ShardSet {
             shards,
             map: map.clone(),
+            follow: Default::default(),
         })
     }
 
@@ -267,6 +272,9 @@ impl ShardSet {
 
     /// The index of the shard `tenant` is decided on.
     pub fn route(&self, tenant: &str) -> Option<usize> {
+        if let Some(j) = self.followed(tenant) {
+            return Some(j);
+        }
         let loc = self.map.route(tenant)?;
         self.shards.iter().position(|s| &s.location == loc)
     }
@@ -295,18 +303,7 @@ impl ShardSet {
     /// mandate, a malformed one) goes to that shard as it is: its
     /// pipeline denies it before reading any state.
     fn route_input(&self, input: &super::Input) -> Result<usize, Option<String>> {
-        // a child mandate is decided on its root's tenant's shard (a child
-        // naming another owner widens its parent: denied there)
-        let token = input.mandate.as_ref();
-        let root = token
-            .and_then(|t| t.get("ancestors"))
-            .and_then(|a| a.get(0))
-            .or(token);
-        let Some(owner) = root
-            .and_then(|m| m.get("mandate"))
-            .and_then(|m| m.get("owner"))
-            .and_then(Value::as_str)
-        else {
+        let Some(owner) = owner_of(input) else {
             return Err(None);
         };
         self.route(owner).ok_or_else(|| {
@@ -449,12 +446,29 @@ impl ShardSet {
                 results.push((v, r));
             }
         }
+        if ask.dispatch.is_none() && ask.outcomes.is_empty() {
+            self.follow_moves(&ask, &groups, &mut results);
+        }
         Ok((groups, results))
     }
 }
 
+/// The tenant an input is decided for: its mandate's owner, or for a
+/// child mandate its root's (a child naming another owner widens its
+/// parent: denied on the root's shard).
+fn owner_of(input: &super::Input) -> Option<&str> {
+    let token = input.mandate.as_ref();
+    let root = token
+        .and_then(|t| t.get("ancestors"))
+        .and_then(|a| a.get(0))
+        .or(token);
+    root.and_then(|m| m.get("mandate"))
+        .and_then(|m| m.get("owner"))
+        .and_then(Value::as_str)
+}
+
 /// One shard's decisions, and how its batch ended.
-type ShardResult = (Vec<Decision>, Result<Option<Vec<ReceiptRef>>, GatewayError>);
+pub(super) type ShardResult = (Vec<Decision>, Result<Option<Vec<ReceiptRef>>, GatewayError>);
 
 /// One input's end in [`ShardSet::decide_each`]: its decision, the error
 /// of the batch that did not decide it, or `None` (the batch came back
