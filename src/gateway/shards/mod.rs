@@ -316,6 +316,7 @@ impl ShardSet {
 
     /// The index of the shard `input` is decided on: its tenant's, or the
     /// refusals' shard ([`Self::refusals`]) when no shard holds it.
+    #[cfg(feature = "http")]
     pub(crate) fn shard_of(&self, input: &super::Input) -> usize {
         self.route_input(input).unwrap_or_else(|_| self.refusals())
     }
