@@ -157,9 +157,9 @@ def test_the_agent_tool_example_runs(bank, tmp_path):
 
 
 def test_shadow_mode_is_read_as_a_decision_with_what_it_would_be(bank, tmp_path):
-    world = tmp_path / "shadow-world.toml"
-    text = (bank / "world.toml").read_text().replace('"packs/bank/registries"', f'"{bank}/packs/bank/registries"')
-    world.write_text(text + "[enforce.tenants]\nemma = false\n")
+    # beside the bank's world: its key and registry paths are relative to it
+    world = bank / "shadow-world.toml"
+    world.write_text((bank / "world.toml").read_text() + "[enforce.tenants]\nemma = false\n")
     with Gateway(bank / "bundle.json", world, store=str(tmp_path / "s.db"), mandate=bank / "mandate.json") as g:
         d = g.decide("payment.transfer", transfer(ATTACKER, "98.70"))
     assert d.decision == "SHADOW" and d.shadow and not d.allowed, d
