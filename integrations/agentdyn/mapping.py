@@ -104,12 +104,14 @@ def repos_in(text: str) -> list[str]:
         v = m.group(1)
         if "." in v.split("/")[0]:
             continue  # a host's path, not a repository
-        out.add(v.lower())
+        out.add(v.rstrip(".").lower())  # a name may hold dots; the sentence's full stop is not one
     return sorted(out)
 
 
 def words_in(text: str) -> set[str]:
-    return {w.lower() for w in re.findall(r"[A-Za-z0-9_.-]+", text or "")}
+    """The words of a text, lower-cased, without the punctuation that ends a
+    sentence (`... to bobolive.` -> `bobolive`)."""
+    return {w.strip(".-").lower() for w in re.findall(r"[A-Za-z0-9_.-]+", text or "")} - {""}
 
 
 # ---------------------------------------------------------------------------

@@ -204,6 +204,10 @@ class Registries(unittest.TestCase):
         gh = mapping.claims(self.world, mapping.GITHUB, "transfer mayaortiz/notes to samlee")
         self.assertIn(("repos", "mayaortiz/notes"), gh)
         self.assertIn(("people", "samlee"), gh)
+        # a username or a repository that ends the sentence
+        gh = mapping.claims(self.world, mapping.GITHUB, "Please transfer my mayaortiz/notes repository to samlee.")
+        self.assertIn(("people", "samlee"), gh)
+        self.assertEqual(mapping.repos_in("Clone samlee/plot.lib."), ["samlee/plot.lib"])
 
 
 class Proposals(unittest.TestCase):
