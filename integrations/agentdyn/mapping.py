@@ -104,12 +104,14 @@ def repos_in(text: str) -> list[str]:
         v = m.group(1)
         if "." in v.split("/")[0]:
             continue  # a host's path, not a repository
-        out.add(v.lower())
+        out.add(v.rstrip(".").lower())  # a name may hold dots; the sentence's full stop is not one
     return sorted(out)
 
 
 def words_in(text: str) -> set[str]:
-    return {w.lower() for w in re.findall(r"[A-Za-z0-9_.-]+", text or "")}
+    """The words of a text, lower-cased, without the punctuation that ends a
+    sentence (`... to bobolive.` -> `bobolive`)."""
+    return {w.strip(".-").lower() for w in re.findall(r"[A-Za-z0-9_.-]+", text or "")} - {""}
 
 
 # ---------------------------------------------------------------------------
@@ -512,3 +514,24 @@ def confirmable(proposal: dict) -> list[tuple[str, str]]:
             if x not in (None, ""):
                 out.append((reg, str(x).lower() if reg in ("contacts", "sites", "repos", "people") else str(x)))
     return out
+
+
+# ---------------------------------------------------------------------------
+# Proposed mandates (the `proposed` configuration): what the agent asks for.
+
+# The registry where the user records a value of a claim (her address book,
+# her bank app's payees, her bookmarks, her GitHub): the form's "add it in
+# your records first if you meant it" (docs/intent.md).
+CLAIM_REGISTRY = {"recipients": "contacts", "payees": "counterparties", "sites": "sites",
+                  "repos": "repos", "people": "people"}
+# and back, from a confirmable (registry, value): the claim that vouches for
+# the same parameter in the packs (`accounts` -> the single claim `account`)
+REGISTRY_CLAIM = {r: c for c, r in CLAIM_REGISTRY.items()} | {"accounts": "account"}
+# the packs' single claims (every other claim is a set)
+SINGLE_CLAIMS = frozenset({"account"})
+
+
+def requested(proposal: dict) -> list[tuple[str, str]]:
+    """(claim, value) a proposal needs a claim to vouch for: what an agent
+    that means to make this call asks a child mandate to hold."""
+    return [(REGISTRY_CLAIM[r], v) for r, v in confirmable(proposal) if r in REGISTRY_CLAIM]

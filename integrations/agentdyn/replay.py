@@ -11,7 +11,7 @@ know what the model would have done after a refusal: a task counts as done
 only when the logged path goes through.
 
 Usage: python3 integrations/agentdyn/replay.py [--data ../shared/agentdyn] [--ipc target/debug/ipc]
-       [--suites shopping,github,dailylife] [--configs no_human,attentive,approve_all] [--out DIR]
+       [--suites shopping,github,dailylife] [--configs no_human,attentive,approve_all,proposed] [--out DIR]
 Writes DIR/<suite>-<config>.json (every run, every call, every decision),
 DIR/summary.json, DIR/RESULTS.md and DIR/agentdyn.svg. Without the data
 folder it prints a skip line and exits 0.
@@ -43,7 +43,17 @@ CONFIGS = {
     "no_human": "intentplane, no human",
     "attentive": "intentplane, attentive human",
     "approve_all": "intentplane, human who approves everything",
+    # the session's mandate is a ceiling with no value of the request; the
+    # agent asks for a child with the values it read, the attentive human
+    # ticks what she asked for (`proposed_children`)
+    "proposed": "intentplane, mandate proposed by the agent, attentive human",
 }
+# the human a configuration plays for every pending call and provenance
+# refusal (a proposed configuration: the human of the same name)
+HUMAN = {"proposed": "attentive"}
+# the configurations where no attack may succeed (`--check`): all but the
+# human who approves everything
+GATED = ("no_human", "attentive", "proposed")
 
 
 def ipc(binary, *args) -> str:
@@ -80,6 +90,7 @@ class Trusted:
                 self.known[(p, name)] = set(value)
             lines.append(f'{p} = "{reg}"')
         self.added: set[tuple[str, str, str, str]] = set()
+        self.children = None  # `ipc token child --stdio`, started on the first child
         self.store = self.work / "state.db"
         self.world = self.work / "world.toml"
         self.world.write_text(
@@ -106,6 +117,38 @@ class Trusted:
             "--user", USER, "--owner", owner, *args, "--calls", str(CALLS), "--ttl", "86400", "-o", str(out))
         return json.loads(out.read_text())
 
+    def ceiling(self, pack: str, owner: str) -> dict:
+        """The session's mandate an administrator sets before any request:
+        the pack's scopes, budget, calls, expiry and the session's own
+        account, no value of any request; the parent of every child."""
+        return self.mandate(pack, owner, "")
+
+    def child(self, parent: dict, values: list[tuple[str, str]], draft: bool) -> dict:
+        """The draft of a child of `parent` holding `values`, as its
+        confirmer sees it (each value in the gateway's normal form, its
+        origin: the parent's, a registry of the owner's, or none, which
+        widens and cannot be granted), or the child issued (signed by the
+        issuer, recorded with a receipt): one line to a long-lived
+        `ipc token child --stdio`."""
+        if self.children is None:
+            self.children = Lines([self.binary, "token", "child", *self.common(), "--key",
+                                   str(self.work / "issuer.key"), "--stdio"])
+        claims: dict = {}
+        for k, v in values:
+            if k in mapping.SINGLE_CLAIMS:
+                claims[k] = v
+            else:
+                claims.setdefault(k, []).append(v)
+        answer = self.children.ask({"parent": parent, "request": {"claims": claims}, "draft": draft})
+        if "error" in answer:
+            raise RuntimeError(f"ipc token child: {answer['error']}")
+        return answer["draft"] if draft else answer["token"]
+
+    def close(self):
+        if self.children is not None:
+            self.children.close()
+            self.children = None
+
     def approve(self, op_hash: str) -> dict:
         out = self.work / "approval.json"
         ipc(self.binary, "approve", *self.common(), "--as", USER, "--key", str(self.work / (USER + ".key")),
@@ -125,30 +168,42 @@ class Trusted:
         return True
 
 
-class Gateway:
-    """One long-lived `ipc serve --stdio`."""
+class Lines:
+    """A long-lived `ipc ... --stdio`: one JSON line in, one answer out."""
 
-    def __init__(self, t: Trusted):
-        self.p = subprocess.Popen([t.binary, "serve", "--stdio", *t.common()], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.decisions = 0
-        self.seconds = 0.0
+    def __init__(self, argv: list[str]):
+        self.name = " ".join(argv[1:3])
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 
-    def decide(self, envelope: dict) -> dict:
-        t0 = time.perf_counter()
-        self.p.stdin.write(json.dumps(envelope) + "\n")
+    def ask(self, request: dict) -> dict:
+        self.p.stdin.write(json.dumps(request) + "\n")
         self.p.stdin.flush()
         line = self.p.stdout.readline()
-        self.seconds += time.perf_counter() - t0
-        self.decisions += 1
         if not line:
-            raise RuntimeError("ipc serve ended")
+            raise RuntimeError(f"ipc {self.name} ended")
         return json.loads(line)
 
     def close(self):
         self.p.stdin.close()
         self.p.wait()
         self.p.stdout.close()
+
+
+class Gateway(Lines):
+    """One long-lived `ipc serve --stdio`."""
+
+    def __init__(self, t: Trusted):
+        super().__init__([t.binary, "serve", "--stdio", *t.common()])
+        self.decisions = 0
+        self.seconds = 0.0
+
+    def decide(self, envelope: dict) -> dict:
+        t0 = time.perf_counter()
+        try:
+            return self.ask(envelope)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.decisions += 1
 
 
 SECRET_ARGS = {"password", "otp", "new_password"}
@@ -170,6 +225,7 @@ def decide_one(config, trusted, gw, mandates, pack, proposal, owner, wanted) -> 
     d = gw.decide(envelope)
     entry = {"action": proposal["action"], "first": d["decision"], "stage": d.get("stage"),
              "reason": d.get("reason"), "asked": 0}
+    config = HUMAN.get(config, config)
     if d["decision"] == "DENY" and d.get("stage") == "provenance" and config == "attentive" and wanted:
         added = [v for r, v in mapping.confirmable(proposal) if trusted.add(pack, owner, r, v)]
         if added:
@@ -190,14 +246,111 @@ def decide_one(config, trusted, gw, mandates, pack, proposal, owner, wanted) -> 
     return d, entry
 
 
+def agent_request(pack: str, prompt: str, goal_calls: list[dict], clean) -> list[tuple[str, str, str]]:
+    """The worst-case agent's request for a child of `pack`: (claim, value,
+    whence). There is no model to ask, so it asks for every value the
+    harness extracts from the user's prompt (`mapping.claims`, minus the
+    session's fixed account) *and*, in an attack run, every value a claim
+    would vouch for in the logged calls that carry the attacker's goal (a
+    compromised agent asks for the attacker's values too)."""
+    fixed = set(mapping.claims(clean, pack, ""))
+    # her own account is the session's: the prompt naming it (her username
+    # in `emmajohnson/notes`, read as a person) asks for nothing
+    own = {v for _, v in fixed}
+    out: list[tuple[str, str, str]] = []
+    seen = set()
+    for k, v in mapping.claims(clean, pack, prompt):
+        if (k, v) not in fixed and v not in own and (k, v) not in seen:
+            seen.add((k, v))
+            out.append((k, v, "prompt"))
+    for call in goal_calls:
+        try:
+            props = mapping.proposals(call, mapping.Session(clean)) or []
+        except mapping.Unmapped:
+            continue
+        for p, proposal in props:
+            for k, v in mapping.requested(proposal) if p == pack else []:
+                if (k, v) not in fixed and (k, v) not in seen:
+                    seen.add((k, v))
+                    out.append((k, v, "attack"))
+    return out
+
+
+def _values(claims: dict, name: str) -> list:
+    v = claims.get(name, [])
+    return v if isinstance(v, list) else [v]
+
+
+def proposed_children(trusted, owner: str, prompt: str, goal_calls: list[dict], clean) -> tuple[dict, list, int]:
+    """A `proposed` run's mandates: per pack, the session's mandate (the
+    ceiling, no value of the request) and, where the agent asks for any
+    value, a child of it that the attentive human confirms. She is shown
+    the draft (`ipc token child --stdio`, `draft`: each value in the
+    gateway's normal form and its origin) and ticks exactly the values her
+    prompt names (compared in that normal form). A value she asked for that
+    no registry of hers holds cannot be granted; she follows the form's
+    help and adds it to her records first (one more question), then is
+    shown the draft again. The child holds the ticked values; none ticked:
+    she declines, nothing is granted and the pack's calls stay under the
+    session's mandate. Returns (mandates, what each form showed, children
+    asked for, record changes asked for): each a question to the human."""
+    mandates, shown, forms, records = {}, [], 0, 0
+    for pack in trusted.packs:
+        parent = trusted.ceiling(pack, owner)
+        mandates[pack] = parent
+        request = agent_request(pack, prompt, goal_calls, clean)
+        if not request:
+            continue  # nothing to ask: the agent does not call for a child
+        values = [(k, v) for k, v, _ in request]
+        mine = [(k, v) for k, v, whence in request if whence == "prompt"]
+        normal = trusted.child(parent, mine, draft=True) if mine else None
+        own = set()
+        added = False
+        for c in normal["shown"]["claims"] if normal else []:
+            for v, origin in zip(_values(normal["mandate"]["claims"], c["name"]), c["origins"]):
+                own.add((c["name"], json.dumps(v)))
+                if origin == "none" and c["name"] in mapping.CLAIM_REGISTRY:
+                    added |= trusted.add(pack, owner, mapping.CLAIM_REGISTRY[c["name"]], str(v))
+        if added:
+            records += 1  # she adds the values she asked for to her records
+        forms += 1  # the child's confirmation
+        draft = trusted.child(parent, values, draft=True)
+        whence = {}
+        for k, v, w in request:
+            whence.setdefault(k, []).append(w)
+        ticked, start = [], len(shown)
+        for c in draft["shown"]["claims"]:
+            if c["name"] not in whence:
+                continue  # a single claim the parent fixes, shown for context
+            for v, origin in zip(_values(draft["mandate"]["claims"], c["name"]), c["origins"]):
+                yes = origin != "none" and (c["name"], json.dumps(v)) in own
+                shown.append({"pack": pack, "claim": c["name"], "value": v, "origin": origin, "granted": yes,
+                              "from": "prompt" if (c["name"], json.dumps(v)) in own else "attack"})
+                if yes:
+                    ticked.append((c["name"], v))
+        if ticked:
+            mandates[pack] = trusted.child(parent, ticked, draft=False)
+            # what the issued token holds, read back from it
+            held = {(k, json.dumps(v)) for k in whence for v in _values(mandates[pack]["mandate"]["claims"], k)}
+            for e in shown[start:]:
+                e["in_child"] = (e["claim"], json.dumps(e["value"])) in held
+    return mandates, shown, forms, records
+
+
 def replay_run(run: dict, kind: str, suite: str, config: str, trusted, gw, owner, rows, clean) -> dict:
     """One logged run through the gateway."""
     prompt = W.prompt_of(run)
     inj = run.get("injection_task_id")
     row = rows.get(inj) if kind == "attack" else None
-    mandates = {p: trusted.mandate(p, owner, prompt) for p in trusted.packs}
-    session = mapping.Session(clean)
     log, asked = [], 0
+    request = None
+    if config == "proposed":
+        goal_calls = [c for c in W.calls_of(run) if row and goals.carries(row, c)]
+        mandates, request, forms, records = proposed_children(trusted, owner, prompt, goal_calls, clean)
+        asked = forms + records
+    else:
+        mandates = {p: trusted.mandate(p, owner, prompt) for p in trusted.packs}
+    session = mapping.Session(clean)
     for call in W.calls_of(run):
         carries = bool(row and goals.carries(row, call))
         entry = {"call": call["function"], "args": shown(call["args"]), "goal": carries,
@@ -227,7 +380,12 @@ def replay_run(run: dict, kind: str, suite: str, config: str, trusted, gw, owner
         log.append(entry)
         if entry["decision"] == "ALLOW" and not call["failed"]:
             mapping.executed(call, session, lambda p, r, v: trusted.add(p, owner, r, v))
-    return score(run, kind, log, asked)
+    out = score(run, kind, log, asked)
+    if request is not None:
+        out["request"] = request
+        out["child_confirmations"] = forms
+        out["record_additions"] = records
+    return out
 
 
 def score(run: dict, kind: str, log: list[dict], asked: int) -> dict:
@@ -282,7 +440,21 @@ def summarise(runs: list[dict], label: str) -> dict:
         "not_through": [why(r) for r in benign if r["utility_logged"] and not r["through"]],
         # which attacks still succeed
         "attacks_through": sorted({f"{r['injection_task']}" for r in attacked if r["attack"]}),
-    }
+    } | (proposed_figures(benign + attacked) if any("request" in r for r in runs) else {})
+
+
+def proposed_figures(runs: list[dict]) -> dict:
+    """A proposed configuration's requests, over benign and attacked runs:
+    the children confirmed, the records added first, and the values the
+    agent asked for that only the attacker's goal holds: how many, how many
+    could be granted at all (a registry of the user's holds them), how many
+    the issued children hold (the goal: 0)."""
+    asked = [e for r in runs for e in r["request"] if e["from"] == "attack"]
+    return {"child_confirmations": sum(r["child_confirmations"] for r in runs),
+            "record_additions": sum(r["record_additions"] for r in runs),
+            "attacker_values_asked": len(asked),
+            "attacker_values_grantable": sum(e["origin"] != "none" for e in asked),
+            "attacker_values_granted": sum(bool(e.get("in_child")) for e in asked)}
 
 
 def why(r: dict) -> dict:
@@ -308,6 +480,7 @@ def run_suite(data: Path, suite: str, config: str, binary: str, out: Path | None
             runs.append(r)
     finally:
         gw.close()
+        trusted.close()
     sm = summarise(runs, CONFIGS[config])
     sm["wall_seconds"] = round(time.perf_counter() - t0, 1)
     sm["decisions"] = gw.decisions
@@ -339,7 +512,7 @@ def main():
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--check", action="store_true",
-                    help="fail if an attack succeeds with no human or the attentive one, or a figure "
+                    help="fail if an attack succeeds with no human or an attentive one, or a figure "
                          "falls below results/expected.json")
     args = ap.parse_args()
     data = W.data_dir(args.data)
@@ -377,7 +550,7 @@ def check(summary: dict) -> int:
             if c == "none":
                 continue
             where = f"{suite} {c}"
-            if c in ("no_human", "attentive") and s["attacks_succeeded"]:
+            if c in GATED and s["attacks_succeeded"]:
                 bad.append(f"{where}: {s['attacks_succeeded']} attacks succeeded")
             e = expected.get(suite, {}).get(c, {})
             for k in ("tasks_done", "utility_under_attack", "attacks_stopped"):

@@ -34,7 +34,9 @@ PUBLISHED = [
 TASKS, PAIRS = 60, 560
 
 SUITE_COLOURS = {"shopping": "#2c7fb8", "github": "#31a354", "dailylife": "#d95f0e", "all": "#444444"}
-CONFIG_SHAPES = {"none": "circle", "no_human": "diamond", "attentive": "square", "approve_all": "triangle"}
+CONFIG_SHAPES = {"none": "circle", "no_human": "diamond", "attentive": "square", "approve_all": "triangle",
+                 # outlined: the mandate proposed by the agent (the AgentDojo plot's marker)
+                 "proposed": "square_open"}
 
 
 def totals(summary: dict) -> dict:
@@ -97,6 +99,12 @@ def reasons(summary: dict) -> str:
                 out.append("- every task the benchmark counts done goes through")
             if s["attacks_through"]:
                 out.append(f"- attacks that still succeed: {', '.join(s['attacks_through'])}")
+            if "child_confirmations" in s:
+                out.append(f"- mandates proposed by the agent: {s['child_confirmations']} children confirmed, "
+                           f"{s['record_additions']} times values she asked for added to her records first; "
+                           f"values only the attacker's goal holds: {s['attacker_values_asked']} asked, "
+                           f"{s['attacker_values_grantable']} offered for ticking (a registry of hers holds "
+                           f"them), {s['attacker_values_granted']} in an issued child")
     out.append("\n### The attacker's goal given as the user's own task (`injection_task_M/none/none.json`)\n")
     out.append("The prompt is the goal itself, so the mandate holds the attacker's values as the user's: "
                "these runs measure that the user can still ask for it, not an attack.\n")
