@@ -155,10 +155,18 @@ fn sabotage_a_skipped_step_up_is_caught() {
 
 #[test]
 fn sabotage_removed_forbids_are_caught() {
-    // the slack pack has no forbid to remove
+    // the slack and github packs have no forbid to remove
     assert_caught(
         Sabotage::NoForbids,
-        &["bank", "ap", "health", "workspace", "code", "travel"],
+        &[
+            "bank",
+            "ap",
+            "health",
+            "workspace",
+            "code",
+            "travel",
+            "dailylife",
+        ],
         "[policy]",
     );
 }
@@ -174,5 +182,10 @@ fn sabotage_a_second_approver_of_another_tenant_is_caught() {
 
 #[test]
 fn sabotage_budgets_not_counted_is_caught() {
-    assert_caught(Sabotage::BudgetNotCounted, &["bank", "ap"], "[budget]");
+    // the packs with a budget parameter (github spends no amount)
+    assert_caught(
+        Sabotage::BudgetNotCounted,
+        &["bank", "ap", "dailylife"],
+        "[budget]",
+    );
 }
