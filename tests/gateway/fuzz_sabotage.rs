@@ -33,7 +33,7 @@ pub(crate) enum Sabotage {
 /// The world a sabotage runs in: the test world, or one whose approvers
 /// are all authorised everywhere.
 pub(crate) fn world_for(s: Option<Sabotage>) -> intentplane::gateway::world::World {
-    let mut w = world().world();
+    let mut w = loaded();
     if let Some(Sabotage::AnyoneIsFourEyes) = s {
         let owners: Vec<String> = [
             "acme",

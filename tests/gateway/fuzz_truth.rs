@@ -60,9 +60,16 @@ pub(crate) fn gateway() -> &'static Gateway {
     G.get_or_init(|| world().gateway())
 }
 
+/// The test world as the gateway loads it, read from disk once; each case
+/// decides on a copy of it.
+pub(crate) fn loaded() -> intentplane::gateway::world::World {
+    static L: OnceLock<intentplane::gateway::world::World> = OnceLock::new();
+    L.get_or_init(|| world().world()).clone()
+}
+
 /// A fork of [`gateway`] over a fresh world and `store`.
 pub(crate) fn fresh(store: Arc<dyn intentplane::store::Store>) -> Gateway {
-    gateway().fork(world().world(), store)
+    gateway().fork(loaded(), store)
 }
 
 // ---- ground truth, read independently from the registry files ----------
