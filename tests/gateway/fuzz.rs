@@ -2,29 +2,35 @@
 //! sequences of proposals over everything an agent can send — any action
 //! name, keys and values; references, including other tenants' ids;
 //! smuggled keys (origin, scope, context, approval_level...); wrong types;
-//! disguised IBANs, addresses, patient ids and commits; huge and nested
+//! disguised IBANs, addresses, patient ids, commits, paths
+//! (`/user/../system/.ssh/id`), hosts and repository names; huge and nested
 //! values; genuine, expired, tampered and foreign tokens; approvals by the
 //! right and the wrong people, twice by one person, expired, and for other
 //! operations — against every shipped pack (bank, accounts payable,
-//! health, workspace, code, slack, travel).
+//! health, workspace, code, slack, travel, and the AgentDyn packs
+//! dailylife and github) but those `NOT_YET_FUZZED` lists (shop).
 //!
 //! An oracle written from the world's ground truth (the registry files and
 //! the mandates as data, parsed here, never through gateway code) checks
 //! every executed action: a genuine, unexpired token of the action's pack
 //! with the scope; every critical value equal, after the oracle's own
-//! normalisation, to a trusted value of that owner and to what the agent
-//! proposed (or what its reference names in the owner's records); the
-//! forbids (hard caps, sanctions, cooling-off, research consent, red CI,
-//! ...); the approval level an independent table requires; budgets and call
-//! counts; an invoice paid once.
+//! normalisation (paths resolved lexically and kept inside a trusted
+//! folder, hosts and repository names in lower case, e-mail addresses...),
+//! to a trusted value of that owner and to what the agent proposed (or what
+//! its reference names in the owner's records); the forbids (hard caps,
+//! sanctions, cooling-off, research consent, red CI, ...); the approval
+//! level an independent table requires; budgets and call counts; an invoice
+//! paid once. The AgentDyn packs' rules, values and mandates are in
+//! `fuzz_agentdyn.rs`; their world adds a second tenant (`noah`) to their
+//! registries, so that another tenant's values are there to steal.
 //!
 //! The oracle is itself tested: the sabotage tests at the end run the same
 //! property against deliberately broken gateways (provenance vouching for
 //! anything, approval rules removed, forbids removed, budgets not counted),
-//! pack by pack (all seven; the forbids for the six that have one), and
+//! pack by pack (all nine; the forbids for the seven that have one), and
 //! require it to fail, for the right reason.
 //!
-//! Default: 6,000 proposals (60 cases × 100), spread over the seven packs.
+//! Default: 6,000 proposals (60 cases × 100), spread over the nine packs.
 //! `IPC_FUZZ_CASES=1000` runs 100,000.
 
 use crate::common;
@@ -309,23 +315,13 @@ fn the_fuzz_reaches_every_action_of_every_pack() {
     }
 }
 
-/// The AgentDyn packs (issue 42): checked, scenario-tested, mutation-tested
-/// (`ipc mutate`, 100% killed) and their guarantees proven like every pack,
-/// but the differential oracle of this fuzz does not model them yet.
-const NOT_YET_FUZZED: [(&str, &str); 3] = [
-    (
-        "dailylife",
-        "issue 42: the oracle does not model its paths and sites yet",
-    ),
-    (
-        "github",
-        "issue 42: the oracle does not model its repositories and keys yet",
-    ),
-    (
-        "shop",
-        "issue 42: the oracle does not model its catalogue and orders yet",
-    ),
-];
+/// An AgentDyn pack (issue 42) checked, scenario-tested, mutation-tested
+/// (`ipc mutate`, 100% killed) and its guarantees proven like every pack,
+/// but not yet modelled by the differential oracle of this fuzz.
+const NOT_YET_FUZZED: [(&str, &str); 1] = [(
+    "shop",
+    "issue 42: the oracle does not model its catalogue and orders yet",
+)];
 
 /// Every pack in `packs/` is fuzzed, and the oracle knows every action of
 /// each (a pack or an action added later fails here until the oracle
@@ -355,7 +351,7 @@ fn the_oracle_knows_every_shipped_action() {
             Some((ta.pack.as_str(), ta.action.scope.as_str())),
             "`{name}`"
         );
-        assert!(ACTIONS.contains(&name), "`{name}` is not in ACTIONS");
+        assert!(actions().contains(&name), "`{name}` is not in actions()");
         for p in &ta.action.params {
             assert!(
                 own_params(name).contains(&p.name.as_str()),

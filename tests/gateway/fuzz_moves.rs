@@ -2,6 +2,8 @@
 //! moves made of it, and the proposal each move makes.
 
 use crate::common;
+use crate::fuzz_agentdyn::*;
+use crate::fuzz_oracle::contract_of;
 use crate::fuzz_truth::*;
 use common::*;
 use proptest::prelude::*;
@@ -12,44 +14,25 @@ use std::sync::OnceLock;
 // ---- what the attacker can write ---------------------------------------
 
 /// Any action name: every pack's, and names that are not actions.
-pub(crate) const ACTIONS: &[&str] = &[
-    "payment.transfer",
-    "standing_order.update",
-    "user.update_password",
-    "user.update_info",
-    "invoice.pay",
-    "vendor.change_iban",
-    "record.read",
-    "record.read_research",
-    "record.break_glass",
-    "email.send",
-    "calendar.invite",
-    "file.share",
-    "file.delete",
-    "email.delete",
-    "calendar.cancel",
-    "commit.merge",
-    "payment.send",
-    "payment.schedule",
-    "scheduled.update",
-    "calendar.reschedule",
-    "calendar.add_participants",
-    "file.create",
-    "file.append",
-    "message.direct",
-    "message.channel",
-    "channel.add_member",
-    "member.invite",
-    "member.remove",
-    "web.fetch",
-    "web.post",
-    "booking.hotel",
-    "booking.car",
-    "booking.restaurant",
-    "trip.send_email",
-    "trip.remind",
-    "trip.cancel_event",
+pub(crate) fn actions() -> &'static [&'static str] {
+    static A: OnceLock<Vec<&'static str>> = OnceLock::new();
+    A.get_or_init(|| {
+        let mut a: Vec<&'static str> = PACKS
+            .iter()
+            .flat_map(|p| pack_actions(p))
+            .copied()
+            .collect();
+        a.extend(NOT_ACTIONS);
+        a
+    })
+}
+
+/// Names that are no action: spellings of real ones, and nonsense.
+const NOT_ACTIONS: &[&str] = &[
     "PAYMENT.TRANSFER",
+    "Disk.Delete",
+    "repo.delete\u{200b}",
+    "github::repo.delete",
     "payment.transfer ",
     "Record.Read",
     "commit.merge\u{200b}",
@@ -112,6 +95,20 @@ pub(crate) const PARAMS: &[&str] = &[
     "last_name",
     "street",
     "city",
+    "path",
+    "folder",
+    "source",
+    "destination",
+    "copy",
+    "site",
+    "save_dir",
+    "fields",
+    "values",
+    "name",
+    "new_owner",
+    "collaborator",
+    "key",
+    "username",
     // smuggled
     "origin",
     "scope",
@@ -127,6 +124,10 @@ pub(crate) const PARAMS: &[&str] = &[
     "Patient_ID",
     "to ",
     "repo\u{200b}",
+    "Path",
+    "path ",
+    "account",
+    "folders",
 ];
 
 /// The actions of one pack the oracle knows.
@@ -165,6 +166,35 @@ pub(crate) fn pack_actions(pack: &str) -> &'static [&'static str] {
             "web.fetch",
             "web.post",
         ],
+        "dailylife" => &[
+            "mail.send",
+            "mail.delete",
+            "bank.pay",
+            "event.create",
+            "event.reschedule",
+            "event.add_participants",
+            "disk.create",
+            "disk.move",
+            "disk.delete",
+            "disk.download",
+            "disk.save",
+            "site.visit",
+            "site.submit",
+        ],
+        "github" => &[
+            "repo.star",
+            "repo.unstar",
+            "repo.create",
+            "repo.clone",
+            "repo.push",
+            "repo.delete",
+            "repo.transfer",
+            "repo.invite",
+            "issue.create",
+            "sshkey.add",
+            "sshkey.delete",
+            "github.login",
+        ],
         _ => &[
             "booking.hotel",
             "booking.car",
@@ -192,8 +222,8 @@ pub(crate) fn own_params(action: &str) -> &'static [&'static str] {
         "vendor.change_iban" => &["vendor_id", "callback_id", "new_iban"],
         "record.read" | "record.read_research" => &["patient_id", "view"],
         "record.break_glass" => &["patient_id", "reason"],
-        "email.send" => &["to", "cc", "bcc", "subject", "body", "attachments"],
-        "calendar.invite" => &[
+        "email.send" | "mail.send" => &["to", "cc", "bcc", "subject", "body", "attachments"],
+        "calendar.invite" | "trip.remind" | "event.create" => &[
             "participants",
             "title",
             "start",
@@ -239,15 +269,25 @@ pub(crate) fn own_params(action: &str) -> &'static [&'static str] {
         "booking.car" => &["company", "start", "end"],
         "booking.restaurant" => &["restaurant", "start", "guests"],
         "trip.send_email" => &["to", "cc", "bcc", "subject", "body"],
-        "trip.remind" => &[
-            "participants",
-            "title",
-            "start",
-            "end",
-            "description",
-            "location",
-        ],
         "trip.cancel_event" => &["event_id"],
+        "mail.delete" => &["email_id"],
+        "bank.pay" => &["from_account", "recipient", "amount", "subject", "date"],
+        "event.reschedule" => &["event_id", "start", "end"],
+        "event.add_participants" => &["event_id", "participants"],
+        "disk.create" => &["path", "content", "folder"],
+        "disk.move" => &["source", "destination", "copy"],
+        "disk.delete" => &["path"],
+        "disk.download" => &["site", "url", "save_dir"],
+        "disk.save" => &["file_id", "save_dir"],
+        "site.visit" => &["site", "url"],
+        "site.submit" => &["site", "url", "fields", "values"],
+        "repo.star" | "repo.unstar" | "repo.clone" | "repo.push" | "repo.delete" => &["repo"],
+        "repo.create" => &["name"],
+        "repo.transfer" => &["repo", "new_owner"],
+        "repo.invite" => &["repo", "collaborator"],
+        "issue.create" => &["repo", "title", "body"],
+        "sshkey.add" | "sshkey.delete" => &["key"],
+        "github.login" => &["username"],
         _ => &["payee_iban"],
     }
 }
@@ -462,6 +502,8 @@ pub(crate) fn values(pack: &str) -> Vec<Value> {
             json!("the attacker's text"),
         ],
         "travel" => travel_values(),
+        "dailylife" => dailylife_values(),
+        "github" => github_values(),
         _ => vec![
             json!("payments-api"),
             json!("web-portal"),
@@ -732,6 +774,9 @@ pub(crate) fn base_args(action: &str, variant: usize) -> Map<String, Value> {
             json!({"repo": "payments-api", "commit": C_RED, "branch": "main"}),
             json!({"repo": "payments-api", "commit": C_CY, "branch": "main"}),
         ],
+        a if contract_of(a).is_some_and(|(p, _)| matches!(p, "dailylife" | "github")) => {
+            agentdyn_base_args(a)
+        }
         a => travel_base_args(a),
     };
     variants[variant % variants.len()]
@@ -838,7 +883,7 @@ pub(crate) fn proposal_of<'a>(c: &'a Ctx, mv: &Move) -> (&'a M, Value) {
         let a = pack_actions(PACKS[pack]);
         a[mv.action as usize % a.len()]
     } else {
-        ACTIONS[mv.action as usize % ACTIONS.len()]
+        actions()[mv.action as usize % actions().len()]
     };
     let mut args = if mv.base {
         base_args(action, mv.variant)

@@ -2,6 +2,7 @@
 //! whether each critical value is vouched for; `fuzz_packs.rs` holds the
 //! rules of each pack.
 
+use crate::fuzz_agentdyn::*;
 use crate::fuzz_packs::*;
 use crate::fuzz_truth::*;
 use intentplane::gateway::Decision;
@@ -41,6 +42,23 @@ pub(crate) fn contract_of(action: &str) -> Option<(&'static str, &'static str)> 
         "booking.hotel" | "booking.car" | "booking.restaurant" => ("travel", "booking.write"),
         "trip.send_email" => ("travel", "mail.send"),
         "trip.remind" | "trip.cancel_event" => ("travel", "calendar.write"),
+        "mail.send" => ("dailylife", "mail.send"),
+        "mail.delete" => ("dailylife", "mail.delete"),
+        "bank.pay" => ("dailylife", "payments.write"),
+        "event.create" | "event.reschedule" | "event.add_participants" => {
+            ("dailylife", "calendar.write")
+        }
+        "disk.create" | "disk.move" | "disk.save" => ("dailylife", "files.write"),
+        "disk.delete" => ("dailylife", "files.delete"),
+        "disk.download" | "site.visit" => ("dailylife", "web.fetch"),
+        "site.submit" => ("dailylife", "web.post"),
+        "repo.star" | "repo.unstar" => ("github", "github.star"),
+        "repo.create" | "repo.push" => ("github", "github.repo"),
+        "repo.clone" => ("github", "github.read"),
+        "repo.delete" | "repo.transfer" | "repo.invite" => ("github", "github.admin"),
+        "issue.create" => ("github", "github.issue"),
+        "sshkey.add" | "sshkey.delete" => ("github", "github.keys"),
+        "github.login" => ("github", "github.account"),
         _ => return None,
     })
 }
@@ -238,6 +256,8 @@ pub(crate) fn check_executed(
         "workspace" => workspace_pack(t, md, &action, proposal, d, &approved)?,
         "code" => code_pack(t, md, proposal, d, &approved)?,
         "slack" => slack_pack(t, md, &action, proposal, d, &approved)?,
+        "dailylife" => dailylife_pack(&t.agentdyn, md, &action, proposal, d, &approved)?,
+        "github" => github_pack(&t.agentdyn, md, &action, proposal, d, &approved)?,
         _ => travel_pack(t, md, &action, proposal, d, &approved)?,
     }
     let e = ledger.spent.entry(md.id.clone()).or_default();
@@ -249,6 +269,7 @@ pub(crate) fn check_executed(
             | "payment.send"
             | "payment.schedule"
             | "scheduled.update"
+            | "bank.pay"
     ) {
         d.resolved
             .get("amount")

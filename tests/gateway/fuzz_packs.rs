@@ -347,12 +347,7 @@ pub(crate) fn workspace_pack(
     };
     match action {
         "email.send" => {
-            let to = vouched_list("to", raw("to"), r.get("to"), email, &person)?;
-            if to.is_empty() {
-                return Err("[contract] an e-mail to nobody".into());
-            }
-            vouched_list("cc", raw("cc"), r.get("cc"), email, &person)?;
-            vouched_list("bcc", raw("bcc"), r.get("bcc"), email, &person)?;
+            mail_recipients(proposal, r, &person)?;
             vouched_list(
                 "attachments",
                 raw("attachments"),
@@ -406,16 +401,7 @@ pub(crate) fn workspace_pack(
         }
         "calendar.add_participants" => {
             own(&t.events, "event_id")?;
-            let p = vouched_list(
-                "participants",
-                raw("participants"),
-                r.get("participants"),
-                email,
-                &person,
-            )?;
-            if p.is_empty() {
-                return Err("[contract] nobody added".into());
-            }
+            participants_added(proposal, r, &person)?;
         }
         "file.create" => {
             let n = r.get("filename").and_then(Value::as_str).unwrap_or("");
@@ -427,6 +413,38 @@ pub(crate) fn workspace_pack(
             own(&t.files, "file_id")?;
         }
         other => return Err(format!("[contract] `{other}` is not a workspace action")),
+    }
+    Ok(())
+}
+
+/// An e-mail's `to`, `cc` and `bcc`: each address one `person` trusts and
+/// the agent proposed, `to` not empty.
+pub(crate) fn mail_recipients(
+    proposal: &Value,
+    r: &Map<String, Value>,
+    person: &dyn Fn(&str) -> bool,
+) -> Result<(), String> {
+    let raw = |k: &str| proposal.get("args").and_then(|a| a.get(k));
+    let to = vouched_list("to", raw("to"), r.get("to"), email, person)?;
+    if to.is_empty() {
+        return Err("[contract] an e-mail to nobody".into());
+    }
+    vouched_list("cc", raw("cc"), r.get("cc"), email, person)?;
+    vouched_list("bcc", raw("bcc"), r.get("bcc"), email, person)?;
+    Ok(())
+}
+
+/// People added to an event: each one `person` trusts and the agent
+/// proposed, at least one.
+pub(crate) fn participants_added(
+    proposal: &Value,
+    r: &Map<String, Value>,
+    person: &dyn Fn(&str) -> bool,
+) -> Result<(), String> {
+    let raw = proposal.get("args").and_then(|a| a.get("participants"));
+    let p = vouched_list("participants", raw, r.get("participants"), email, person)?;
+    if p.is_empty() {
+        return Err("[contract] nobody added".into());
     }
     Ok(())
 }
@@ -616,12 +634,7 @@ pub(crate) fn travel_pack(
         }
         "booking.restaurant" => booking("restaurant", &["start"], "times", true)?,
         "trip.send_email" => {
-            let to = vouched_list("to", raw("to"), r.get("to"), email, &person)?;
-            if to.is_empty() {
-                return Err("[contract] an e-mail to nobody".into());
-            }
-            vouched_list("cc", raw("cc"), r.get("cc"), email, &person)?;
-            vouched_list("bcc", raw("bcc"), r.get("bcc"), email, &person)?;
+            mail_recipients(proposal, r, &person)?;
         }
         "trip.remind" => {
             vouched_list(

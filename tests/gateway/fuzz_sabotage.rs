@@ -33,7 +33,7 @@ pub(crate) enum Sabotage {
 /// The world a sabotage runs in: the test world, or one whose approvers
 /// are all authorised everywhere.
 pub(crate) fn world_for(s: Option<Sabotage>) -> intentplane::gateway::world::World {
-    let mut w = world().world();
+    let mut w = loaded();
     if let Some(Sabotage::AnyoneIsFourEyes) = s {
         let owners: Vec<String> = [
             "acme",
@@ -155,10 +155,18 @@ fn sabotage_a_skipped_step_up_is_caught() {
 
 #[test]
 fn sabotage_removed_forbids_are_caught() {
-    // the slack pack has no forbid to remove
+    // the slack and github packs have no forbid to remove
     assert_caught(
         Sabotage::NoForbids,
-        &["bank", "ap", "health", "workspace", "code", "travel"],
+        &[
+            "bank",
+            "ap",
+            "health",
+            "workspace",
+            "code",
+            "travel",
+            "dailylife",
+        ],
         "[policy]",
     );
 }
@@ -174,5 +182,10 @@ fn sabotage_a_second_approver_of_another_tenant_is_caught() {
 
 #[test]
 fn sabotage_budgets_not_counted_is_caught() {
-    assert_caught(Sabotage::BudgetNotCounted, &["bank", "ap"], "[budget]");
+    // the packs with a budget parameter (github spends no amount)
+    assert_caught(
+        Sabotage::BudgetNotCounted,
+        &["bank", "ap", "dailylife"],
+        "[budget]",
+    );
 }

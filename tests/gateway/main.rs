@@ -14,6 +14,7 @@ mod chains;
 mod concurrency;
 mod fail_closed;
 mod fuzz;
+mod fuzz_agentdyn;
 mod fuzz_moves;
 mod fuzz_oracle;
 mod fuzz_packs;
