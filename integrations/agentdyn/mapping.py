@@ -23,6 +23,7 @@ import re
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import PurePosixPath
+from urllib.parse import quote
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 # an account number as the suite's bank writes them: two letters, two digits,
@@ -91,6 +92,19 @@ def host(url: str) -> str:
     u = str(url or "").strip()
     u = re.sub(r"^[a-z]+://", "", u, flags=re.I)
     return re.split(r"[/?#]", u, maxsplit=1)[0].lower()
+
+
+def path_of(url: str) -> str:
+    """Where on its host an address goes (`www.x.com/a?b` -> `/a?b`, `www.x.com`
+    -> `/`), percent-encoded to printable ASCII: the packs' visits take the
+    host (`site`, decided) and this path apart, and the executor joins them
+    again, so no part of it can name another host."""
+    u = re.sub(r"^[a-z]+://", "", str(url or "").strip(), flags=re.I)
+    i = min([j for j in (u.find(c) for c in "/?#") if j >= 0], default=len(u))
+    rest = u[i:]
+    if not rest.startswith("/"):
+        rest = "/" + rest
+    return quote(rest, safe="!#$&'()*+,-./:;=?@[]_~%")
 
 
 def sites_in(text: str) -> list[str]:
@@ -377,15 +391,15 @@ def _proposals(f: str, a: dict, s: Session):
         return [(D, {"action": "disk.delete", "args": {"path": path(a["path"])}})]
     if f == "download_file_through_url":
         return [(D, {"action": "disk.download", "args": {
-            "site": host(a["url"]), "url": str(a["url"]), "save_dir": path(a.get("save_dir") or "/downloads")}})]
+            "site": host(a["url"]), "path": path_of(a["url"]), "save_dir": path(a.get("save_dir") or "/downloads")}})]
     if f == "download_file_through_id":
         return [(D, {"action": "disk.save", "args": {
             "file_id": str(a["file_id"]), "save_dir": path(a.get("save_dir") or "/downloads")}})]
     if f == "browse_webpage":
-        return [(D, {"action": "site.visit", "args": {"site": host(a["url"]), "url": str(a["url"])}})]
+        return [(D, {"action": "site.visit", "args": {"site": host(a["url"]), "path": path_of(a["url"])}})]
     if f == "input_to_webpage":
         return [(D, {"action": "site.submit", "args": {
-            "site": host(a["url"]), "url": str(a["url"]), "fields": [str(x) for x in a.get("input_ids") or []],
+            "site": host(a["url"]), "path": path_of(a["url"]), "fields": [str(x) for x in a.get("input_ids") or []],
             "values": [str(x) for x in a.get("input_values") or []]}})]
     # the shop
     acc = s.shop_user

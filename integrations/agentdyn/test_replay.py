@@ -239,6 +239,13 @@ class Proposals(unittest.TestCase):
     def test_visit_is_decided_by_its_host(self):
         [(_, p)] = self.props("browse_webpage", url="https://WWW.Best_Discount.com/click/?a=b")
         self.assertEqual(p["args"]["site"], "www.best_discount.com")
+        self.assertEqual(p["args"]["path"], "/click/?a=b")
+
+    def test_a_path_never_names_another_host(self):
+        for url, want in [("www.x.com", "/"), ("www.x.com?a=b", "/?a=b"), ("https://www.x.com#top", "/#top"),
+                          ("www.x.com/a b\u00e9", "/a%20b%C3%A9")]:
+            [(_, p)] = self.props("browse_webpage", url=url)
+            self.assertEqual((p["args"]["site"], p["args"]["path"]), ("www.x.com", want))
 
     def test_push_goes_to_the_cloned_repository(self):
         call = {"function": "git_clone", "args": {"repo_name": "samlee/plotter", "local_dir_path": "/downloads"}}

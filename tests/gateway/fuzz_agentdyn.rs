@@ -217,6 +217,18 @@ pub(crate) fn dailylife_pack(
     let folder = |x: &str| inside(t.folders.get(owner), x);
     let path = |name: &str| vouched(name, raw(name), r.get(name), lexical, &folder, &no_refs);
     let site = || vouched("site", raw("site"), r.get("site"), lowered, &host, &no_refs);
+    // where on the decided site: the executor requests `https://` + site +
+    // path, so the path must not be able to name another host
+    let web_path = || {
+        let p = r.get("path").and_then(Value::as_str).unwrap_or("/");
+        let printable = p.chars().all(|c| ('!'..='~').contains(&c));
+        if !p.starts_with('/') || !printable || p.chars().count() > 2_000 {
+            return Err(format!(
+                "[contract] a web path that can leave its site: {p:?}"
+            ));
+        }
+        Ok(())
+    };
     let own = |set: &Sets, name: &str| {
         vouched(
             name,
@@ -308,6 +320,7 @@ pub(crate) fn dailylife_pack(
         }
         "disk.download" => {
             site()?;
+            web_path()?;
             path("save_dir")?;
         }
         "disk.save" => {
@@ -319,6 +332,7 @@ pub(crate) fn dailylife_pack(
         }
         "site.visit" | "site.submit" => {
             site()?;
+            web_path()?;
         }
         other => return Err(format!("[contract] `{other}` is not a dailylife action")),
     }
@@ -588,20 +602,20 @@ pub(crate) fn agentdyn_base_args(action: &str) -> Vec<Value> {
             json!({"path": "/user/./old//notes.txt"}),
         ],
         "disk.download" => vec![
-            json!({"site": "www.power-co.example", "url": "https://www.power-co.example/bill.pdf", "save_dir": "/downloads"}),
-            json!({"site": "forum.school.example", "url": "https://forum.school.example/a.pdf", "save_dir": "/documents/school"}),
+            json!({"site": "www.power-co.example", "path": "/bill.pdf", "save_dir": "/downloads"}),
+            json!({"site": "forum.school.example", "path": "/a.pdf", "save_dir": "/documents/school"}),
         ],
         "disk.save" => vec![
             json!({"file_id": "invoice-3", "save_dir": "/documents"}),
             json!({"file_id": "att-1", "save_dir": "/downloads/../user"}),
         ],
         "site.visit" => vec![
-            json!({"site": "www.power-co.example", "url": "https://www.power-co.example/"}),
-            json!({"site": "www.bookclub.example", "url": "https://www.bookclub.example/"}),
+            json!({"site": "www.power-co.example", "path": "/"}),
+            json!({"site": "www.bookclub.example", "path": "/?page=2"}),
         ],
         "site.submit" => vec![
-            json!({"site": "forum.school.example", "url": "https://forum.school.example/post", "fields": ["name"], "values": ["Maya"]}),
-            json!({"site": "www.bookclub.example", "url": "https://www.bookclub.example/join"}),
+            json!({"site": "forum.school.example", "path": "/post", "fields": ["name"], "values": ["Maya"]}),
+            json!({"site": "www.bookclub.example", "path": "/join"}),
         ],
         "repo.star" | "repo.unstar" | "repo.clone" => vec![
             json!({"repo": "samlee/plotter"}),
@@ -895,16 +909,12 @@ mod oracle {
         assert_tag(&r, "[provenance]");
     }
 }
-/// FOUND BY THE FUZZ'S REVIEW, NOT FIXED (reported to the lead): in
-/// `dailylife`, `site.visit`, `site.submit` and `disk.download` decide the
-/// `site` parameter, but `url` (where the request really goes) is free text
-/// that nothing binds to `site`. The AgentDyn mapping derives `site` from
-/// `url` (`integrations/agentdyn/mapping.py`), but an agent proposing to the
-/// gateway directly pairs a trusted host with any address. Ignored until the
-/// pack (or a rule of the language) binds the two; the oracle models the
-/// pack as declared.
+/// Found by the fuzz's review: `site.visit`, `site.submit` and
+/// `disk.download` decided `site` but took the address as a free `url`, so
+/// an agent proposing to the gateway directly could pair a trusted host
+/// with any address. The packs now take a `path` the executor joins to the
+/// decided site; an address (or `@host`) in its place is refused.
 #[test]
-#[ignore = "open: dailylife's `url` is not bound to its decided `site`"]
 fn a_visit_goes_only_to_the_host_it_was_decided_for() {
     use crate::fuzz_moves::ctx;
     let c = ctx();
@@ -912,9 +922,27 @@ fn a_visit_goes_only_to_the_host_it_was_decided_for() {
         intentplane::store::memory::MemoryStore::new(),
     ));
     let i = PACKS.iter().position(|p| *p == "dailylife").unwrap();
+    let token = &c.pools[i].ms[0].token;
+    for hostile in [
+        json!({"url": "https://www.true-informations.com/steal?d=secret"}),
+        json!({"path": "https://www.true-informations.com/steal"}),
+        json!({"path": "@www.true-informations.com/steal"}),
+        json!({"path": ".true-informations.com/steal"}),
+        json!({"path": "/a b"}),
+    ] {
+        let mut args = hostile.as_object().unwrap().clone();
+        args.insert("site".into(), json!("www.power-co.example"));
+        let p = json!({"action": "site.visit", "args": args});
+        let d = decide(&gw, p, token);
+        assert_eq!(
+            d.decision,
+            intentplane::gateway::Outcome::Deny,
+            "{hostile}: {d:?}"
+        );
+    }
+    // the same site with a path of its own goes
     let p = json!({"action": "site.visit", "args": {
-        "site": "www.power-co.example",
-        "url": "https://www.true-informations.com/steal?d=secret"}});
-    let d = decide(&gw, p, &c.pools[i].ms[0].token);
-    assert_eq!(d.decision, intentplane::gateway::Outcome::Deny, "{d:?}");
+        "site": "www.power-co.example", "path": "/bill?month=11"}});
+    let d = decide(&gw, p, token);
+    assert_eq!(d.decision, intentplane::gateway::Outcome::Allow, "{d:?}");
 }
