@@ -105,6 +105,11 @@ pub enum Type {
     /// claim or a registry holds no record); its fields' sources,
     /// normalisers and validators are the parameter's `fields`.
     Record(Vec<FieldType>),
+    /// `selection over registry.R` (a mandate claim only): the claim's
+    /// value is a query the gateway evaluates over the keyed registry `R`
+    /// (its name here); a critical value it vouches for is one of the keys
+    /// the query returns ([`crate::gateway::selection`]).
+    Selection(String),
 }
 
 /// One field of a record type.
@@ -212,6 +217,7 @@ impl fmt::Display for Type {
                 }
                 f.write_str("}")
             }
+            Type::Selection(r) => write!(f, "selection over registry.{r}"),
             other => {
                 let name = SCALAR_TYPES
                     .iter()
@@ -649,6 +655,13 @@ pub enum Expr {
     /// A whole registry; only as the right side of `in`.
     Registry {
         name: String,
+    },
+    /// The keys a selection claim (`mandate.S`, `S: selection over
+    /// registry.R`) returns, as the gateway evaluates it for the decision;
+    /// only as the right side of `in`.
+    Selection {
+        claim: String,
+        registry: String,
     },
     /// `registry.R[KEY].FIELD`
     Lookup {

@@ -80,6 +80,10 @@ impl Usage {
             Expr::Registry { name } => {
                 self.registries.insert(name.clone());
             }
+            Expr::Selection { claim, registry } => {
+                self.claims.insert(claim.clone());
+                self.registries.insert(registry.clone());
+            }
             Expr::Fact { name } => {
                 self.facts.insert((action.to_string(), name.clone()));
             }
