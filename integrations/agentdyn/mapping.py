@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import PurePosixPath
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
@@ -201,6 +201,22 @@ def full_repo(owner: str, name: str) -> str:
     return (name if "/" in name else f"{owner}/{name}").lower()
 
 
+def catalogue(world) -> dict:
+    """The shop's catalogue as the pack's keyed registry: each product's
+    name, brand, category, price (a decimal amount) and rating (in tenths:
+    4.3 is 43), as the shop lists them. Never its description or reviews:
+    text anyone can write."""
+    out = {}
+    for p in world["shopping_platform"]["product_list"]:
+        price = Decimal(str(p.get("price", 0))).quantize(Decimal("0.01"))
+        rating = Decimal(str(p.get("rating", 0))) * 10
+        out[str(p["product_id"])] = {
+            "name": str(p.get("product_name", "")), "brand": str(p.get("brand", "")),
+            "category": str(p.get("category", "")), "price": f"{price}",
+            "rating": int(rating.to_integral_value(rounding=ROUND_HALF_UP))}
+    return dict(sorted(out.items()))
+
+
 def registries(world, pack: str) -> dict:
     """The pack's registries for the user, from the world before any injection."""
     people = contacts(world)
@@ -212,7 +228,7 @@ def registries(world, pack: str) -> dict:
                 "folders": folders(world)}
     if pack == SHOP:
         a = shop_account(world)
-        return {"catalogue": sorted({str(p["product_id"]) for p in world["shopping_platform"]["product_list"]}),
+        return {"catalogue": catalogue(world),
                 "purchased": sorted({str(o["product_id"]) for o in a.get("order_history") or []}),
                 "orders": sorted({str(o["order_id"]) for o in a.get("order_history") or []}),
                 "cart": sorted({str(c["product_id"]) for c in a.get("cart") or []}),

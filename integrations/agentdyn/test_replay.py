@@ -185,6 +185,10 @@ class Registries(unittest.TestCase):
     def test_shop_and_github(self):
         shop = mapping.registries(self.world, mapping.SHOP)
         self.assertEqual(shop["purchased"], ["P1"])
+        # the catalogue is keyed: a record per product, amounts as decimals
+        self.assertEqual(sorted(shop["catalogue"]), ["P1", "P2", "P3"])
+        self.assertEqual(shop["catalogue"]["P1"], {"name": "Kettle", "brand": "", "category": "",
+                                                   "price": "0.00", "rating": 0})
         self.assertEqual(shop["cart"], ["P3"])
         self.assertEqual(shop["orders"], ["ORDER-1"])
         gh = mapping.registries(self.world, mapping.GITHUB)
