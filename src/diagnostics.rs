@@ -449,6 +449,26 @@ pub enum PackDiagnostic {
         span: SourceSpan,
     },
 
+    /// A selection over a registry an action of the pack writes (its
+    /// executor changes the registry's records): the agent could shape a
+    /// record to match the user's criterion, then pick it. An error, not a
+    /// warning: the point of a selection is a record the agent cannot
+    /// write.
+    #[error("the selection `{claim}` is over `{registry}`, which action `{action}` writes")]
+    #[diagnostic(
+        code(ipc::selection_over_agent_data),
+        help(
+            "select over a registry no action of the pack writes (the shop's catalogue, the user's order history)"
+        )
+    )]
+    SelectionOverAgentData {
+        claim: String,
+        registry: String,
+        action: String,
+        #[label("over records the agent can change")]
+        span: SourceSpan,
+    },
+
     /// `selection over registry.R` anywhere but as a mandate claim's type:
     /// a selection is what the issuer signs, evaluated by the gateway, and
     /// no parameter, registry or field holds one.

@@ -613,6 +613,16 @@ pub const EXECUTORS: &[&str] = &[
     "external",
 ];
 
+/// The registries each executor of [`EXECUTORS`] writes (its records'
+/// changes, in the store), by registry name: what a selection must not be
+/// over (`selection_over_agent_data`). Kept by hand beside the executors'
+/// `declared(c, "...")` writes in `gateway::executors`.
+pub const EXECUTOR_WRITES: &[(&str, &str)] = &[
+    ("bank.standing_order", "standing_orders"),
+    ("ap.change_iban", "vendors"),
+    ("ap.pay_invoice", "invoices"),
+];
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fact {
     pub name: String,
