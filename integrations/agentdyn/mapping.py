@@ -201,6 +201,10 @@ def full_repo(owner: str, name: str) -> str:
     return (name if "/" in name else f"{owner}/{name}").lower()
 
 
+# the packs' global registries (one list for every user, owner `*`)
+GLOBAL = {(SHOP, "catalogue")}
+
+
 def catalogue(world) -> dict:
     """The shop's catalogue as the pack's keyed registry: each product's
     name, brand, category, price (a decimal amount) and rating (in tenths:

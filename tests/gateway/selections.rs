@@ -57,7 +57,7 @@ fn the_product_the_criterion_selects_goes_through_and_the_receipt_records_it() {
     )
     .unwrap();
     let mut rows = serde_json::Map::new();
-    for (k, rec) in file["maya"].as_object().unwrap() {
+    for (k, rec) in file["*"].as_object().unwrap() {
         let mut rec = rec.clone();
         let cents = intentplane::base::Money::parse(rec["price"].as_str().unwrap())
             .unwrap()
@@ -305,4 +305,43 @@ fn a_registry_over_the_bound_is_refused_not_read() {
         .unwrap();
     let d = decide(&gw, buy("A"), &m);
     assert_deny(&d, "provenance", "more than");
+}
+
+/// On PostgreSQL a decision is first taken before the head lock
+/// (optimistic); a selection's listing is not read there, so the decision
+/// is taken again under the lock, on the state it commits on: the result
+/// is the same as on any store, and a record override is seen.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_selection_is_decided_under_the_lock_on_postgresql() {
+    use intentplane::store::postgres::{PgOptions, PgStore};
+    let Some(schema) = common::pg::fresh() else {
+        return;
+    };
+    let w = pick_world();
+    let gw = w.gateway_with(Arc::new(
+        PgStore::open_with(&schema.url, PgOptions::default(), true).unwrap(),
+    ));
+    let m = pick_mandate(&w, json!({"pick": {"min": "price"}, "limit": 1}));
+    assert_deny(&decide(&gw, buy("C"), &m), "provenance", "mandate.product");
+    let regs = intentplane::gateway::registry::Registries {
+        world: gw.world(),
+        pack: "pick",
+        owner: "maya",
+    };
+    let reg = w.bundle.table.pack("pick").unwrap().registries[0].clone();
+    let rec = json!({"name": "Mug Set", "price": 300, "added": 1_795_737_600});
+    gw.store()
+        .transaction(&mut |tx| {
+            regs.put_record(tx, &reg, "C", rec.as_object().unwrap().clone())?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+    let d = decide(&gw, buy("C"), &m);
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    assert_deny(&decide(&gw, buy("A"), &m), "provenance", "mandate.product");
+    let snap = gw.store().snapshot().unwrap();
+    let bodies: Vec<Value> = snap.records().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies[1]["selections"]["product"]["picked"], "C");
+    assert_eq!(intentplane::store::verify_store(&snap, None), Ok(3));
 }
