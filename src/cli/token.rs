@@ -60,7 +60,8 @@ pub struct IssueArgs {
     /// A scope the mandate grants (repeat).
     #[arg(long = "scope")]
     pub scopes: Vec<String>,
-    /// `NAME=VALUE`; repeat a set claim's name for each member.
+    /// `NAME=VALUE`; repeat a set claim's name for each member. A
+    /// selection's query as JSON, or `NAME=@FILE` to read it from a file.
     #[arg(long = "claim", value_name = "NAME=VALUE")]
     pub claims: Vec<String>,
     /// Cumulative amount cap, e.g. `2000.00`.
