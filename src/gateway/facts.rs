@@ -130,9 +130,14 @@ fn binary(
                         "the mandate's selection `{claim}` was not evaluated"
                     ));
                 };
-                let hit = l.as_str().is_some_and(|k| s.result.iter().any(|x| x == k));
+                // keys are text, as a registry membership compares them
+                let key = match &l {
+                    Value::String(k) => k.clone(),
+                    other => other.to_string(),
+                };
+                let hit = s.result.contains(&key);
                 if hit && s.picked.is_none() {
-                    s.picked = l.as_str().map(str::to_string);
+                    s.picked = Some(key);
                 }
                 return Ok(Value::Bool(hit));
             }

@@ -472,8 +472,6 @@ pub struct Evaluated {
     /// The key the decision took under the selection (the critical value
     /// it vouched for, or the value a fact found in it).
     pub picked: Option<String>,
-    /// The query as signed (for a refusal's words).
-    pub query: Value,
 }
 
 impl Evaluated {
@@ -540,7 +538,6 @@ pub fn evaluate(
         result,
         limit: query.limit,
         picked: None,
-        query: q.clone(),
     }))
 }
 

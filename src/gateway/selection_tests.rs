@@ -154,7 +154,6 @@ fn the_receipt_cuts_a_long_result_and_counts_it() {
         result: (0..RESULT_SHOWN + 5).map(|i| format!("P{i}")).collect(),
         limit: None,
         picked: Some("P3".into()),
-        query: json!({}),
     };
     let r = ev.to_receipt();
     assert_eq!(r["result"].as_array().map(Vec::len), Some(RESULT_SHOWN));

@@ -345,3 +345,42 @@ fn a_selection_is_decided_under_the_lock_on_postgresql() {
     assert_eq!(bodies[1]["selections"]["product"]["picked"], "C");
     assert_eq!(intentplane::store::verify_store(&snap, None), Ok(3));
 }
+
+/// A registry keyed by numbers: a key the query returns is vouched for as
+/// the number the proposal gave (keys compare as their text, as a
+/// registry membership does).
+#[test]
+fn a_number_key_is_vouched_for_by_its_selection() {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = dir.path().join("seats");
+        std::fs::create_dir_all(pack.join("registries")).unwrap();
+        std::fs::write(
+            pack.join("pack.ipc"),
+            "pack seats\nmandate { seat: selection over registry.seats }\n\
+             registry seats by Int { price: Money }\n\
+             action book {\n  scope seats.book\n  executor external\n  \
+             param seat: Int critical from mandate.seat\n}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            pack.join("registries/seats.json"),
+            r#"{"maya": {"12": {"price": "30.00"}, "14": {"price": "20.00"}}}"#,
+        )
+        .unwrap();
+        dir
+    });
+    let w = TestWorld::with_pack_dirs(&[dir.path().join("seats")]);
+    let gw = w.gateway();
+    let m = w.mandate(
+        MandateSpec::for_pack("seats", "maya", "maya", &["seats.book"])
+            .claim("seat", json!({"pick": {"min": "price"}})),
+    );
+    let book = |n: i64| json!({"action": "book", "args": {"seat": n}});
+    let d = decide(&gw, book(14), &m);
+    assert_eq!(d.decision, Outcome::Allow, "{d:#?}");
+    assert_eq!(d.resolved["seat"], json!(14));
+    assert_eq!(last_receipt(&gw)["selections"]["seat"]["picked"], "14");
+    assert_deny(&decide(&gw, book(12), &m), "provenance", "mandate.seat");
+}

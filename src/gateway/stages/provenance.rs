@@ -477,9 +477,23 @@ fn vouches(
         Source::Claim { claim } if r.selections.borrow().contains_key(claim) => {
             let mut sel = r.selections.borrow_mut();
             sel.get_mut(claim).and_then(|ev| {
-                let keys = Value::Array(ev.result.iter().cloned().map(Value::String).collect());
-                let hit = matches(&keys, value, norm)?;
-                ev.picked = hit.as_str().map(str::to_string);
+                // keys are text: a number key compares as its text (as a
+                // registry membership does) and stays the value given
+                let hit = match value {
+                    Value::String(_) => {
+                        let keys =
+                            Value::Array(ev.result.iter().cloned().map(Value::String).collect());
+                        matches(&keys, value, norm)?
+                    }
+                    other => {
+                        let text = other.to_string();
+                        ev.result.contains(&text).then(|| other.clone())?
+                    }
+                };
+                ev.picked = Some(match &hit {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                });
                 Some(hit)
             })
         }
