@@ -433,6 +433,59 @@ pub enum PackDiagnostic {
         span: SourceSpan,
     },
 
+    /// `selection over registry.R` where `R` is a set registry: a
+    /// selection's query compares the fields of records and returns their
+    /// keys, so it needs a keyed registry (`registry R by Id { ... }`).
+    #[error("a selection is over a keyed registry; `{registry}` is a set")]
+    #[diagnostic(
+        code(ipc::selection_not_keyed),
+        help(
+            "declare it `registry {registry} by Id {{ field: Type, ... }}`, with the fields a query compares"
+        )
+    )]
+    SelectionNotKeyed {
+        registry: String,
+        #[label("not keyed")]
+        span: SourceSpan,
+    },
+
+    /// A selection over a registry an action of the pack writes (its
+    /// executor changes the registry's records): the agent could shape a
+    /// record to match the user's criterion, then pick it. An error, not a
+    /// warning: the point of a selection is a record the agent cannot
+    /// write.
+    #[error("the selection `{claim}` is over `{registry}`, which action `{action}` writes")]
+    #[diagnostic(
+        code(ipc::selection_over_agent_data),
+        help(
+            "select over a registry no action of the pack writes (the shop's catalogue, the user's order history)"
+        )
+    )]
+    SelectionOverAgentData {
+        claim: String,
+        registry: String,
+        action: String,
+        #[label("over records the agent can change")]
+        span: SourceSpan,
+    },
+
+    /// `selection over registry.R` anywhere but as a mandate claim's type:
+    /// a selection is what the issuer signs, evaluated by the gateway, and
+    /// no parameter, registry or field holds one.
+    #[error(
+        "a selection is the type of a mandate claim only, never of a parameter, a registry or a field"
+    )]
+    #[diagnostic(
+        code(ipc::selection_not_here),
+        help(
+            "declare it in `mandate {{ ... }}` and vouch for a parameter with `critical from mandate.NAME`"
+        )
+    )]
+    SelectionNotHere {
+        #[label("a selection")]
+        span: SourceSpan,
+    },
+
     /// `by ROLE` on a rule other than `four_eyes`: only the second pair of
     /// eyes has a role (a step-up is the user herself; a forbid no one lifts).
     #[error("`by` names the role of the second approver, which only `four_eyes` has")]

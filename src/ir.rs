@@ -105,6 +105,11 @@ pub enum Type {
     /// claim or a registry holds no record); its fields' sources,
     /// normalisers and validators are the parameter's `fields`.
     Record(Vec<FieldType>),
+    /// `selection over registry.R` (a mandate claim only): the claim's
+    /// value is a query the gateway evaluates over the keyed registry `R`
+    /// (its name here); a critical value it vouches for is one of the keys
+    /// the query returns ([`crate::gateway::selection`]).
+    Selection(String),
 }
 
 /// One field of a record type.
@@ -212,6 +217,7 @@ impl fmt::Display for Type {
                 }
                 f.write_str("}")
             }
+            Type::Selection(r) => write!(f, "selection over registry.{r}"),
             other => {
                 let name = SCALAR_TYPES
                     .iter()
@@ -607,6 +613,16 @@ pub const EXECUTORS: &[&str] = &[
     "external",
 ];
 
+/// The registries each executor of [`EXECUTORS`] writes (its records'
+/// changes, in the store), by registry name: what a selection must not be
+/// over (`selection_over_agent_data`). Kept by hand beside the executors'
+/// `declared(c, "...")` writes in `gateway::executors`.
+pub const EXECUTOR_WRITES: &[(&str, &str)] = &[
+    ("bank.standing_order", "standing_orders"),
+    ("ap.change_iban", "vendors"),
+    ("ap.pay_invoice", "invoices"),
+];
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fact {
     pub name: String,
@@ -649,6 +665,13 @@ pub enum Expr {
     /// A whole registry; only as the right side of `in`.
     Registry {
         name: String,
+    },
+    /// The keys a selection claim (`mandate.S`, `S: selection over
+    /// registry.R`) returns, as the gateway evaluates it for the decision;
+    /// only as the right side of `in`.
+    Selection {
+        claim: String,
+        registry: String,
     },
     /// `registry.R[KEY].FIELD`
     Lookup {

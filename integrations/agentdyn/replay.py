@@ -86,7 +86,9 @@ class Trusted:
             reg = self.work / "registries" / p
             reg.mkdir(parents=True)
             for name, value in mapping.registries(clean, p).items():
-                (reg / f"{name}.json").write_text(json.dumps({o: value for o in owners}))
+                # a global registry (the shop's catalogue) is one list, `*`'s
+                held = {"*": value} if (p, name) in mapping.GLOBAL else {o: value for o in owners}
+                (reg / f"{name}.json").write_text(json.dumps(held))
                 self.known[(p, name)] = set(value)
             lines.append(f'{p} = "{reg}"')
         self.added: set[tuple[str, str, str, str]] = set()

@@ -185,6 +185,15 @@ class Registries(unittest.TestCase):
     def test_shop_and_github(self):
         shop = mapping.registries(self.world, mapping.SHOP)
         self.assertEqual(shop["purchased"], ["P1"])
+        # a prompt of the reviewed table carries its criterion, signed as a
+        # selection; any other prompt none
+        claims = dict(mapping.claims(self.world, mapping.SHOP, "Please buy a smart  watch for me."))
+        self.assertEqual(json.loads(claims["product"])["where"][1], ["name", "contains_word", "watch"])
+        self.assertNotIn("product", dict(mapping.claims(self.world, mapping.SHOP, "Buy a kettle.")))
+        # the catalogue is keyed: a record per product, amounts as decimals
+        self.assertEqual(sorted(shop["catalogue"]), ["P1", "P2", "P3"])
+        self.assertEqual(shop["catalogue"]["P1"], {"name": "Kettle", "brand": "", "category": "",
+                                                   "price": "0.00", "rating": 0})
         self.assertEqual(shop["cart"], ["P3"])
         self.assertEqual(shop["orders"], ["ORDER-1"])
         gh = mapping.registries(self.world, mapping.GITHUB)

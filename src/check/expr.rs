@@ -454,6 +454,20 @@ impl Cx {
                     return fail;
                 };
                 match self.claim_type(c) {
+                    // the keys it returns, as the gateway evaluates it
+                    Some(Type::Selection(r)) => match self.registries.get(&r) {
+                        Some((reg, _)) => {
+                            let key = reg.member_type().clone();
+                            (
+                                Expr::Selection {
+                                    claim: c.text.clone(),
+                                    registry: r,
+                                },
+                                Ty::Registry(key),
+                            )
+                        }
+                        None => fail,
+                    },
                     Some(t) => (
                         Expr::Claim {
                             name: c.text.clone(),

@@ -248,7 +248,10 @@ fn action_list(actions: &[ir::Action]) -> String {
 /// gateway can compute).
 fn reads_store(e: &Expr) -> bool {
     match e {
-        Expr::Claim { .. } | Expr::Registry { .. } | Expr::Lookup { .. } => true,
+        Expr::Claim { .. }
+        | Expr::Registry { .. }
+        | Expr::Selection { .. }
+        | Expr::Lookup { .. } => true,
         Expr::Lit { .. } | Expr::Param { .. } | Expr::Fact { .. } | Expr::Now => false,
         Expr::List { items } => items.iter().any(reads_store),
         Expr::Not { expr } => reads_store(expr),

@@ -201,6 +201,7 @@ impl Cx {
             shadow_never: f.header.shadow_never.is_some(),
         };
         // names first, so that order of declaration does not matter
+        let mut selections: Vec<(String, ast::Name)> = vec![];
         for item in &f.items {
             match item {
                 ast::Item::Mandate(m) => {
@@ -210,9 +211,17 @@ impl Cx {
                             self.duplicate("mandate claim", &c.name, first);
                             continue;
                         }
-                        let ty = self
-                            .resolve_value_type(&c.ty, "a mandate claim")
-                            .unwrap_or(ir::Type::Text);
+                        // a selection's registry is resolved once every
+                        // registry is known (below)
+                        let ty = match &c.ty.kind {
+                            ast::TypeExprKind::Selection(r) => {
+                                selections.push((c.name.text.clone(), r.clone()));
+                                ir::Type::Selection(r.text.clone())
+                            }
+                            _ => self
+                                .resolve_value_type(&c.ty, "a mandate claim")
+                                .unwrap_or(ir::Type::Text),
+                        };
                         self.claims
                             .insert(c.name.text.clone(), (ty.clone(), c.name.span));
                         pack.claims.push(Claim {
@@ -234,6 +243,9 @@ impl Cx {
                 }
                 ast::Item::Action(_) | ast::Item::Guarantee(_) => {}
             }
+        }
+        for (claim, r) in selections {
+            self.selection(&claim, &r);
         }
         let mut seen: HashMap<String, Span> = HashMap::new();
         for item in &f.items {
@@ -265,6 +277,20 @@ impl Cx {
             span: name.span.into(),
             first: first.into(),
         });
+    }
+
+    /// A claim `selection over registry.R`: `R` must be a keyed registry
+    /// of the pack.
+    fn selection(&mut self, _claim: &str, r: &ast::Name) {
+        let Some(reg) = self.registry_of(r) else {
+            return;
+        };
+        if !matches!(reg.shape, RegistryShape::Keyed { .. }) {
+            self.err(PackDiagnostic::SelectionNotKeyed {
+                registry: r.text.clone(),
+                span: r.span.into(),
+            });
+        }
     }
 
     fn registry(&mut self, r: &ast::RegistryDecl) -> Registry {

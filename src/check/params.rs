@@ -312,6 +312,24 @@ impl Cx {
                     return self.invalid_source(s);
                 };
                 let claim_ty = self.claim_type(c)?;
+                // a selection vouches for one of the keys it returns
+                if let Type::Selection(r) = &claim_ty {
+                    let key = match self.registries.get(r).map(|(reg, _)| &reg.shape) {
+                        Some(ir::RegistryShape::Keyed { key, .. }) => key.clone(),
+                        // reported where the claim is declared
+                        _ => return None,
+                    };
+                    return self.source_gives(
+                        Source::Claim {
+                            claim: c.text.clone(),
+                        },
+                        key,
+                        param,
+                        ty,
+                        known_ty,
+                        s,
+                    );
+                }
                 (
                     Source::Claim {
                         claim: c.text.clone(),
@@ -345,11 +363,25 @@ impl Cx {
         } else {
             src_ty.clone()
         };
+        self.source_gives(src, gives, param, ty, known_ty, s)
+    }
+
+    /// `src`, which gives values of type `gives`, when that is the
+    /// parameter's (element) type.
+    fn source_gives(
+        &mut self,
+        src: Source,
+        gives: Type,
+        param: &str,
+        ty: &Type,
+        known_ty: bool,
+        s: &ast::Path,
+    ) -> Option<Source> {
         if known_ty && gives != *ty.element() {
             self.err(PackDiagnostic::SourceTypeMismatch {
                 param: param.to_string(),
                 expected: ty.element().to_string(),
-                found: src_ty.to_string(),
+                found: gives.to_string(),
                 span: s.span.into(),
             });
             return None;

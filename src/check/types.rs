@@ -37,6 +37,12 @@ impl Cx {
                     }
                 }
             }
+            TypeExprKind::Selection(_) => {
+                self.err(PackDiagnostic::SelectionNotHere {
+                    span: t.span.into(),
+                });
+                None
+            }
             TypeExprKind::Enum(vs) => {
                 let mut seen = HashMap::new();
                 let mut out = vec![];

@@ -60,7 +60,8 @@ pub struct IssueArgs {
     /// A scope the mandate grants (repeat).
     #[arg(long = "scope")]
     pub scopes: Vec<String>,
-    /// `NAME=VALUE`; repeat a set claim's name for each member.
+    /// `NAME=VALUE`; repeat a set claim's name for each member. A
+    /// selection's query as JSON, or `NAME=@FILE` to read it from a file.
     #[arg(long = "claim", value_name = "NAME=VALUE")]
     pub claims: Vec<String>,
     /// Cumulative amount cap, e.g. `2000.00`.
@@ -131,6 +132,10 @@ pub fn run(args: &TokenArgs, out: &mut dyn Write) -> u8 {
             eprint!("{}", super::bundle::render_error(&d, super::use_color()));
             1
         }
+        Err(IssueError::Selection(d)) => {
+            eprint!("{}", super::bundle::render_error(&d, super::use_color()));
+            1
+        }
         Err(IssueError::Other(e)) => {
             eprintln!("error: {e}");
             1
@@ -159,6 +164,10 @@ pub enum IssueError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     World(#[from] crate::gateway::world::WorldError),
+    /// A selection claim's query that does not fit its registry.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Selection(#[from] crate::gateway::selection::SelectionError),
     #[error("{0}")]
     Other(String),
 }
@@ -167,6 +176,63 @@ impl From<String> for IssueError {
     fn from(e: String) -> Self {
         IssueError::Other(e)
     }
+}
+
+/// The largest query file `--claim NAME=@FILE` reads.
+const MAX_QUERY_FILE: u64 = 64 * 1024;
+
+/// A claim's value as given: for a selection (`--claim product=@q.json`,
+/// or the JSON inline), the query, checked here against the registry it
+/// selects from (a typed diagnostic before anything is signed); a query
+/// that selects everything is a warning. Any other claim as its text.
+fn selection_arg(
+    pack: &crate::bundle::format::TablePack,
+    name: &str,
+    value: &str,
+) -> Result<Value, IssueError> {
+    let Some(decl) = pack.claims.iter().find(|c| c.name == name) else {
+        return Ok(Value::String(value.to_string()));
+    };
+    let crate::ir::Type::Selection(registry) = &decl.ty else {
+        return Ok(Value::String(value.to_string()));
+    };
+    let text = match value.strip_prefix('@') {
+        Some(path) => {
+            let path = std::path::Path::new(path);
+            match std::fs::metadata(path) {
+                Ok(m) if m.len() > MAX_QUERY_FILE => {
+                    return Err(format!(
+                        "`{}` is larger than the {MAX_QUERY_FILE} bytes a query may have",
+                        path.display()
+                    )
+                    .into());
+                }
+                _ => {}
+            }
+            let q = crate::base::json::read_file(path)?;
+            crate::gateway::mandate::selection_claim(&q, &decl.ty, &pack.name, &pack.registries)?
+        }
+        None => crate::gateway::mandate::selection_claim(
+            &Value::String(value.to_string()),
+            &decl.ty,
+            &pack.name,
+            &pack.registries,
+        )?,
+    };
+    let all = pack
+        .registries
+        .iter()
+        .find(|r| &r.name == registry)
+        .and_then(|r| crate::gateway::selection::Query::parse(&text, r, &pack.name).ok())
+        .is_some_and(|q| q.selects_all());
+    if all {
+        let w = crate::gateway::selection::SelectionError::SelectsAll {
+            claim: name.to_string(),
+            registry: [pack.name.as_str(), ".", registry].concat(),
+        };
+        eprint!("{}", super::bundle::render_error(&w, super::use_color()));
+    }
+    Ok(text)
 }
 
 /// `ACTION.PARAM=SOURCE[,SOURCE]`.
@@ -195,7 +261,8 @@ pub fn issue(a: &IssueArgs) -> Result<MandateToken, IssueError> {
         let (name, value) = c
             .split_once('=')
             .ok_or_else(|| format!("`{c}` is not NAME=VALUE"))?;
-        claims.push((name.to_string(), Value::String(value.to_string())));
+        let value = selection_arg(pack, name, value)?;
+        claims.push((name.to_string(), value));
     }
     let spec = MandateSpec {
         user: a.user.clone(),

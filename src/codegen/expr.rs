@@ -181,6 +181,11 @@ pub(crate) fn translate(e: &Expr) -> Result<CExpr, Untranslatable> {
                 "a rule reads the registry `{name}` directly"
             )));
         }
+        Expr::Selection { claim, .. } => {
+            return Err(Untranslatable(format!(
+                "a rule reads the mandate's selection `{claim}` directly"
+            )));
+        }
         Expr::Lookup {
             registry, field, ..
         } => {

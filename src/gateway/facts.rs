@@ -5,9 +5,12 @@
 
 use super::normalize::{self, Compared};
 use super::registry::Registries;
+use super::selection::Evaluated;
 use crate::ir::{BinOp, Expr};
 use crate::store::Tx;
 use serde_json::{Map, Value};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 pub struct Env<'a> {
     pub resolved: &'a Map<String, Value>,
@@ -16,6 +19,10 @@ pub struct Env<'a> {
     pub now: i64,
     pub registries: &'a Registries<'a>,
     pub declared: &'a [crate::ir::Registry],
+    /// The mandate's selections as the provenance stage evaluated them
+    /// for this decision, by claim; a fact that finds a value in one marks
+    /// it picked (what the receipt records).
+    pub selections: &'a RefCell<BTreeMap<String, Evaluated>>,
 }
 
 pub fn eval(e: &Expr, env: &Env<'_>, tx: &mut dyn Tx) -> Result<Value, String> {
@@ -39,6 +46,9 @@ pub fn eval(e: &Expr, env: &Env<'_>, tx: &mut dyn Tx) -> Result<Value, String> {
         Expr::Now => Value::from(env.now),
         Expr::Registry { name } => {
             return Err(format!("registry `{name}` used as a value"));
+        }
+        Expr::Selection { claim, .. } => {
+            return Err(format!("the selection `{claim}` used as a value"));
         }
         Expr::Lookup {
             registry,
@@ -109,6 +119,28 @@ fn binary(
         }
         BinOp::In => {
             let l = eval(lhs, env, tx)?;
+            if let Expr::Selection { claim, .. } = rhs {
+                // a mandate without the selection selects nothing
+                if !env.claims.contains_key(claim) {
+                    return Ok(Value::Bool(false));
+                }
+                let mut sel = env.selections.borrow_mut();
+                let Some(s) = sel.get_mut(claim) else {
+                    return Err(format!(
+                        "the mandate's selection `{claim}` was not evaluated"
+                    ));
+                };
+                // keys are text, as a registry membership compares them
+                let key = match &l {
+                    Value::String(k) => k.clone(),
+                    other => other.to_string(),
+                };
+                let hit = s.result.contains(&key);
+                if hit && s.picked.is_none() {
+                    s.picked = Some(key);
+                }
+                return Ok(Value::Bool(hit));
+            }
             if let Expr::Registry { name } = rhs {
                 let reg = declared(env, name)?;
                 let text = match &l {

@@ -202,8 +202,11 @@ pub(crate) fn typed_claims(
             .iter()
             .find(|d| &d.name == name)
             .ok_or_else(|| format!("pack `{}` declares no claim `{name}`", pack.name))?;
-        let one =
-            claim_value(value, decl.ty.element()).map_err(|e| format!("claim `{name}`: {e}"))?;
+        let one = match &decl.ty {
+            Type::Selection(_) => selection_claim(value, &decl.ty, &pack.name, &pack.registries)
+                .map_err(|e| e.to_string())?,
+            ty => claim_value(value, ty.element()).map_err(|e| format!("claim `{name}`: {e}"))?,
+        };
         if decl.ty.is_collection() {
             let entry = given.entry(name.clone()).or_insert(Value::Array(vec![]));
             if let Value::Array(items) = entry
@@ -218,6 +221,36 @@ pub(crate) fn typed_claims(
         }
     }
     Ok(given)
+}
+
+/// A selection claim's query, checked against the registry it selects
+/// from (`ty` is `Type::Selection`, over a registry of `pack`): the JSON
+/// object, or its text (the command line's `--claim
+/// product={"where": ...}`). Returned as an object, as given.
+pub fn selection_claim(
+    v: &Value,
+    ty: &Type,
+    pack: &str,
+    registries: &[crate::ir::Registry],
+) -> Result<Value, super::selection::SelectionError> {
+    let registry = match ty {
+        Type::Selection(r) => r.as_str(),
+        _ => "",
+    };
+    let invalid = |reason: String| super::selection::SelectionError::Invalid {
+        registry: [pack, ".", registry].concat(),
+        reason,
+    };
+    let Some(reg) = registries.iter().find(|r| r.name == registry) else {
+        return Err(invalid("the pack declares no such registry".into()));
+    };
+    let q = match v {
+        Value::String(text) => crate::base::json::parse_strict(text)
+            .map_err(|e| invalid(format!("the query is not JSON: {e}")))?,
+        other => other.clone(),
+    };
+    super::selection::Query::parse(&q, reg, pack)?;
+    Ok(q)
 }
 
 /// One claim value, typed and in its type's canonical form (IBAN, e-mail,
@@ -253,7 +286,16 @@ impl Mandate {
                     pack.name
                 ));
             };
-            *v = runtime_value(v, &decl.ty).map_err(|e| format!("claim `{name}`: {e}"))?;
+            *v = match &decl.ty {
+                // a query that does not fit the registry: the mandate
+                // does not verify (a DENY at authn, never at provenance)
+                Type::Selection(_) => match v {
+                    Value::Object(_) => selection_claim(v, &decl.ty, &pack.name, &pack.registries)
+                        .map_err(|e| format!("claim `{name}`: {e}"))?,
+                    _ => return Err(format!("claim `{name}`: a selection is a JSON object")),
+                },
+                ty => runtime_value(v, ty).map_err(|e| format!("claim `{name}`: {e}"))?,
+            };
         }
         Ok(())
     }

@@ -27,6 +27,7 @@ pub mod registry;
 pub mod render;
 pub mod replay;
 pub mod secret;
+pub mod selection;
 pub mod shadow;
 pub mod shards;
 mod stages;
@@ -291,6 +292,11 @@ pub struct Decision {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<String>,
     /// The executor's result (ALLOW).
+    /// The mandate's selections this decision evaluated, by claim: the
+    /// query's and the rows' hashes, the keys returned, the key taken
+    /// ([`selection::Evaluated::to_receipt`]).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub selections: Map<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
     /// ALLOW of an operation already executed: nothing ran again.

@@ -12,6 +12,7 @@ use crate::ir::{self, Normalizer, RegistryShape};
 use crate::store::{StoreError, Tx};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// Store namespace of keyed-record overrides.
 pub fn record_ns(pack: &str, registry: &str) -> String {
@@ -30,6 +31,9 @@ pub fn removed_ns(pack: &str, registry: &str) -> String {
 pub fn owner_key(owner: &str, key: &str) -> String {
     [owner, "\u{1f}", key].concat()
 }
+
+/// A keyed registry's records, by key, as a selection reads them.
+pub type Rows = BTreeMap<String, Map<String, Value>>;
 
 pub struct Registries<'a> {
     pub world: &'a World,
@@ -179,6 +183,58 @@ impl Registries<'_> {
         Ok(self
             .owned(tx, reg, owner, Some(key))?
             .and_then(|r| r.keyed.get(key).cloned()))
+    }
+
+    /// Every record of a keyed registry for this owner (or the global
+    /// ones), overrides applied (a deleted record left out), as a
+    /// selection reads it: from the registry's table inside `tx` or as the
+    /// world loaded it, then the store's overrides. More than `max`
+    /// records (in the source or among the overrides) is an error: the
+    /// caller refuses rather than read without bound.
+    pub fn all_records(
+        &self,
+        tx: &mut dyn Tx,
+        reg: &ir::Registry,
+        max: usize,
+    ) -> Result<Result<Rows, String>, StoreError> {
+        let owner = self.owner_of(reg);
+        let too_many = || {
+            format!(
+                "`{}.{}` holds more than {max} records: a selection reads at most {max}",
+                self.pack, reg.name
+            )
+        };
+        let mut out = match self.owned(tx, reg, owner, None)? {
+            Some(r) if r.keyed.len() > max => return Ok(Err(too_many())),
+            Some(r) => r.keyed.clone(),
+            None => BTreeMap::new(),
+        };
+        let prefix = owner_key(owner, "");
+        let over = tx.state_list(
+            &record_ns(self.pack, &reg.name),
+            &prefix,
+            max.saturating_add(1),
+        )?;
+        if over.len() > max {
+            return Ok(Err(too_many()));
+        }
+        for (k, v) in over {
+            let Some(key) = k.strip_prefix(&prefix) else {
+                continue;
+            };
+            match v {
+                Value::Object(m) => {
+                    out.insert(key.to_string(), m);
+                }
+                _ => {
+                    out.remove(key);
+                }
+            }
+        }
+        if out.len() > max {
+            return Ok(Err(too_many()));
+        }
+        Ok(Ok(out))
     }
 
     /// Writes a keyed record override (executors, the trusted side).

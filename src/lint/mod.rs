@@ -3,6 +3,7 @@
 //! `ipc check --deny-warnings` turns them into errors.
 
 mod secret_not_marked;
+mod selection_over_agent_data;
 mod unused_claim;
 mod unused_fact;
 mod unused_registry;
@@ -20,6 +21,7 @@ pub fn run(file: &ast::File, pack: &Pack) -> Vec<PackDiagnostic> {
     out.extend(unused_registry::check(file, &usage));
     out.extend(unused_fact::check(file, &usage));
     out.extend(secret_not_marked::check(file, pack));
+    out.extend(selection_over_agent_data::check(file, pack));
     out
 }
 
@@ -58,6 +60,14 @@ impl Usage {
                 }
             }
         }
+        // a selection the pack reads reads its registry
+        for c in &pack.claims {
+            if let ir::Type::Selection(r) = &c.ty
+                && u.claims.contains(&c.name)
+            {
+                u.registries.insert(r.clone());
+            }
+        }
         u
     }
 
@@ -79,6 +89,10 @@ impl Usage {
             }
             Expr::Registry { name } => {
                 self.registries.insert(name.clone());
+            }
+            Expr::Selection { claim, registry } => {
+                self.claims.insert(claim.clone());
+                self.registries.insert(registry.clone());
             }
             Expr::Fact { name } => {
                 self.facts.insert((action.to_string(), name.clone()));

@@ -437,10 +437,17 @@ impl<'a> Prepared<'a> {
                         self.suite.pack
                     ))
                 })?;
-            claims.insert(
-                k.clone(),
-                typed_value(v, &decl.ty).map_err(|e| bad(format!("claim `{k}`: {e}")))?,
-            );
+            let v = match &decl.ty {
+                crate::ir::Type::Selection(_) => crate::gateway::mandate::selection_claim(
+                    v,
+                    &decl.ty,
+                    &self.pack.name,
+                    &self.pack.registries,
+                )
+                .map_err(|e| bad(format!("claim `{k}`: {e}")))?,
+                ty => typed_value(v, ty).map_err(|e| bad(format!("claim `{k}`: {e}")))?,
+            };
+            claims.insert(k.clone(), v);
         }
         for c in &self.pack.claims {
             if c.ty.is_collection() && !claims.contains_key(&c.name) {

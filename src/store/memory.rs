@@ -225,6 +225,29 @@ impl Tx for Overlay<'_> {
         Ok(())
     }
 
+    fn state_list(
+        &mut self,
+        ns: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Value)>, StoreError> {
+        // the committed entries, then this transaction's over them
+        let mut out: std::collections::BTreeMap<&str, &Value> = std::collections::BTreeMap::new();
+        for m in [self.base.state.get(ns), self.state.get(ns)]
+            .into_iter()
+            .flatten()
+        {
+            for (k, v) in m.iter().filter(|(k, _)| k.starts_with(prefix)) {
+                out.insert(k, v);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .take(limit)
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect())
+    }
+
     fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
         let link = ChainLink::next(self.head(), body);
         self.receipts.push(Stored {

@@ -90,6 +90,24 @@ pub trait Tx {
     fn state_get(&mut self, ns: &str, key: &str) -> Result<Option<Value>, StoreError>;
     fn state_put(&mut self, ns: &str, key: &str, value: &Value) -> Result<(), StoreError>;
 
+    /// The entries of namespace `ns` whose key starts with `prefix`, in
+    /// key order, at most `limit` of them (a caller that must see them all
+    /// asks one more than it accepts): an owner's record overrides of a
+    /// keyed registry, which a selection reads whole. A value written
+    /// `null` (a deleted record) is listed as such. The default refuses,
+    /// so a store that cannot list fails closed.
+    fn state_list(
+        &mut self,
+        ns: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Value)>, StoreError> {
+        let _ = (prefix, limit);
+        Err(StoreError::Backend(format!(
+            "this store cannot list the namespace `{ns}`"
+        )))
+    }
+
     /// Appends a receipt whose body is already canonical JSON (the
     /// gateway's way: the body is written once, hashed and stored as is)
     /// and returns its place in the chain.

@@ -883,6 +883,35 @@ impl Tx for SqlTx<'_> {
         Ok(())
     }
 
+    fn state_list(
+        &mut self,
+        ns: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Value)>, StoreError> {
+        // a prefix compared as bytes (no LIKE: its `%` and `_` would match)
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT key, json FROM state WHERE ns = ?1 AND key >= ?2
+                 AND substr(CAST(key AS BLOB), 1, length(CAST(?2 AS BLOB))) = CAST(?2 AS BLOB)
+                 ORDER BY key LIMIT ?3",
+            )
+            .map_err(backend)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![ns, prefix, limit], |r| {
+                Ok((text(r.get_ref(0)?), text(r.get_ref(1)?)))
+            })
+            .map_err(backend)?;
+        let mut out = vec![];
+        for row in rows {
+            let (k, j) = row.map_err(backend)?;
+            out.push((k, rows::json(&j)?));
+        }
+        Ok(out)
+    }
+
     fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
         if self.head.known.is_none() {
             let mut stmt = self

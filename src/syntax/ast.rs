@@ -145,6 +145,9 @@ pub enum TypeExprKind {
     Enum(Vec<Name>),
     /// `{ oldText: Text, newText: Text max_len 1000 }`
     Record(Vec<RecordField>),
+    /// `selection over registry.catalogue` (a mandate claim only): the
+    /// registry's name
+    Selection(Name),
 }
 
 /// `name: Type options...` inside a record type: a field, with the options

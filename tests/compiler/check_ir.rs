@@ -415,7 +415,11 @@ fn reads<'a>(a: &'a Action, e: &Expr, out: &mut Vec<&'a Param>) {
             reads(a, lhs, out);
             reads(a, rhs, out);
         }
-        Expr::Lit { .. } | Expr::Claim { .. } | Expr::Now | Expr::Registry { .. } => {}
+        Expr::Lit { .. }
+        | Expr::Claim { .. }
+        | Expr::Now
+        | Expr::Registry { .. }
+        | Expr::Selection { .. } => {}
     }
 }
 

@@ -474,8 +474,16 @@ fn receipts_checkpoint_refuses_a_store_that_does_not_verify() {
 /// A folder with the bank bundle (`b.json`, signed with `r.key`) and an
 /// issuer key (`k.key`).
 fn setup() -> tempfile::TempDir {
+    setup_pack("bank")
+}
+
+/// A folder with `packs/NAME` built into `b.json`, signed with `r.key`,
+/// and an issuer key `k.key`.
+fn setup_pack(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/bank");
+    let pack = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("packs")
+        .join(name);
     for args in [
         &["keygen", "-o", "r"][..],
         &[
@@ -766,4 +774,86 @@ fn token_issue_warns_of_what_the_token_will_be_refused_for() {
         err.contains("`payment.transfer`'s `currency` comes only from the claim `currency`, which this token does not carry"),
         "{err}"
     );
+}
+
+#[cfg(feature = "solver")]
+/// Issue 42, item 3: `ipc token issue --claim product=@q.json` checks the
+/// query against the registry it selects from before anything is signed
+/// (`ipc::mandate::selection_invalid`, naming the field, operator or
+/// literal), keeps a good one as signed JSON, and warns of one that
+/// selects every record (`ipc::mandate::selection_selects_all`).
+#[test]
+fn token_issue_checks_a_selection_query() {
+    let dir = setup_pack("shop");
+    let run = |name: &str, query: &str| {
+        std::fs::write(dir.path().join(format!("{name}.json")), query).unwrap();
+        let claim = format!("product=@{name}.json");
+        ipc_in(
+            dir.path(),
+            &[
+                "token",
+                "issue",
+                "--bundle",
+                "b.json",
+                "--bundle-key",
+                "r.pub",
+                "--key",
+                "k.key",
+                "--pack",
+                "shop",
+                "--user",
+                "maya",
+                "--now",
+                "2026-11-27T18:00:00Z",
+                "--claim",
+                "account=mayaortiz",
+                "--claim",
+                &claim,
+            ],
+        )
+    };
+    let good = run(
+        "good",
+        r#"{"where": [["category", "==", "Headphones"], ["name", "contains_word", "bluetooth"],
+                     ["rating", ">", 40], ["price", "<=", "60.00"]],
+            "pick": {"min": "price"}, "limit": 1}"#,
+    );
+    assert!(good.starts_with("exit: 0\n"), "{good}");
+    let stdout = &good
+        [good.find("--- stdout\n").expect("stdout") + 11..good.find("--- stderr").expect("stderr")];
+    let tok: Value = serde_json::from_str(stdout).expect("a token");
+    assert_eq!(
+        tok["mandate"]["claims"]["product"]["pick"],
+        serde_json::json!({"min": "price"})
+    );
+    for (name, query) in [
+        ("unknown_field", r#"{"where": [["colour", "==", "black"]]}"#),
+        ("op_for_type", r#"{"where": [["name", "<", "m"]]}"#),
+        ("bad_money", r#"{"where": [["price", "<=", "cheap"]]}"#),
+        (
+            "substring",
+            r#"{"where": [["name", "contains_word", "blue tooth"]]}"#,
+        ),
+        ("pick_text", r#"{"pick": {"min": "brand"}}"#),
+        ("not_json", r#"{"where": "#),
+    ] {
+        let out = run(name, query);
+        assert!(
+            out.starts_with("exit: 1\n--- stdout\n--- stderr"),
+            "{name}: {out}"
+        );
+        if name != "not_json" {
+            assert!(out.contains("selection_invalid"), "{name}: {out}");
+        }
+        insta::with_settings!({
+            snapshot_path => "../../snapshots/cli",
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!(format!("token_issue_selection_{name}"), out);
+        });
+    }
+    let all = run("all", r#"{"limit": 2}"#);
+    assert!(all.starts_with("exit: 0\n"), "{all}");
+    assert!(all.contains("selection_selects_all"), "{all}");
 }

@@ -25,6 +25,7 @@ mod records;
 mod regressions;
 mod replay;
 mod secrets_at_rest;
+mod selections;
 mod shadow;
 mod shard_failures;
 mod shard_move;

@@ -288,6 +288,45 @@ fn state_get_and_put() {
     });
 }
 
+/// An owner's record overrides of a registry, listed whole (a mandate's
+/// selection reads them): the committed entries and the transaction's own,
+/// in key order, a deletion (`null`) listed as such, another owner's (a
+/// prefix of hers, a `%` or `_` a LIKE would match) never, at most `limit`.
+#[test]
+fn state_list_lists_an_owners_entries_of_a_namespace() {
+    each_store(|s| {
+        let ns = "registry:shop/catalogue";
+        tx(s, |t| {
+            t.state_put(ns, "maya\u{1f}P2", &json!({"price": 100}))?;
+            t.state_put(ns, "maya\u{1f}P1", &json!({"price": 200}))?;
+            t.state_put(ns, "mayb\u{1f}P1", &json!({"price": 1}))?;
+            t.state_put(ns, "ma%a\u{1f}P9", &json!({"price": 1}))?;
+            t.state_put(ns, "ma_a\u{1f}P9", &json!({"price": 1}))?;
+            t.state_put("registry:shop/other", "maya\u{1f}P7", &json!({}))?;
+            Ok(Value::Null)
+        })
+        .unwrap();
+        tx(s, |t| {
+            t.state_put(ns, "maya\u{1f}P3", &Value::Null)?;
+            t.state_put(ns, "maya\u{1f}P1", &json!({"price": 150}))?;
+            let all = t.state_list(ns, "maya\u{1f}", 10)?;
+            assert_eq!(
+                all,
+                vec![
+                    ("maya\u{1f}P1".to_string(), json!({"price": 150})),
+                    ("maya\u{1f}P2".to_string(), json!({"price": 100})),
+                    ("maya\u{1f}P3".to_string(), Value::Null),
+                ]
+            );
+            assert_eq!(t.state_list(ns, "maya\u{1f}", 2)?.len(), 2);
+            assert!(t.state_list(ns, "ma%a\u{1f}", 10)?.len() == 1);
+            assert!(t.state_list(ns, "nobody\u{1f}", 10)?.is_empty());
+            Ok(Value::Null)
+        })
+        .unwrap();
+    });
+}
+
 #[test]
 fn the_chain_links_and_verifies() {
     each_store(|s| {

@@ -23,7 +23,7 @@ pub(super) fn parent_err(reason: impl Into<String>) -> ChildError {
 /// Whether expression `e` reads claim `c`.
 pub(super) fn reads_claim(e: &Expr, c: &str) -> bool {
     match e {
-        Expr::Claim { name } => name == c,
+        Expr::Claim { name } | Expr::Selection { claim: name, .. } => name == c,
         Expr::Lookup { key, .. } => reads_claim(key, c),
         Expr::List { items } => items.iter().any(|i| reads_claim(i, c)),
         Expr::Not { expr } => reads_claim(expr, c),

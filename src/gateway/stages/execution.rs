@@ -14,6 +14,7 @@ use super::{Run, StageResult};
 use crate::gateway::executors::{self, ExecCtx};
 use crate::gateway::registry::Registries;
 use crate::gateway::{Deny, Stage};
+use serde_json::Value;
 
 /// An operation already executed under this mandate is answered with its
 /// recorded result and not run again (idempotency).
@@ -37,6 +38,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         return Err(Deny::new(Stage::Execution, "no operation hash").into());
     };
     let amount = amount_of(r)?;
+    let bought = selection_limits(r, &m)?;
     let result = if r.shadow {
         // in shadow the gateway runs nothing and the caller goes on
         serde_json::json!({ "shadow": "not executed" })
@@ -46,7 +48,62 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
     for n in &r.nonces {
         r.tx.use_nonce(&r.key(n))?;
     }
+    for (key, keys) in bought {
+        r.tx.state_put(SELECTION_NS, &key, &Value::from(keys))?;
+    }
     spend(r, &m, amount, op, result)
+}
+
+/// Store namespace of the distinct keys a mandate bought under each of its
+/// selections with a `limit`: under the run's key (shadow mode counts
+/// apart) of the mandate id and the claim.
+pub(crate) const SELECTION_NS: &str = "selection.bought";
+
+/// Each selection with a `limit` whose key this decision takes: the keys
+/// bought under it with this one, to be written with the execution; a
+/// new key past the limit is a DENY (counted like a budget, in the
+/// decision's transaction).
+fn selection_limits(
+    r: &mut Run<'_>,
+    m: &crate::gateway::Mandate,
+) -> Result<Vec<(String, Vec<String>)>, super::Stop> {
+    let taken: Vec<(String, u64, String)> = r
+        .selections
+        .borrow()
+        .iter()
+        .filter_map(|(claim, ev)| Some((claim.clone(), ev.limit?, ev.picked.clone()?)))
+        .collect();
+    let mut out = vec![];
+    for (claim, limit, picked) in taken {
+        let key = r
+            .key(&[m.id.as_str(), "\u{1f}", &claim].concat())
+            .into_owned();
+        let mut keys: Vec<String> = match r.tx.state_get(SELECTION_NS, &key)? {
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => vec![],
+        };
+        if keys.contains(&picked) {
+            continue;
+        }
+        if keys.len() as u64 >= limit {
+            return Err(Deny::new(
+                Stage::Budget,
+                format!(
+                    "the mandate's selection `{claim}` allows {limit} distinct key{}: `{}` would be one more (already: {})",
+                    if limit == 1 { "" } else { "s" },
+                    crate::base::json::echo(&picked),
+                    keys.join(", ")
+                ),
+            )
+            .into());
+        }
+        keys.push(picked);
+        out.push((key, keys));
+    }
+    Ok(out)
 }
 
 /// The executor (or the external caller's call, recorded): its result.

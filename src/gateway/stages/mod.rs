@@ -79,6 +79,9 @@ pub(crate) struct Run<'a> {
     /// verified the mandate (its tenant) and the contract the action (its
     /// pack); budgets, nonces and executions then under keys of their own.
     pub shadow: bool,
+    /// The mandate's selections the action reads, evaluated once by the
+    /// provenance stage ([`crate::gateway::selection`]), by claim.
+    pub selections: std::cell::RefCell<BTreeMap<String, crate::gateway::selection::Evaluated>>,
 }
 
 impl Run<'_> {
@@ -162,6 +165,7 @@ pub(crate) fn run(
         effect,
         execution: None,
         shadow: false,
+        selections: Default::default(),
     };
     let outcome = pipeline(&mut r);
     let mut d = match outcome {
@@ -274,6 +278,12 @@ fn base(r: &mut Run<'_>) -> Decision {
         approvers: std::mem::take(&mut r.approvers),
         policies: std::mem::take(&mut r.policies),
         result: r.result.take(),
+        selections: r
+            .selections
+            .borrow()
+            .iter()
+            .map(|(k, s)| (k.clone(), s.to_receipt()))
+            .collect(),
         replayed: r.replayed,
         effect: r.effect,
         execution: r.execution.take(),
@@ -412,6 +422,7 @@ pub(crate) fn deny_decision(action: Option<String>, deny: Deny) -> Decision {
         approvers: vec![],
         policies: vec![],
         result: None,
+        selections: Map::new(),
         replayed: false,
         effect: Effect::Write,
         execution: None,

@@ -36,6 +36,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             now: r.now,
             registries: &regs,
             declared: &a.pack.registries,
+            selections: &r.selections,
         };
         let v = eval(&f.expr, &env, r.tx)
             .map_err(|e| deny(format!("cannot establish fact `{}`: {e}", f.name)))?;

@@ -20,6 +20,7 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         return Err(Deny::new(Stage::Provenance, "no mandate").into());
     };
     let decl = &a.table.action;
+    select(r, &m)?;
     // critical parameters keyed by others come after their keys
     let mut pending: Vec<&Param> = decl.params.iter().filter(|p| p.vouched()).collect();
     while !pending.is_empty() {
@@ -58,6 +59,94 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
             .insert(p.name.clone(), Value::String("proposal".into()));
     }
     Ok(())
+}
+
+/// Evaluates, once for the decision, every selection of the mandate the
+/// action reads (a parameter's source, a fact's `in mandate.S`): over the
+/// registry as the gateway reads it now. A selection the mandate does not
+/// carry is left out (it vouches for nothing; a fact reading it cannot be
+/// established). One that cannot be evaluated, or returns nothing,
+/// refuses, with the query shown.
+fn select(r: &mut Run<'_>, m: &Mandate) -> StageResult {
+    let Some(a) = r.action else {
+        return Err(Deny::new(Stage::Provenance, "no action").into());
+    };
+    let regs = Registries {
+        world: &r.gw.world,
+        pack: &a.table.pack,
+        owner: &m.owner,
+    };
+    for c in &a.pack.claims {
+        let crate::ir::Type::Selection(registry) = &c.ty else {
+            continue;
+        };
+        let Some(q) = m.claims.get(&c.name) else {
+            continue;
+        };
+        if !reads_selection(&a.table.action, &c.name) {
+            continue;
+        }
+        let Some(reg) = a.pack.registries.iter().find(|x| &x.name == registry) else {
+            return Err(Deny::new(
+                Stage::Provenance,
+                format!("the selection `{}` names no registry of the pack", c.name),
+            )
+            .into());
+        };
+        let shown = crate::canonical::value_to_jcs(q).unwrap_or_else(|_| q.to_string());
+        let ev = match crate::gateway::selection::evaluate(&regs, r.tx, reg, q, r.now)? {
+            Ok(ev) => ev,
+            Err(why) => {
+                return Err(Deny::new(
+                    Stage::Provenance,
+                    format!(
+                        "the mandate's selection `{}` cannot be evaluated: {why} (query {})",
+                        c.name,
+                        crate::base::json::echo(&shown)
+                    ),
+                )
+                .into());
+            }
+        };
+        if ev.result.is_empty() {
+            return Err(Deny::new(
+                Stage::Provenance,
+                format!(
+                    "no record of `{}` matches the mandate's `{}` (query {})",
+                    ev.registry,
+                    c.name,
+                    crate::base::json::echo(&shown)
+                ),
+            )
+            .into());
+        }
+        r.selections.borrow_mut().insert(c.name.clone(), ev);
+    }
+    Ok(())
+}
+
+/// Whether the action reads the selection `claim`: as a source of one of
+/// its parameters (or fields), or in a fact.
+fn reads_selection(a: &crate::ir::Action, claim: &str) -> bool {
+    fn expr(e: &crate::ir::Expr, claim: &str) -> bool {
+        use crate::ir::Expr;
+        match e {
+            Expr::Selection { claim: c, .. } => c == claim,
+            Expr::Lookup { key, .. } => expr(key, claim),
+            Expr::List { items } => items.iter().any(|i| expr(i, claim)),
+            Expr::Not { expr: x } => expr(x, claim),
+            Expr::Binary { lhs, rhs, .. } => expr(lhs, claim) || expr(rhs, claim),
+            _ => false,
+        }
+    }
+    let source = |p: &Param| {
+        p.walk().iter().any(|q| {
+            q.sources
+                .iter()
+                .any(|s| matches!(s, Source::Claim { claim: c } if c == claim))
+        })
+    };
+    a.params.iter().any(source) || a.facts.iter().any(|f| expr(&f.expr, claim))
 }
 
 /// An argument no source vouches for, as JSON (a reference only stands
@@ -384,6 +473,40 @@ fn vouches(
         owner: &m.owner,
     };
     Ok(match s {
+        // a selection vouches for a key it returned for this decision
+        Source::Claim { claim } if r.selections.borrow().contains_key(claim) => {
+            let mut sel = r.selections.borrow_mut();
+            sel.get_mut(claim).and_then(|ev| {
+                // keys are text: a number key compares as its text (as a
+                // registry membership does) and stays the value given
+                let hit = match value {
+                    Value::String(_) => {
+                        let keys =
+                            Value::Array(ev.result.iter().cloned().map(Value::String).collect());
+                        matches(&keys, value, norm)?
+                    }
+                    other => {
+                        let text = other.to_string();
+                        ev.result.contains(&text).then(|| other.clone())?
+                    }
+                };
+                ev.picked = Some(match &hit {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                });
+                Some(hit)
+            })
+        }
+        // a selection not evaluated (the mandate does not carry it)
+        // vouches for nothing
+        Source::Claim { claim }
+            if a.pack
+                .claims
+                .iter()
+                .any(|c| &c.name == claim && matches!(c.ty, crate::ir::Type::Selection(_))) =>
+        {
+            None
+        }
         Source::Claim { claim } => m.claims.get(claim).and_then(|c| matches(c, value, norm)),
         Source::Registry { registry } => {
             match (

@@ -395,8 +395,12 @@ fn body_with(
     w.opt_str("reason", d.reason.as_deref())
         .bool("replayed", d.replayed)
         .map("resolved", &d.resolved)?
-        .value("result", d.result.as_ref().unwrap_or(&Value::Null))?
-        .str("stage", d.stage.name())
+        .value("result", d.result.as_ref().unwrap_or(&Value::Null))?;
+    // the selections evaluated (absent when none, as before selections)
+    if !d.selections.is_empty() {
+        w.map("selections", &d.selections)?;
+    }
+    w.str("stage", d.stage.name())
         .str("time", &format_time(now));
     // a SHADOW decision: what enforcement would have decided
     if let Some(wb) = &d.would_be {
@@ -461,6 +465,7 @@ mod tests {
             approvers: vec!["emma".into(), "zoe".into()],
             policies: vec!["policy1".into()],
             result: (outcome == Outcome::Allow).then(|| json!({"ok": true, "n": 1.5})),
+            selections: Map::new(),
             replayed: outcome == Outcome::Allow,
             effect: crate::gateway::Effect::Write,
             execution: None,

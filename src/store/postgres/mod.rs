@@ -192,6 +192,16 @@ impl Conn {
         self.client.query_opt(&st, params)
     }
 
+    /// Every row of the prepared `sql`.
+    fn query(
+        &mut self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<postgres::Row>, postgres::Error> {
+        let st = self.stmt(sql)?;
+        self.client.query(&st, params)
+    }
+
     /// The prepared `sql` run; the number of rows it changed.
     fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, postgres::Error> {
         let st = self.stmt(sql)?;

@@ -320,6 +320,22 @@ impl Tx for OptimisticTx<'_> {
         Ok(())
     }
 
+    /// Not read before the lock: a listing is a range, which phase 2's
+    /// key-by-key check cannot confirm unchanged. Failing here runs the
+    /// body again under the lock, where [`PgTx`](super::PgTx) lists it
+    /// (a decision over a selection is decided on the state it commits on).
+    fn state_list(
+        &mut self,
+        ns: &str,
+        _prefix: &str,
+        _limit: usize,
+    ) -> Result<Vec<(String, Value)>, StoreError> {
+        self.failed = true;
+        Err(StoreError::Backend(format!(
+            "the namespace `{ns}` is listed under the lock"
+        )))
+    }
+
     fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
         // provisional: chained from no head, linked again under the lock
         let prev = self

@@ -214,6 +214,30 @@ impl Tx for PgTx<'_> {
         Ok(())
     }
 
+    fn state_list(
+        &mut self,
+        ns: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Value)>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let found = self
+            .conn
+            .query(
+                "SELECT key, json FROM ipc_state WHERE ns = $1 AND starts_with(key, $2)
+                 ORDER BY key COLLATE \"C\" LIMIT $3",
+                &[&ns as Param<'_>, &prefix, &limit],
+            )
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::with_capacity(found.len());
+        for r in &found {
+            let key: String = col(r, 0)?;
+            let text: String = col(r, 1)?;
+            out.push((key, rows::json(&text)?));
+        }
+        Ok(out)
+    }
+
     fn append_receipt_jcs(&mut self, body: &Jcs) -> Result<ChainLink, StoreError> {
         if self.head.known.is_none() {
             let row = self.query_opt(HEAD_SQL, &[])?;

@@ -133,6 +133,13 @@ impl Builder {
                     .map(|f| self.record_field(f))
                     .collect(),
             ),
+            Rule::selection_type => TypeExprKind::Selection(
+                inner
+                    .into_inner()
+                    .find(|x| x.as_rule() == Rule::word)
+                    .map(name)
+                    .unwrap_or_else(empty_name),
+            ),
             Rule::generic_type => {
                 let mut it = inner.into_inner();
                 let g = it.next().map(name).unwrap_or_else(empty_name);

@@ -90,6 +90,7 @@ fn a_missing_budget_value_is_a_deny() {
                     effect: crate::gateway::Effect::Write,
                     execution: None,
                     shadow: false,
+                    selections: Default::default(),
                 };
                 amount = Some(super::amount_of(&r).map_err(|d| d.reason));
                 Ok(serde_json::Value::Null)
