@@ -187,7 +187,9 @@ impl Cx {
         let ty = match &x {
             Expr::Binary {
                 op: BinOp::In, rhs, ..
-            } if matches!(**rhs, Expr::Registry { .. }) => Some(ir::Type::Bool),
+            } if matches!(**rhs, Expr::Registry { .. } | Expr::Selection { .. }) => {
+                Some(ir::Type::Bool)
+            }
             Expr::Claim { name } => self.claims.get(name).map(|c| c.0.clone()),
             Expr::Lookup {
                 registry, field, ..
@@ -309,5 +311,44 @@ guarantee "never blocked" never allow every action with payee_iban: Iban when pa
         assert_eq!(f.expr, pack.action("pay.a").unwrap().facts[0].expr);
         assert!(pack.action("pay.a").unwrap().fact(name).is_none());
         assert!(pack.action("other.c").unwrap().facts.is_empty());
+    }
+
+    /// A selection's membership (`x in mandate.S`) is a read the gateway
+    /// computes, hoisted to a fact like a registry's membership: the
+    /// action's own fact when it computes exactly that, else a new one.
+    #[test]
+    fn selection_reads_become_facts_of_the_covered_actions() {
+        const SEL: &str = r#"pack p
+mandate { product: selection over registry.catalogue }
+registry catalogue by Id { price: Money } global
+action buy.a "A" {
+  scope s
+  executor external
+  param product_id: Id critical from registry.catalogue
+  fact picked = product_id in mandate.product
+  step_up "not picked" when not picked
+}
+action buy.b "B" {
+  scope s
+  executor external
+  param product_id: Id critical from registry.catalogue
+}
+guarantee "outside the selection the user decides"
+  buy.* need level 1 when not (product_id in mandate.product)
+"#;
+        let c = crate::check::check_text("p.ipc", SEL);
+        let pack = c.pack.expect("checks");
+        let g = &pack.guarantees[0];
+        let not = |name: &str| {
+            Some(Expr::Not {
+                expr: Box::new(Expr::Fact { name: name.into() }),
+            })
+        };
+        assert_eq!(g.covers[0].when, not("picked"));
+        let name = "product_id in mandate.product";
+        assert_eq!(g.covers[1].when, not(name));
+        let f = pack.action("buy.b").unwrap().fact(name).expect("added");
+        assert_eq!(f.ty, Type::Bool);
+        assert_eq!(f.expr, pack.action("buy.a").unwrap().facts[0].expr);
     }
 }
