@@ -514,16 +514,10 @@ pub struct Gateway {
 impl Gateway {
     pub fn new(bundle: &Bundle, world: World, store: Arc<dyn Store>) -> Result<Self, GatewayError> {
         shadow_allowed(bundle, &world)?;
-        if !world.registry_tables.is_empty() && !store.registry_tables() {
-            let mut tables: Vec<String> = world
-                .registry_tables
-                .values()
-                .flat_map(|m| m.values().map(|t| format!("`{t}`")))
-                .collect();
-            tables.sort();
-            return Err(GatewayError::RegistryTables {
-                tables: tables.join(", "),
-            });
+        if let Some(tables) = world.registry_tables_listed()
+            && !store.registry_tables()
+        {
+            return Err(GatewayError::RegistryTables { tables });
         }
         let cedar = bundle.cedar().map_err(|e| GatewayError::Prepare {
             action: "*".into(),

@@ -350,6 +350,18 @@ pub struct World {
 }
 
 impl World {
+    /// The registry tables the world names (`[pg_registries]`), sorted and
+    /// quoted for a message; `None` when it names none.
+    pub fn registry_tables_listed(&self) -> Option<String> {
+        let mut tables: Vec<String> = self
+            .registry_tables
+            .values()
+            .flat_map(|m| m.values().map(|t| format!("`{t}`")))
+            .collect();
+        tables.sort();
+        (!tables.is_empty()).then(|| tables.join(", "))
+    }
+
     /// An empty world: no keys, no registries, system clock.
     pub fn empty() -> Self {
         World {

@@ -9,9 +9,11 @@ use super::{Spent, StoreError};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The rows of a store, by table.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Rows {
+/// The rows of a store, by table. `S`: what a state row holds (its value
+/// here; what the move writes for it, `gateway::shards::attribute::Put`,
+/// where the rows are one tenant's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rows<S = Value> {
     /// Spent amount and calls by mandate id.
     pub budgets: BTreeMap<String, Spent>,
     pub nonces: BTreeSet<String>,
@@ -19,11 +21,24 @@ pub struct Rows {
     pub executions: BTreeMap<String, Value>,
     /// Revoked token (mandate) ids.
     pub revocations: BTreeSet<String>,
-    /// Values by namespace and key.
-    pub state: BTreeMap<(String, String), Value>,
+    /// State rows by namespace and key.
+    pub state: BTreeMap<(String, String), S>,
 }
 
-impl Rows {
+// by hand: a derived `Default` would ask `S: Default`
+impl<S> Default for Rows<S> {
+    fn default() -> Self {
+        Rows {
+            budgets: BTreeMap::new(),
+            nonces: BTreeSet::new(),
+            executions: BTreeMap::new(),
+            revocations: BTreeSet::new(),
+            state: BTreeMap::new(),
+        }
+    }
+}
+
+impl<S> Rows<S> {
     /// How many rows, over every table.
     pub fn len(&self) -> usize {
         self.budgets.len()

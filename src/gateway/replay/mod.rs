@@ -145,16 +145,8 @@ impl<'r> Replayer<'r> {
         world: &World,
         recorded: &'r dyn Recorded,
     ) -> Result<Self, ReplayError> {
-        if !world.registry_tables.is_empty() {
-            let mut tables: Vec<String> = world
-                .registry_tables
-                .values()
-                .flat_map(|m| m.values().map(|t| format!("`{t}`")))
-                .collect();
-            tables.sort();
-            return Err(ReplayError::RegistryTables {
-                tables: tables.join(", "),
-            });
+        if let Some(tables) = world.registry_tables_listed() {
+            return Err(ReplayError::RegistryTables { tables });
         }
         let store = Arc::new(MemoryStore::forgetting_receipts());
         let mut world = world.clone();

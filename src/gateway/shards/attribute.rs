@@ -7,9 +7,9 @@
 //! silently). Used nonces and revocations only ever deny, so one whose
 //! tenant is unknown is copied too.
 
-use crate::store::{ReceiptRecord, Rows, Spent};
+use crate::store::{ReceiptRecord, Rows};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 /// Namespaces whose entries name their owner in their value (or are keyed
 /// by an operation hash or a mandate id the receipts attribute).
@@ -35,28 +35,7 @@ pub enum Put {
 }
 
 /// The tenant's rows, as the move writes them.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TenantRows {
-    pub budgets: BTreeMap<String, Spent>,
-    pub nonces: BTreeSet<String>,
-    pub executions: BTreeMap<String, Value>,
-    pub revocations: BTreeSet<String>,
-    pub state: BTreeMap<(String, String), Put>,
-}
-
-impl TenantRows {
-    pub fn len(&self) -> usize {
-        self.budgets.len()
-            + self.nonces.len()
-            + self.executions.len()
-            + self.revocations.len()
-            + self.state.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
+pub type TenantRows = crate::store::Rows<Put>;
 
 /// A row no rule attributes to a tenant: the move is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]

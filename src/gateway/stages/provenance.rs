@@ -93,7 +93,11 @@ fn select(r: &mut Run<'_>, m: &Mandate) -> StageResult {
             )
             .into());
         };
-        let shown = crate::canonical::value_to_jcs(q).unwrap_or_else(|_| q.to_string());
+        // the query as the user signed it, for a refusal only
+        let shown = || {
+            let q = crate::canonical::value_to_jcs(q).unwrap_or_else(|_| q.to_string());
+            crate::base::json::echo(&q)
+        };
         let ev = match crate::gateway::selection::evaluate(&regs, r.tx, reg, q, r.now)? {
             Ok(ev) => ev,
             Err(why) => {
@@ -102,7 +106,7 @@ fn select(r: &mut Run<'_>, m: &Mandate) -> StageResult {
                     format!(
                         "the mandate's selection `{}` cannot be evaluated: {why} (query {})",
                         c.name,
-                        crate::base::json::echo(&shown)
+                        shown()
                     ),
                 )
                 .into());
@@ -115,7 +119,7 @@ fn select(r: &mut Run<'_>, m: &Mandate) -> StageResult {
                     "no record of `{}` matches the mandate's `{}` (query {})",
                     ev.registry,
                     c.name,
-                    crate::base::json::echo(&shown)
+                    shown()
                 ),
             )
             .into());
