@@ -19,6 +19,11 @@ use std::collections::BTreeMap;
 /// The most rows a selection reads: a registry with more is refused (the
 /// decision is a DENY), so a decision's work stays bounded.
 pub const MAX_ROWS: usize = 10_000;
+
+/// Store namespace of the keys a mandate took under a selection's
+/// `limit`: by `<mandate id>\u{1f}<claim>` (with shadow mode's prefix in
+/// shadow), the keys so far.
+pub const BOUGHT_NS: &str = "selection.bought";
 /// The most conditions a query's `where` holds.
 pub const MAX_CONDITIONS: usize = 32;
 /// The longest literal text (bytes) a condition compares with.

@@ -274,6 +274,12 @@ fn state_owner(
             Whose::Tenant(owner.to_string())
         });
     }
+    // the keys a mandate took under a selection's `limit`, by mandate id
+    // (and claim): the mandate's tenant's
+    if ns == crate::gateway::selection::BOUGHT_NS {
+        let (id, _) = key.split_once('\u{1f}')?;
+        return o.ids.get(bare(id)).map(|t| Whose::Tenant(t.clone()));
+    }
     if ns == crate::gateway::executors::CREDENTIALS_NS {
         let owners = o.users.get(key)?;
         return (owners.len() == 1)
@@ -318,4 +324,39 @@ fn merged_index(tenant: &str, ns: &str, v: &Value, rows: &Rows, o: &Owners) -> O
         }
     }
     Some(Whose::Merge(mine))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The keys a mandate took under a selection's `limit` are its
+    /// tenant's (enforced and shadow alike): a move carries them, and a
+    /// tenant that bought under a limit can be moved at all.
+    #[test]
+    fn a_selections_bought_keys_go_with_the_mandates_tenant() {
+        let decision = |owner: &str, id: &str| json!({"mandate": {"owner": owner, "id": id}});
+        let first = ReceiptRecord::next(None, decision("emma", "m-emma")).unwrap();
+        let second =
+            ReceiptRecord::next(Some((first.seq, &first.hash)), decision("noah", "m-noah"))
+                .unwrap();
+        let ns = crate::gateway::selection::BOUGHT_NS.to_string();
+        let mut rows = Rows::default();
+        for key in [
+            "m-emma\u{1f}product",
+            "shadow:m-emma\u{1f}product",
+            "m-noah\u{1f}product",
+        ] {
+            rows.state.insert((ns.clone(), key.into()), json!(["P1"]));
+        }
+        let got = tenant_rows("emma", &rows, &[first, second]).unwrap();
+        let keys: Vec<&str> = got.state.keys().map(|(_, k)| k.as_str()).collect();
+        assert_eq!(keys, ["m-emma\u{1f}product", "shadow:m-emma\u{1f}product"]);
+        // a mandate no receipt names: no rule says whose, the move refuses
+        rows.state
+            .insert((ns, "m-other\u{1f}product".into()), json!(["P2"]));
+        let refused = tenant_rows("emma", &rows, &[]).unwrap_err();
+        assert_eq!(refused.table, "state `selection.bought`");
+    }
 }

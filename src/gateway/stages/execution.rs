@@ -49,15 +49,14 @@ pub(super) fn run(r: &mut Run<'_>) -> StageResult {
         r.tx.use_nonce(&r.key(n))?;
     }
     for (key, keys) in bought {
-        r.tx.state_put(SELECTION_NS, &key, &Value::from(keys))?;
+        r.tx.state_put(
+            crate::gateway::selection::BOUGHT_NS,
+            &key,
+            &Value::from(keys),
+        )?;
     }
     spend(r, &m, amount, op, result)
 }
-
-/// Store namespace of the distinct keys a mandate bought under each of its
-/// selections with a `limit`: under the run's key (shadow mode counts
-/// apart) of the mandate id and the claim.
-pub(crate) const SELECTION_NS: &str = "selection.bought";
 
 /// Each selection with a `limit` whose key this decision takes: the keys
 /// bought under it with this one, to be written with the execution; a
@@ -78,13 +77,14 @@ fn selection_limits(
         let key = r
             .key(&[m.id.as_str(), "\u{1f}", &claim].concat())
             .into_owned();
-        let mut keys: Vec<String> = match r.tx.state_get(SELECTION_NS, &key)? {
-            Some(Value::Array(items)) => items
-                .into_iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect(),
-            _ => vec![],
-        };
+        let mut keys: Vec<String> =
+            match r.tx.state_get(crate::gateway::selection::BOUGHT_NS, &key)? {
+                Some(Value::Array(items)) => items
+                    .into_iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect(),
+                _ => vec![],
+            };
         if keys.contains(&picked) {
             continue;
         }
